@@ -1,0 +1,3 @@
+from fatkit.cli import main
+
+main()

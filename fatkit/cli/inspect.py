@@ -1,0 +1,41 @@
+"""`fatkit inspect`: what GPU code is inside, is there PTX, what would block AMD."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List
+
+import typer
+
+import fatkit
+from fatkit.cli import EXIT_GATE, app
+from fatkit.cli.progress import file_progress
+from fatkit.cli.render import render_inspect
+from fatkit.extract.report import summarize
+from fatkit.extract.scan import scan_paths
+
+
+@app.command()
+def inspect(
+    paths: List[Path] = typer.Argument(..., help="Files, directories (recursive), .a archives, wheels or zips."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    kernels: bool = typer.Option(False, "--kernels", help="List kernels with parameters and resources."),
+    require_ptx: bool = typer.Option(False, "--require-ptx",
+                                     help="Exit 3 unless every kernel of every binary has PTX."),
+) -> None:
+    """Show the NVIDIA and AMD device code inside binaries and whether it can run on AMD GPUs."""
+    binaries = []
+    with file_progress(paths, "inspecting") as on_file:
+        for binary in scan_paths(paths, on_file=on_file):
+            binaries.append(binary.to_json(with_kernels=kernels, with_hash=True))
+    summary = summarize(binaries)
+    if as_json:
+        json.dump({"fatkit_version": fatkit.__version__, "binaries": binaries, "summary": summary},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_inspect(binaries, summary, kernels=kernels)
+    if require_ptx and any(b["verdict"]["amd"] in ("no", "partial") for b in binaries):
+        raise typer.Exit(EXIT_GATE)

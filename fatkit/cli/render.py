@@ -1,0 +1,129 @@
+"""Human output: rich tables over the serialised report (the same dicts `--json` prints)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red", "native": "bold cyan",
+                 "none": "dim"}
+FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-rel": "ELF relocatable object",
+                "cubin": "cubin", "hsaco": "AMD code object", "fatbin": "fatbin", "offload-bundle": "offload bundle",
+                "ccob": "compressed offload bundle", "ptx": "PTX", "other": "data"}
+DETAIL_LIMIT = 5  # up to this many binaries are shown container by container
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _verdict(v: dict[str, Any]) -> str:
+    style = VERDICT_STYLE.get(v["amd"], "")
+    return f"[{style}]{v['amd']}[/]"
+
+
+def _entries_cell(entries: list[dict[str, Any]]) -> str:
+    groups = Counter((e["kind"], e["arch"], e["compression"]) for e in entries if e["kind"] != "host")
+    parts = []
+    for (kind, arch, compression), n in groups.items():
+        text = f"{kind} {arch}" + (f" [dim]({compression})[/]" if compression else "")
+        parts.append(f"{n}× {text}" if n > 1 else text)
+    return ", ".join(parts) or "[dim](empty)[/]"
+
+
+def _found_by(c: dict[str, Any]) -> str:
+    parts = []
+    for how in c["found_by"]:
+        if how == "wrapper" and c.get("wrapper"):
+            parts.append(f"wrapper v{c['wrapper']['version']}")
+        else:
+            parts.append(how)
+    return ", ".join(parts)
+
+
+def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, kernels: bool) -> None:
+    out = Console()
+    if len(binaries) <= DETAIL_LIMIT:
+        for b in binaries:
+            _render_binary(out, b, kernels=kernels)
+    else:
+        _render_tree(out, binaries)
+    if len(binaries) > 1:
+        out.print(f"[bold]{summary['binaries']} binaries[/], {summary['containers']} containers, "
+                  f"{summary['entries']} entries — AMD: {_verdict(summary)} "
+                  f"({', '.join(f'{k} {v}' for k, v in summary['verdicts'].items())})")
+
+
+def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
+    v = b["verdict"]
+    out.print(f"[bold]{b['path']}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
+              highlight=False)
+    out.print(f"  AMD: {_verdict(v)} — {v['reason']}", highlight=False)
+    if v["kernels_without_ptx"]:
+        shown = ", ".join(v["kernels_without_ptx"][:5])
+        more = len(v["kernels_without_ptx"]) - 5
+        out.print(f"  without PTX: {shown}" + (f" … and {more} more" if more > 0 else ""), highlight=False)
+    for lib in v["libraries"]:
+        out.print(f"  needs {lib['soname']} ({lib['library']}) → on AMD: {lib['amd']}", highlight=False)
+    for note in b["notes"]:
+        out.print(f"  [dim]note: {note}[/]", highlight=False)
+    if b["containers"]:
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("#", "offset", "size", "section", "found by", "format", "entries"):
+            table.add_column(col, justify="right" if col in ("#", "offset", "size") else "left")
+        for c in b["containers"]:
+            table.add_row(str(c["index"]), f"0x{c['offset']:x}", _size(c["size"]), c["section"] or "-",
+                          _found_by(c), c["format"], _entries_cell(c["entries"]))
+        out.print(table)
+    if kernels:
+        _render_kernels(out, b)
+    for err in b["errors"]:
+        where = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
+        out.print(f"  [yellow]! {where}{err['message']}[/]", highlight=False)
+    out.print()
+
+
+def _render_kernels(out: Console, b: dict[str, Any]) -> None:
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("c.e", "kind", "arch", "kernel", "param bytes", "regs", "shared"):
+        table.add_column(col, justify="right" if col in ("param bytes", "regs", "shared") else "left")
+    for c in b["containers"]:
+        for e in c["entries"]:
+            for k in e.get("kernels", []):
+                table.add_row(f"{c['index']}.{e['index']}", e["kind"], e["arch"], k["name"],
+                              _opt(k.get("param_bytes")), _opt(k.get("registers")), _opt(k.get("shared_bytes")))
+    if table.row_count:
+        out.print(table)
+
+
+def _opt(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("binary", "containers", "PTX", "cubin", "AMD code", "AMD"):
+        table.add_column(col)
+    for b in binaries:
+        v = b["verdict"]
+        table.add_row(b["path"], str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
+                      " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
+    out.print(table)
+
+
+def render_extract(manifest: dict[str, Any], output: Path) -> None:
+    out = Console()
+    kinds = Counter(f["kind"] for f in manifest["files"])
+    out.print(f"wrote {len(manifest['files'])} files to {output} "
+              f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'nothing matched'}); "
+              f"manifest: {output / 'manifest.json'}", highlight=False)
+    for err in manifest["errors"]:
+        out.print(f"[yellow]! {err['path']}: {err['message']}[/]", highlight=False)

@@ -1,0 +1,151 @@
+"""Verdicts: what a binary (or a tree of them) means for running on AMD GPUs, and why."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Iterable
+
+from fatkit.errors import FatkitError
+from fatkit.extract.model import Binary, Verdict
+
+# NVIDIA libraries a binary may need (DT_NEEDED), the library they are, and what replaces them on AMD.
+# Order matters: the first pattern that matches a soname wins (cublasLt before cublas).
+NVIDIA_LIBRARIES: tuple[tuple[str, str, str], ...] = (
+    (r"libcuda\.so", "CUDA driver", "HIP runtime (libamdhip64), or a CUDA-on-AMD shim such as ZLUDA"),
+    (r"libcudart\.so", "CUDA runtime", "HIP runtime (libamdhip64)"),
+    (r"libcublasLt\.so", "cuBLASLt", "hipBLASLt"),
+    (r"libcublas\.so", "cuBLAS", "hipBLAS / rocBLAS"),
+    (r"libcudnn\w*\.so", "cuDNN", "MIOpen"),
+    (r"libcufftw\.so", "cuFFTW", "hipFFTW / rocFFT"),
+    (r"libcufft\.so", "cuFFT", "hipFFT / rocFFT"),
+    (r"libcurand\.so", "cuRAND", "hipRAND / rocRAND"),
+    (r"libcusparseLt\.so", "cuSPARSELt", "hipSPARSELt"),
+    (r"libcusparse\.so", "cuSPARSE", "hipSPARSE / rocSPARSE"),
+    (r"libcusolverMg\.so", "cuSOLVERMg", "none (multi-GPU solvers have no ROCm counterpart)"),
+    (r"libcusolver\.so", "cuSOLVER", "hipSOLVER / rocSOLVER"),
+    (r"libcutensor\w*\.so", "cuTENSOR", "hipTensor"),
+    (r"libnccl\.so", "NCCL", "RCCL"),
+    (r"libnvrtc\w*\.so", "NVRTC", "hipRTC"),
+    (r"libnvJitLink\.so", "nvJitLink", "amd_comgr"),
+    (r"libnvjpeg\.so", "nvJPEG", "rocJPEG"),
+    (r"libnvToolsExt\.so|libnvtx\w*\.so", "NVTX", "rocTX"),
+    (r"libcupti\.so", "CUPTI", "rocprofiler-sdk"),
+    (r"libnvidia-ml\.so", "NVML", "AMD SMI (libamd_smi) / ROCm SMI"),
+    (r"libnpp\w*\.so", "NPP", "none in ROCm (port to hipCV/MIVisionX or own kernels)"),
+    (r"libcufile\w*\.so", "cuFile (GPUDirect Storage)", "hipFile"),
+    (r"libnvblas\.so", "NVBLAS", "none (call hipBLAS/rocBLAS directly)"),
+    (r"libcudss\.so", "cuDSS", "none in ROCm"),
+    (r"libnvshmem\w*\.so", "NVSHMEM", "rocSHMEM"),
+)
+_LIBRARY_PATTERNS = [(re.compile(rf"^(?:{pattern})"), name, amd) for pattern, name, amd in NVIDIA_LIBRARIES]
+
+
+def nvidia_libraries(needed: Iterable[str]) -> tuple[dict[str, str], ...]:
+    out = []
+    for soname in needed:
+        for pattern, name, amd in _LIBRARY_PATTERNS:
+            if pattern.match(soname):
+                out.append({"soname": soname, "library": name, "amd": amd})
+                break
+    return tuple(out)
+
+
+def _arch_key(arch: str) -> tuple[int, str]:
+    digits = re.search(r"\d+", arch)
+    return (int(digits.group()) if digits else 0, arch)
+
+
+def _names(binary: Binary, kind: str) -> set[str]:
+    """Kernel names of every readable entry of one kind; unreadable entries are recorded as errors."""
+    names: set[str] = set()
+    for entry in binary.entries:
+        if entry.kind != kind or entry.error is not None:
+            continue
+        try:
+            names.update(entry.kernel_names)
+        except FatkitError as exc:
+            entry.error = exc.message
+            binary.errors.append(exc.located(binary.path, 0))
+    return names
+
+
+def _covered(name: str, ptx_names: set[str]) -> bool:
+    if name in ptx_names:
+        return True
+    # -rdc links rename static kernels to __nv_static_<id>__<mangled name>
+    return name.startswith("__nv_static_") and any(name.endswith(p) for p in ptx_names)
+
+
+def judge(binary: Binary) -> Verdict:
+    entries = binary.entries
+    ptx_archs = sorted({e.arch for e in entries if e.kind == "ptx"}, key=_arch_key)
+    cubin_archs = sorted({e.arch for e in entries if e.kind == "elf"}, key=_arch_key)
+    amd_targets = sorted({e.arch for e in entries if e.kind == "hsaco"})
+    libraries = nvidia_libraries(binary.needed)
+    common = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs), amd_targets=tuple(amd_targets),
+                  libraries=libraries)
+    nvidia = [e for e in entries if e.kind in ("ptx", "elf", "nvvm")]
+    if not nvidia:
+        if amd_targets:
+            return Verdict("native", f"already holds AMD code objects for {', '.join(amd_targets)}", **common)
+        reason = "no NVIDIA or AMD device code"
+        if binary.notes:
+            reason += f" ({binary.notes[0].split(':')[0]})"
+        elif libraries:
+            reason += f"; uses {', '.join(sorted({x['library'] for x in libraries}))} (host calls only)"
+        return Verdict("none", reason, **common)
+
+    ptx_names = _names(binary, "ptx")
+    cubin_names = _names(binary, "elf")
+    missing = tuple(sorted(n for n in cubin_names if not _covered(n, ptx_names)))
+    total = len(ptx_names) + len(missing)  # cubin kernels with PTX are the PTX kernels themselves
+    common.update(kernels_total=total, kernels_without_ptx=missing)
+    if not ptx_archs:
+        if any(e.kind == "nvvm" for e in nvidia) and not cubin_archs:
+            return Verdict("no", "only NVVM/LTO IR (obfuscated by nvcc): nothing fatkit can translate", **common)
+        return Verdict("no", f"cubin only ({', '.join(cubin_archs)}): no PTX to translate", **common)
+    if not missing:
+        return Verdict("yes", f"PTX ({', '.join(ptx_archs)}) for every kernel ({total})", **common)
+    return Verdict("partial", f"{len(missing)} of {total} kernels have no PTX, only cubins "
+                              f"({', '.join(cubin_archs)}); the rest have PTX ({', '.join(ptx_archs)})", **common)
+
+
+def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over serialised binaries (a tree or a wheel): counts per verdict, archs, libraries."""
+    verdicts: Counter[str] = Counter()
+    ptx, cubin, amd, libs = set(), set(), set(), {}
+    count = containers = entries = errors = 0
+    for b in binaries:
+        count += 1
+        verdict = b["verdict"]
+        verdicts[verdict["amd"]] += 1
+        ptx.update(verdict["ptx_archs"])
+        cubin.update(verdict["cubin_archs"])
+        amd.update(verdict["amd_targets"])
+        for lib in verdict["libraries"]:
+            libs[lib["library"]] = lib["amd"]
+        containers += len(b["containers"])
+        entries += sum(len(c["entries"]) for c in b["containers"])
+        errors += len(b["errors"])
+    with_code = verdicts["yes"] + verdicts["partial"] + verdicts["no"]
+    if with_code == 0:
+        overall = "native" if verdicts["native"] else "none"
+    elif verdicts["yes"] == with_code:
+        overall = "yes"
+    elif verdicts["no"] == with_code:
+        overall = "no"
+    else:
+        overall = "partial"
+    return {
+        "binaries": count,
+        "containers": containers,
+        "entries": entries,
+        "errors": errors,
+        "verdicts": dict(sorted(verdicts.items())),
+        "amd": overall,
+        "ptx_archs": sorted(ptx, key=_arch_key),
+        "cubin_archs": sorted(cubin, key=_arch_key),
+        "amd_targets": sorted(amd),
+        "libraries": [{"library": k, "amd": v} for k, v in sorted(libs.items())],
+    }

@@ -1,0 +1,492 @@
+"""Find every GPU-code container in files, directories, `.a` archives, wheels and zips.
+
+Order of discovery inside one host ELF (each later step only adds what the earlier ones did not find):
+1. registration wrappers (`.nvFatBinSegment`, `.hipFatBinSegment`): what the runtime actually loads;
+2. known device sections (`.nv_fatbin`, `__nv_relfatbin`, `.hip_fatbin`, …), walked container by container;
+3. a validated magic scan of the whole file: fatbins in `.ldata`, `.cask_resource`, `.rodata` (bin2c),
+   section-stripped binaries, members of archives.
+Every container records where it lies (section) and how it was found.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import stat
+import zipfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from fatkit.errors import FatkitError, FormatError, InputError
+from fatkit.extract.model import Binary, Container, Entry
+from fatkit.formats import ar, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
+from fatkit.formats.common import MAX_PAYLOAD, Buffer
+from fatkit.formats.elf import ElfView
+
+EM_CUDA = 190
+EM_AMDGPU = 224
+ET_NAMES = {1: "elf-rel", 2: "elf-exec", 3: "elf-shared"}
+
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nv.fatbin", "__fatbin", "__nv_fatbin")
+BUNDLE_SECTIONS = (".hip_fatbin",)
+BUNDLE_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # clang-offload-bundler -type=o: one section per target
+LLVM_OFFLOADING_SECTION = ".llvm.offloading"
+
+# Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
+DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
+FATBIN_MAGIC_BYTES = fatbin.FATBIN_MAGIC.to_bytes(4, "little")
+_PTX_START = re.compile(rb"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*\.version\s+\d+\.\d+", re.S)
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Bytes to scan and the name to report them under (`file`, or `outer!member` for archive members)."""
+
+    name: str
+    buf: Buffer
+
+
+# ---------------------------------------------------------------------------------------------------------
+# inputs
+
+
+def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
+    """Files named directly, plus every regular file under named directories (sorted, symlinked dirs skipped)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(f"no such file or directory: {path}")
+    return files
+
+
+def _map_file(path: Path) -> Buffer:
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(Path(path).stat().st_mode):
+                raise InputError("not a regular file", path=str(path))
+            size = f.seek(0, 2)
+            if size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+
+
+def _looks_like_device_code(head: bytes, name: str) -> bool:
+    """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
+    return (
+        head.startswith((b"\x7fELF", ar.AR_MAGIC, b"PK\x03\x04", FATBIN_MAGIC_BYTES,
+                         offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
+        or name.lower().endswith(DEVICE_SUFFIXES)
+        or bool(_PTX_START.match(head))
+    )
+
+
+def scan_path(path: str | Path, *, only_candidates: bool = False) -> Iterator[Binary]:
+    """Binaries in one file: itself, or the members of an `.a`, wheel or zip.
+
+    With `only_candidates` (directory walks), files that cannot hold device code are skipped unread.
+    """
+    path = Path(path)
+    buf = _map_file(path)
+    if only_candidates and not _looks_like_device_code(bytes(buf[:4096]), path.name):
+        return
+    yield from scan_source(Source(str(path), buf), only_candidates=only_candidates)
+
+
+def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] | None = None) -> Iterator[Binary]:
+    """Binaries in files and directory trees; `on_file` is called before each file (progress bars)."""
+    for raw in paths:
+        walked = Path(raw).is_dir()
+        for file in expand_inputs([raw]):
+            if on_file is not None:
+                on_file(file)
+            try:
+                yield from scan_path(file, only_candidates=walked)
+            except FatkitError as exc:
+                yield Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))])
+
+
+def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Binary]:
+    """A Binary for the source, or one per member when the source is an archive or a zip."""
+    head = bytes(source.buf[:8])
+    if ar.is_archive(source.buf):
+        yield from _scan_archive(source)
+    elif head.startswith(b"PK\x03\x04"):
+        yield from _scan_zip(source, only_candidates=only_candidates)
+    else:
+        yield scan_buffer(source)
+
+
+def _scan_archive(source: Source) -> Iterator[Binary]:
+    try:
+        members = list(ar.members(source.buf))
+    except FatkitError as exc:
+        yield Binary(path=source.name, size=len(source.buf), format="ar-archive", errors=[exc.located(source.name)])
+        return
+    view = memoryview(source.buf)
+    for member in members:
+        yield scan_buffer(Source(f"{source.name}!{member.name}", view[member.offset:member.offset + member.size]))
+
+
+def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
+    import io
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(source.buf) if isinstance(source.buf, (bytes, bytearray))
+                                  else _BufferFile(source.buf))
+        infos = [i for i in archive.infolist() if not i.is_dir()]
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        yield Binary(path=source.name, size=len(source.buf), format="zip",
+                     errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
+        return
+    for info in infos:
+        name = f"{source.name}!{info.filename}"
+        try:
+            if info.file_size > MAX_PAYLOAD:
+                raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
+            with archive.open(info) as member:
+                head = member.read(4096)
+                if not _looks_like_device_code(head, info.filename):
+                    continue
+                data = head + member.read(MAX_PAYLOAD + 1 - len(head))
+            if len(data) > MAX_PAYLOAD:
+                raise FormatError(f"zip member expands past the limit of {MAX_PAYLOAD} bytes")
+        except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
+            yield Binary(path=name, size=info.file_size, format="unreadable",
+                         errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
+            continue
+        except FatkitError as exc:
+            yield Binary(path=name, size=info.file_size, format="unreadable", errors=[exc.located(name)])
+            continue
+        yield from scan_source(Source(name, data), only_candidates=only_candidates)
+
+
+class _BufferFile:
+    """A read-only file object over an mmap/memoryview, so zipfile reads members without copying the zip."""
+
+    def __init__(self, buf: Buffer):
+        self._view = memoryview(buf)
+        self._pos = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        base = (0, self._pos, len(self._view))[whence]
+        self._pos = max(0, base + pos)
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._view) if n is None or n < 0 else min(len(self._view), self._pos + n)
+        data = bytes(self._view[self._pos:end])
+        self._pos = max(self._pos, end)
+        return data
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one buffer
+
+
+def scan_buffer(source: Source) -> Binary:
+    """Everything in one buffer: host ELF, standalone device file, or unknown bytes (magic scan only)."""
+    buf, name = source.buf, source.name
+    head = bytes(buf[:64])
+    binary = Binary(path=name, size=len(buf), format="other")
+    finder = _Finder(binary, buf)
+    try:
+        if head.startswith(b"\x7fELF"):
+            _scan_elf(finder, head)
+        elif head.startswith(FATBIN_MAGIC_BYTES):
+            binary.format = "fatbin"
+            finder.fatbin(0, "file")
+        elif head.startswith(offload_bundle.BUNDLE_MAGIC):
+            binary.format = "offload-bundle"
+            finder.bundle(0, "bundle", "file")
+        elif head.startswith(offload_bundle.CCOB_MAGIC):
+            binary.format = "ccob"
+            finder.bundle(0, "ccob", "file")
+        elif _PTX_START.match(bytes(buf[:4096])):
+            binary.format = "ptx"
+            finder.standalone_ptx()
+    except FatkitError as exc:
+        binary.errors.append(exc.located(name))
+    finder.magic_scan()
+    binary.containers.sort(key=lambda c: c.offset)
+    for i, container in enumerate(binary.containers):
+        container.index = i
+    return binary
+
+
+def _scan_elf(finder: _Finder, head: bytes) -> None:
+    binary, buf = finder.binary, finder.buf
+    try:
+        elf = ElfView(buf)
+    except FatkitError as exc:
+        binary.format = "elf"
+        binary.errors.append(exc.located(binary.path))
+        return
+    if elf.e_machine == EM_CUDA:
+        binary.format = "cubin"
+        finder.standalone_cubin()
+        return
+    if elf.e_machine == EM_AMDGPU:
+        binary.format = "hsaco"
+        finder.standalone_code_object()
+        return
+    binary.format = ET_NAMES.get(elf.e_type, "elf")
+    finder.elf = elf
+    try:
+        binary.needed = list(elf.needed)
+    except FatkitError as exc:
+        binary.errors.append(exc.located(binary.path))
+    try:
+        records = wrappers.read_wrappers(elf)
+    except FatkitError as exc:
+        binary.errors.append(exc.located(binary.path))
+        records = []
+    for record in records:
+        if record.target is None:
+            binary.errors.append(FormatError(
+                f"{record.vendor} registration wrapper points nowhere in the file", path=binary.path,
+                offset=record.offset))
+            continue
+        info = {"vendor": record.vendor, "version": record.version, "offset": record.offset}
+        if record.vendor == "nvidia":
+            finder.fatbin(record.target, "wrapper", wrapper=info)
+        else:
+            kind = "ccob" if bytes(buf[record.target:record.target + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+            finder.bundle(record.target, kind, "wrapper", wrapper=info)
+    for section in elf.sections:
+        if not section.has_bytes or section.size == 0:
+            continue
+        if section.name in FATBIN_SECTIONS:
+            finder.walk_section(section, family="fatbin")
+        elif section.name in BUNDLE_SECTIONS or section.name.startswith(BUNDLE_SECTION_PREFIX):
+            finder.walk_section(section, family="bundle")
+        elif section.name == LLVM_OFFLOADING_SECTION:
+            binary.notes.append(
+                f"{LLVM_OFFLOADING_SECTION} section (LLVM offload binary from clang -fgpu-rdc/--offload-new-driver):"
+                " device code is only materialised at link time; not decoded")
+    binary.notes.extend(_foreign_offload_notes(elf))
+
+
+def _foreign_offload_notes(elf: ElfView) -> list[str]:
+    """Offload code that is neither NVIDIA nor AMD (Intel SYCL/SPIR-V), named so users know what they hold."""
+    names = [s.name for s in elf.sections]
+    sycl = [n for n in names if "sycl" in n.lower() or "spir" in n.lower() or n.startswith("__sycl")]
+    if sycl:
+        return [f"Intel SYCL/SPIR-V offload sections ({', '.join(sorted(set(sycl))[:4])}): not NVIDIA or AMD code"]
+    return []
+
+
+class _Finder:
+    """Adds containers to a Binary, merging what several discovery methods find at the same offset."""
+
+    def __init__(self, binary: Binary, buf: Buffer):
+        self.binary = binary
+        self.buf = buf
+        self.elf: ElfView | None = None
+        self.by_offset: dict[int, Container] = {}
+
+    # -- bookkeeping
+
+    def _section_name(self, offset: int) -> str | None:
+        if self.elf is None:
+            return None
+        section = self.elf.section_at(offset)
+        return section.name if section is not None else None
+
+    def _known(self, offset: int, how: str, wrapper: dict | None) -> bool:
+        container = self.by_offset.get(offset)
+        if container is None:
+            return False
+        if how not in container.found_by:
+            container.found_by.append(how)
+        if wrapper is not None and container.wrapper is None:
+            container.wrapper = wrapper
+        return True
+
+    def _add(self, container: Container) -> None:
+        self.by_offset[container.offset] = container
+        self.binary.containers.append(container)
+
+    def _error(self, exc: FatkitError) -> None:
+        self.binary.errors.append(exc.located(self.binary.path))
+
+    def _loader(self, read: Callable[[], bytes]) -> Callable[[], bytes]:
+        return partial(_located_read, read, self.binary.path)
+
+    # -- NVIDIA fatbins
+
+    def fatbin(self, offset: int, how: str, wrapper: dict | None = None) -> int | None:
+        """Parse the fatbin at offset (once); returns its size, or None when it is not a valid fatbin."""
+        if self._known(offset, how, wrapper):
+            return self.by_offset[offset].size
+        try:
+            parsed = fatbin.parse_container(self.buf, offset)
+        except FatkitError as exc:
+            self._error(exc)
+            return None
+        container = Container(index=0, format="fatbin", offset=offset, size=parsed.size,
+                              section=self._section_name(offset), found_by=[how], wrapper=wrapper)
+        for i, rec in enumerate(parsed.entries):
+            container.entries.append(self._fatbin_entry(i, rec))
+        self._add(container)
+        return parsed.size
+
+    def _fatbin_entry(self, index: int, rec: fatbin.FatbinEntry) -> Entry:
+        error = None
+        try:
+            compression = rec.compression
+        except FatkitError as exc:
+            compression, error = None, exc.message
+        return Entry(
+            index=index, kind=rec.kind_name, arch=rec.arch, offset=rec.offset, stored_size=rec.stored_size,
+            compression=compression, loader=self._loader(partial(fatbin.entry_payload, self.buf, rec)),
+            size=rec.uncompressed_size if compression else rec.stored_size,
+            identifier=rec.identifier, options=rec.options,
+            code_version=f"{rec.version_major}.{rec.version_minor}", flags=rec.flags, error=error,
+        )
+
+    # -- AMD offload bundles
+
+    def bundle(self, offset: int, kind: str, how: str, wrapper: dict | None = None, end: int | None = None) -> int | None:
+        """Parse the plain bundle or CCOB at offset (once); returns its size or None."""
+        if self._known(offset, how, wrapper):
+            return self.by_offset[offset].size
+        try:
+            if kind == "ccob":
+                ccob = offload_bundle.parse_ccob(self.buf, offset, end)
+                data = offload_bundle.decompress_ccob(self.buf, ccob)
+                inner = offload_bundle.parse_bundle(data, 0)
+                container = Container(index=0, format="ccob", offset=offset, size=ccob.size,
+                                      section=self._section_name(offset), found_by=[how], wrapper=wrapper,
+                                      ccob={"version": ccob.version, "method": ccob.method,
+                                            "uncompressed_size": ccob.uncompressed_size})
+                # Entry offsets of a CCOB are inside its uncompressed bundle (there is no file offset).
+                self._bundle_entries(container, data, inner, base=0, compression=ccob.method)
+            else:
+                inner = offload_bundle.parse_bundle(self.buf, offset)
+                container = Container(index=0, format="offload-bundle", offset=offset, size=inner.size,
+                                      section=self._section_name(offset), found_by=[how], wrapper=wrapper)
+                self._bundle_entries(container, self.buf, inner, base=offset, compression=None)
+        except FatkitError as exc:
+            self._error(exc)
+            return None
+        self._add(container)
+        return container.size
+
+    def _bundle_entries(self, container: Container, data: Buffer, bundle, base: int, compression: str | None) -> None:
+        for i, entry in enumerate(bundle.entries):
+            kind = "host" if entry.kind == "host" else "hsaco" if entry.triple.startswith("amdgcn") else "other"
+            container.entries.append(Entry(
+                index=i, kind=kind, arch=entry.target_id or entry.triple, offset=base + entry.offset,
+                stored_size=entry.size, compression=compression,
+                loader=self._loader(partial(_bundle_bytes, data, bundle, entry)), size=entry.size,
+                bundle_id=entry.id,
+            ))
+
+    # -- known sections and the magic scan
+
+    def walk_section(self, section, family: str) -> None:
+        """Containers back to back inside a device section (zero padding between them is skipped)."""
+        end = section.offset + section.size
+        pos = section.offset
+        while pos < end:
+            hit = _NONZERO.search(self.buf, pos, end)
+            if hit is None:
+                return
+            pos = hit.start()
+            head = bytes(self.buf[pos:pos + 24])
+            if family == "fatbin" and head.startswith(FATBIN_MAGIC_BYTES):
+                size = self.fatbin(pos, "section")
+            elif family == "bundle" and head.startswith(offload_bundle.BUNDLE_MAGIC):
+                size = self.bundle(pos, "bundle", "section")
+            elif family == "bundle" and head.startswith(offload_bundle.CCOB_MAGIC):
+                size = self.bundle(pos, "ccob", "section", end=_next_ccob_end(self.buf, pos, end))
+            else:
+                size = None
+                self._error(FormatError(f"unrecognised bytes inside {section.name}", offset=pos))
+            if not size:
+                return
+            pos += size
+
+    def magic_scan(self) -> None:
+        """Validated whole-buffer scan for containers nothing else found (skipping the ones already known)."""
+        for start, end in self._gaps():
+            for offset in fatbin.find_containers(self.buf, start, end):
+                self.fatbin(offset, "magic-scan")
+        for start, end in self._gaps():
+            for offset, kind in offload_bundle.find_bundles(self.buf, start, end):
+                self.bundle(offset, kind, "magic-scan", end=end if kind == "ccob" else None)
+
+    def _gaps(self) -> list[tuple[int, int]]:
+        gaps, pos = [], 0
+        for container in sorted(self.by_offset.values(), key=lambda c: c.offset):
+            if container.offset > pos:
+                gaps.append((pos, container.offset))
+            pos = max(pos, container.offset + container.size)
+        if pos < len(self.buf):
+            gaps.append((pos, len(self.buf)))
+        return gaps
+
+    # -- standalone device files
+
+    def standalone_cubin(self) -> None:
+        info = cubin.parse_cubin(self.buf)
+        self._standalone("cubin", Entry(
+            index=0, kind="elf", arch=info.arch, offset=0, stored_size=len(self.buf), compression=None,
+            loader=self._loader(partial(bytes, self.buf)), size=len(self.buf),
+            code_version=f"1.{info.abi_version}"))
+
+    def standalone_code_object(self) -> None:
+        info = hsaco.parse_code_object(self.buf)
+        self._standalone("hsaco", Entry(
+            index=0, kind="hsaco", arch=info.target_id, offset=0, stored_size=len(self.buf), compression=None,
+            loader=self._loader(partial(bytes, self.buf)), size=len(self.buf)))
+
+    def standalone_ptx(self) -> None:
+        header = ptx_header.parse_ptx_header(bytes(self.buf))
+        version = f"{header.version[0]}.{header.version[1]}" if header.version else None
+        self._standalone("ptx", Entry(
+            index=0, kind="ptx", arch=header.arch or "unknown", offset=0, stored_size=len(self.buf),
+            compression=None, loader=self._loader(partial(_ptx_file_bytes, self.buf)), size=len(self.buf),
+            code_version=version))
+
+    def _standalone(self, fmt: str, entry: Entry) -> None:
+        self._add(Container(index=0, format=fmt, offset=0, size=len(self.buf), section=None,
+                            found_by=["file"], entries=[entry]))
+
+
+def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
+    """Where a version-1 CCOB (which has no size) ends: the next bundle magic in the section, or its end."""
+    candidates = [buf.find(m, offset + 4, end) for m in (offload_bundle.CCOB_MAGIC, offload_bundle.BUNDLE_MAGIC)]
+    found = [c for c in candidates if c >= 0]
+    return min(found) if found else end
+
+
+def _bundle_bytes(data: Buffer, bundle, entry) -> bytes:
+    return bytes(offload_bundle.bundle_payload(data, bundle, entry))
+
+
+def _ptx_file_bytes(buf: Buffer) -> bytes:
+    return bytes(buf).rstrip(b"\0")
+
+
+def _located_read(read: Callable[[], bytes], path: str) -> bytes:
+    try:
+        return read()
+    except FatkitError as exc:
+        raise exc.located(path) from None

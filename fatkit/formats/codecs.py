@@ -1,0 +1,66 @@
+"""The compressions found in fatbins and offload bundles, every one capped before it allocates."""
+
+from __future__ import annotations
+
+import io
+import zlib
+
+import lz4.block
+import lz4.frame
+import zstandard
+
+from fatkit.errors import FormatError, LimitError
+from fatkit.formats.common import MAX_PAYLOAD, cap
+
+CODECS = ("zlib", "lz4-block", "lz4-frame", "zstd")
+
+
+def decompress(codec: str, data: bytes | memoryview, expected_size: int | None = None,
+               *, limit: int | None = None) -> bytes:
+    """Decompress `data`; never produce more than `limit` bytes (default MAX_PAYLOAD).
+
+    `expected_size`, when given, must match the result exactly (it is required by lz4-block,
+    which stores no size of its own).
+    """
+    limit = MAX_PAYLOAD if limit is None else limit
+    if expected_size is not None:
+        cap(expected_size, f"{codec} uncompressed size", limit)
+    data = bytes(data)
+    try:
+        if codec == "zlib":
+            d = zlib.decompressobj()
+            out = d.decompress(data, limit + 1)
+        elif codec == "lz4-block":
+            if expected_size is None:
+                raise FormatError("an LZ4 block needs its uncompressed size")
+            out = lz4.block.decompress(data, uncompressed_size=expected_size)
+        elif codec == "lz4-frame":
+            out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+        elif codec == "zstd":
+            declared = zstandard.frame_content_size(data)
+            if declared > limit:
+                raise LimitError(f"zstd frame declares {declared} bytes, above the limit of {limit}")
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+            out = reader.read(limit + 1)
+        else:
+            raise FormatError(f"unknown compression {codec!r}")
+    except (zlib.error, lz4.block.LZ4BlockError, RuntimeError, zstandard.ZstdError) as exc:
+        raise FormatError(f"{codec} data is corrupt: {exc}") from None
+    if len(out) > limit:
+        raise LimitError(f"{codec} data expands past the limit of {limit} bytes")
+    if expected_size is not None and len(out) != expected_size:
+        raise FormatError(f"{codec} data expands to {len(out)} bytes, header says {expected_size}")
+    return out
+
+
+def compress(codec: str, data: bytes, level: int | None = None) -> bytes:
+    """Compress for writing containers (repack, test samples)."""
+    if codec == "zlib":
+        return zlib.compress(data, 9 if level is None else level)
+    if codec == "lz4-block":
+        return lz4.block.compress(data, store_size=False)
+    if codec == "lz4-frame":
+        return lz4.frame.compress(data)
+    if codec == "zstd":
+        return zstandard.ZstdCompressor(level=19 if level is None else level, write_content_size=True).compress(data)
+    raise FormatError(f"unknown compression {codec!r}")
