@@ -14,13 +14,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$HERE/src
 OUT=$HERE
 LLVM=/usr/lib/llvm-22/bin
-[ -d /usr/local/cuda-13.0/bin ] && export PATH=/usr/local/cuda-13.0/bin:$PATH
+if [ -d /usr/local/cuda-13.0/bin ]; then export PATH=/usr/local/cuda-13.0/bin:$PATH; fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export SOURCE_DATE_EPOCH=0
 SET=${1:-all}
 
-# Zero e_shoff, e_shnum and e_shstrndx of an ELF64 file: the result has no section header table at all
+# Zero e_shoff, e_shentsize, e_shnum and e_shstrndx of an ELF64 file: the result has no section header table at all
 # (objcopy/strip cannot produce that), so readers must find fatbins via program headers or a magic scan.
 drop_section_headers() {
     python3 - "$1" <<'PY'
@@ -47,7 +47,7 @@ nvcc_with_libnvvm() {
     if [ ! -d "$view" ]; then
         mkdir -p "$view/bin" "$view/nvvm"
         ln -s "$cuda"/bin/* "$view/bin/"
-        for d in targets lib lib64 include; do [ -e "$cuda/$d" ] && ln -s "$cuda/$d" "$view/$d"; done
+        for d in targets lib lib64 include; do if [ -e "$cuda/$d" ]; then ln -s "$cuda/$d" "$view/$d"; fi; done
         for d in bin libdevice; do ln -s "$cuda/nvvm/$d" "$view/nvvm/$d"; done
         ln -s "$cuda/lib64" "$view/nvvm/lib64"
     fi
@@ -56,15 +56,21 @@ nvcc_with_libnvvm() {
 
 build_nvidia() {
     cd "$SRC"
+    rm -f "$OUT"/nv_*
     local two_arch=(-gencode arch=compute_80,code=sm_80 -gencode "arch=compute_90,code=[sm_90,compute_90]")
-    # -cudart shared keeps executables small (no static CUDA runtime linked in).
-    local nvcc_exe=(nvcc -cudart shared -O2)
+    # -cudart shared keeps executables small (no static CUDA runtime linked in). No -O: nvcc's defaults
+    # (host gcc -O0) keep the device-link image's version-2 wrapper, see nv_host_O2.
+    local nvcc_exe=(nvcc -cudart shared)
 
     # Compression modes: sm_80 + sm_90 cubins and compute_90 PTX.
     for mode in default size speed none; do
         "${nvcc_exe[@]}" "${two_arch[@]}" --compress-mode=$mode -o "$OUT/nv_mode_$mode" kern.cu
     done
     "${nvcc_exe[@]}" "${two_arch[@]}" -Xfatbin -compress-all -o "$OUT/nv_compress_all" kern.cu
+
+    # Host -O2 lets gcc drop link.stub's unreferenced version-2 wrapper: its container stays in .nv_fatbin
+    # with no wrapper pointing at it.
+    "${nvcc_exe[@]}" "${two_arch[@]}" -O2 -o "$OUT/nv_host_O2" kern.cu
 
     # Linker / ELF-type variants (nv_mode_default is the PIE built by gcc + GNU ld).
     "${nvcc_exe[@]}" "${two_arch[@]}" -Xcompiler -no-pie -Xlinker -no-pie -o "$OUT/nv_nopie" kern.cu
@@ -73,11 +79,11 @@ build_nvidia() {
     PATH=$LLVM:$PATH "${nvcc_exe[@]}" "${two_arch[@]}" -Xcompiler -fuse-ld=lld \
         -Xlinker -z,pack-relative-relocs -o "$OUT/nv_lld_relr" kern.cu
     "${nvcc_exe[@]}" "${two_arch[@]}" -shared -Xcompiler -fPIC -DNO_MAIN -o "$OUT/nv_lib.so" kern.cu
-    nvcc -O2 "${two_arch[@]}" -c -o "$OUT/nv_kern.o" kern.cu
+    nvcc "${two_arch[@]}" -c -o "$OUT/nv_kern.o" kern.cu
 
     # Relocatable device code: two TUs, their -dc objects, a -dlink object, an archive of two objects.
-    nvcc -O2 "${two_arch[@]}" -dc -o "$TMP/kern_rdc.o" kern.cu
-    nvcc -O2 "${two_arch[@]}" -dc -o "$TMP/rdc.o" rdc.cu
+    nvcc "${two_arch[@]}" -dc -o "$TMP/kern_rdc.o" kern.cu
+    nvcc "${two_arch[@]}" -dc -o "$TMP/rdc.o" rdc.cu
     "${nvcc_exe[@]}" "${two_arch[@]}" -rdc=true -o "$OUT/nv_rdc" "$TMP/kern_rdc.o" "$TMP/rdc.o"
     nvcc "${two_arch[@]}" -dlink -o "$OUT/nv_dlink.o" "$TMP/kern_rdc.o" "$TMP/rdc.o"
     rm -f "$OUT/nv_lib.a"
@@ -93,9 +99,9 @@ build_nvidia() {
     "${nvcc_exe[@]}" "${two_arch[@]}" -lineinfo -o "$OUT/nv_lineinfo" kern.cu
 
     # Standalone device files.
-    nvcc -O2 "${two_arch[@]}" -fatbin -o "$OUT/nv_kern.fatbin" kern.cu
-    nvcc -O2 -arch=sm_90 -cubin -o "$OUT/nv_kern_sm90.cubin" kern.cu
-    nvcc -O2 -arch=sm_90 -ptx -o "$OUT/nv_kern_sm90.ptx" kern.cu
+    nvcc "${two_arch[@]}" -fatbin -o "$OUT/nv_kern.fatbin" kern.cu
+    nvcc -arch=sm_90 -cubin -o "$OUT/nv_kern_sm90.cubin" kern.cu
+    nvcc -arch=sm_90 -ptx -o "$OUT/nv_kern_sm90.ptx" kern.cu
 
     # bin2c: the fatbin becomes a plain array in .rodata of a gcc-built executable (no wrapper, no section).
     (cd "$TMP" && cp "$OUT/nv_kern.fatbin" kern.fatbin &&
@@ -103,16 +109,16 @@ build_nvidia() {
     gcc -O1 -I"$TMP" -o "$OUT/nv_bin2c" bin2c_main.c
 
     # Architecture variants.
-    nvcc -O2 -fatbin -gencode arch=compute_90a,code=sm_90a -o "$OUT/nv_sm90a.fatbin" tiny.cu
-    nvcc -O2 -fatbin -gencode arch=compute_100a,code=sm_100a -o "$OUT/nv_sm100a.fatbin" tiny.cu
-    nvcc -O2 -fatbin -gencode "arch=compute_100f,code=[sm_100f,compute_100f]" -o "$OUT/nv_sm100f.fatbin" tiny.cu
-    nvcc -O2 -fatbin -gencode arch=compute_120,code=sm_120 -o "$OUT/nv_sm120.fatbin" tiny.cu
+    nvcc -fatbin -gencode arch=compute_90a,code=sm_90a -o "$OUT/nv_sm90a.fatbin" tiny.cu
+    nvcc -fatbin -gencode arch=compute_100a,code=sm_100a -o "$OUT/nv_sm100a.fatbin" tiny.cu
+    nvcc -fatbin -gencode "arch=compute_100f,code=[sm_100f,compute_100f]" -o "$OUT/nv_sm100f.fatbin" tiny.cu
+    nvcc -fatbin -gencode arch=compute_120,code=sm_120 -o "$OUT/nv_sm120.fatbin" tiny.cu
 
     # NVVM / LTO-IR entries.
-    nvcc -O2 -dc -gencode arch=compute_90,code=lto_90 -o "$OUT/nv_lto90.o" kern.cu
-    nvcc -O2 -fatbin -gencode arch=compute_90,code=lto_90 -o "$OUT/nv_lto90.fatbin" tiny.cu
-    nvcc -O2 -dc -dlto -arch=sm_90 -o "$TMP/kern_dlto.o" kern.cu
-    nvcc -O2 -dc -dlto -arch=sm_90 -o "$TMP/rdc_dlto.o" rdc.cu
+    nvcc -dc -gencode arch=compute_90,code=lto_90 -o "$OUT/nv_lto90.o" kern.cu
+    nvcc -fatbin -gencode arch=compute_90,code=lto_90 -o "$OUT/nv_lto90.fatbin" tiny.cu
+    nvcc -dc -dlto -arch=sm_90 -o "$TMP/kern_dlto.o" kern.cu
+    nvcc -dc -dlto -arch=sm_90 -o "$TMP/rdc_dlto.o" rdc.cu
     "$(nvcc_with_libnvvm)" -cudart shared -dlto -arch=sm_90 -o "$OUT/nv_dlto" "$TMP/kern_dlto.o" "$TMP/rdc_dlto.o"
 
     # fatbinary-made containers: hidden codecs, identifier, 32-bit flag.
@@ -126,14 +132,121 @@ build_nvidia() {
     fatbinary --create="$OUT/nv_fb_32.fatbin" -32 --image3=kind=ptx,sm=90,file="$ptx"
 }
 
+# Copies every fatbin container found by magic (A.1 step 2 of FORMATS.md) into DIR/<n>.fatbin, so that
+# cuobjdump can check containers it cannot find itself (bin2c arrays, files without section headers).
+carve_fatbins() {
+    python3 - "$1" "$2" <<'PY'
+import struct, sys
+data, out = open(sys.argv[1], "rb").read(), sys.argv[2]
+pos = count = 0
+while (pos := data.find(b"\x50\xed\x55\xba", pos)) >= 0:
+    version, header_size, fat_size = struct.unpack_from("<HHQ", data, pos + 4)
+    end = pos + 16 + fat_size
+    entry = pos + 16
+    while version == 1 and header_size == 16 and entry + 16 <= end <= len(data):
+        entry_header, padded = struct.unpack_from("<IQ", data, entry + 4)
+        if entry_header < 0x40:
+            break
+        entry += entry_header + padded
+    if version == 1 and header_size == 16 and entry == end <= len(data):
+        count += 1
+        open(f"{out}/{count}.fatbin", "wb").write(data[pos:end])
+        pos = end
+    else:
+        pos += 4
+PY
+}
+
 verify_nvidia() {
     local cuobjdump
-    cuobjdump=$(command -v cuobjdump || find / -name cuobjdump -path '*cu13*' 2>/dev/null | head -1)
+    cuobjdump=$(command -v cuobjdump ||
+        python3 -c "import nvidia.cu13, os; print(os.path.join(nvidia.cu13.__path__[0], 'bin', 'cuobjdump'))")
     for f in "$OUT"/nv_*; do
         echo "== ${f##*/}"
         case $f in
             *.ptx) grep -E '^\.(version|target|address_size)|\.entry' "$f" ;;
-            *) "$cuobjdump" -all -lelf -lptx "$f" 2>&1 || true ;;
+            */nv_bin2c|*/nv_noshdr)
+                rm -rf "$TMP/carved" && mkdir "$TMP/carved"
+                carve_fatbins "$f" "$TMP/carved"
+                for c in "$TMP"/carved/*.fatbin; do
+                    echo "-- container carved by magic scan: ${c##*/}"
+                    "$cuobjdump" -lelf -lptx "$c" 2>&1 || true
+                done ;;
+            *)
+                "$cuobjdump" -all -lelf -lptx "$f" 2>&1 | grep -v '^cuobjdump info' || true
+                "$cuobjdump" -all "$f" 2>/dev/null | grep -c '^Fatbin nvvm code' |
+                    sed -n 's/^\([1-9][0-9]*\)$/NVVM entries: \1/p' || true ;;
+        esac
+    done
+}
+
+build_amd() {
+    cd "$SRC"
+    rm -f "$OUT"/amd_*
+    local clang=$LLVM/clang-22 bundler=$LLVM/clang-offload-bundler
+    # clang derives the default CUID (the __hip_cuid_<hash> symbol) from paths including the output's;
+    # an explicit one per output keeps the build reproducible wherever it runs.
+    hipcc() { "$clang" -x hip -nogpulib -nogpuinc -O2 -cuid="$(basename "$1" | tr -c 'A-Za-z0-9\n' _)" -o "$@"; }
+    devonly() { hipcc "$1" --cuda-device-only --no-gpu-bundle-output "${@:2}"; }
+
+    # Single code objects (ET_DYN, EM_AMDGPU): targets x code object versions x target-id features.
+    devonly "$OUT/amd_gfx90a_xnack+_v4.hsaco" --offload-arch=gfx90a:xnack+ -mcode-object-version=4 hip_kern.hip
+    devonly "$OUT/amd_gfx90a_v5.hsaco" --offload-arch=gfx90a -mcode-object-version=5 hip_kern.hip
+    devonly "$OUT/amd_gfx942_sramecc+_xnack-_v5.hsaco" --offload-arch=gfx942:sramecc+:xnack- \
+        -mcode-object-version=5 hip_kern.hip
+    devonly "$OUT/amd_gfx942_v6.hsaco" --offload-arch=gfx942 -mcode-object-version=6 hip_kern.hip
+    devonly "$OUT/amd_gfx1100_v4.hsaco" --offload-arch=gfx1100 -mcode-object-version=4 hip_kern.hip
+    devonly "$OUT/amd_gfx1100_v6.hsaco" --offload-arch=gfx1100 -mcode-object-version=6 hip_kern.hip
+    devonly "$OUT/amd_gfx1201_v5.hsaco" --offload-arch=gfx1201 -mcode-object-version=5 hip_kern.hip
+
+    # Bundles. clang's own device-only output: plain bundle, payloads 4096-aligned, host entry /dev/null.
+    hipcc "$OUT/amd_device_only.bundle" --cuda-device-only --offload-arch=gfx90a --offload-arch=gfx1100 \
+        hip_kern.hip
+    local targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+
+    targets+=,hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-,hipv4-amdgcn-amd-amdhsa--gfx1100
+    local inputs=(-input=/dev/null -input="$OUT/amd_gfx90a_xnack+_v4.hsaco"
+                  -input="$OUT/amd_gfx942_sramecc+_xnack-_v5.hsaco" -input="$OUT/amd_gfx1100_v6.hsaco")
+    "$bundler" -type=o -targets=$targets "${inputs[@]}" -output="$OUT/amd_plain.bundle"
+    for v in 2 3; do
+        COMPRESSED_BUNDLE_FORMAT_VERSION=$v "$bundler" -type=o -compress -targets=$targets "${inputs[@]}" \
+            -output="$OUT/amd_ccob_v$v.bundle"
+    done
+
+    # Host side: clang -c gives objects with .hip_fatbin + .hipFatBinSegment; link them with stub runtime
+    # entry points (hip_stubs.c) since no HIP runtime is installed.
+    local two_arch=(--offload-arch=gfx90a --offload-arch=gfx1100)
+    hipcc "$OUT/amd_hip_kern.o" -fPIC "${two_arch[@]}" -c hip_kern.hip
+    hipcc "$TMP/hip_kern_ccob.o" -fPIC "${two_arch[@]}" --offload-compress -c hip_kern.hip
+    hipcc "$TMP/hip_second_ccob.o" -fPIC "${two_arch[@]}" --offload-compress -c hip_second.hip
+    "$clang" -O2 -fPIC -c -o "$TMP/hip_stubs.o" hip_stubs.c
+    "$clang" -O2 -fPIC -DWITH_MAIN -c -o "$TMP/hip_stubs_main.o" hip_stubs.c
+    "$clang" -o "$OUT/amd_hip_exe" "$OUT/amd_hip_kern.o" "$TMP/hip_stubs_main.o"
+    "$clang" -no-pie -o "$OUT/amd_hip_nopie" "$OUT/amd_hip_kern.o" "$TMP/hip_stubs_main.o"
+    "$clang" -fuse-ld=lld -shared -o "$OUT/amd_hip_ccob.so" "$TMP/hip_kern_ccob.o" "$TMP/hip_stubs.o"
+    "$clang" -o "$OUT/amd_hip_two_tu" "$OUT/amd_hip_kern.o" "$TMP/hip_second_ccob.o" "$TMP/hip_stubs_main.o"
+}
+
+verify_amd() {
+    for f in "$OUT"/amd_*; do
+        echo "== ${f##*/}"
+        case $f in
+            *.hsaco)
+                "$LLVM/llvm-readelf" -h "$f" | grep -E 'ABI Version|Type:|Flags:'
+                "$LLVM/llvm-readelf" --notes "$f" | grep -E 'amdhsa.target|^      - \.name|\.name: ' ;;
+            *.bundle)
+                "$LLVM/clang-offload-bundler" --list --type=o --input="$f"
+                case $f in *ccob*)
+                    "$LLVM/clang-offload-bundler" --unbundle --verbose --type=o --input="$f" \
+                        --targets=hipv4-amdgcn-amd-amdhsa--gfx1100 --output="$TMP/unbundled.hsaco" 2>&1 |
+                        grep -E 'format version|method|Hashes match'
+                    cmp "$TMP/unbundled.hsaco" "$OUT/amd_gfx1100_v6.hsaco" && echo "gfx1100 entry == amd_gfx1100_v6.hsaco" ;;
+                esac ;;
+            *)
+                "$LLVM/llvm-readelf" -SW "$f" | grep -E 'hip'
+                # llvm-objdump writes the extracted entries next to its input: give it a copy in $TMP.
+                rm -rf "$TMP/offloading" && mkdir "$TMP/offloading" && cp "$f" "$TMP/offloading/"
+                "$LLVM/llvm-objdump" --offloading "$TMP/offloading/${f##*/}" 2>&1 |
+                    sed -n "s|^Extracting offload bundle: $TMP/offloading/|llvm-objdump extracted: |p" ;;
         esac
     done
 }

@@ -1,5 +1,9 @@
 // HIP kernels written without HIP headers (no ROCm here): the attributes are what hip_runtime.h expands to.
 #define __global__ __attribute__((global))
+
+// The host-side kernel stub clang generates calls hipLaunchKernel; a declaration is all it needs.
+struct dim3 { unsigned x, y, z; };
+extern "C" int hipLaunchKernel(const void* f, dim3 grid, dim3 block, void** args, unsigned long shmem, void* stream);
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 

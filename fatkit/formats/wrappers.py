@@ -1,0 +1,67 @@
+"""Registration wrappers: NVIDIA `__fatBinC_Wrapper_t` and HIP "HIPF" (FORMATS.md A.1, B.1).
+
+Both are arrays of 24-byte records {u32 magic, u32 version, u64 data, u64 filename_or_fatbins} in a
+section of their own; `data` points at the fatbin (NVIDIA) or offload bundle (HIP) the runtime
+registers, and is resolved to a file offset through ElfView.pointers_in.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from construct import Int32ul, Int64ul, Struct
+
+from fatkit.errors import FormatError
+from fatkit.formats.elf import ElfView
+
+NV_WRAPPER_MAGIC = 0x466243B1
+HIP_WRAPPER_MAGIC = 0x48495046
+WRAPPER_SECTIONS = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
+WRAPPER_MAGICS = {"nvidia": NV_WRAPPER_MAGIC, "hip": HIP_WRAPPER_MAGIC}
+
+WrapperRecord = Struct(
+    "magic" / Int32ul,
+    "version" / Int32ul,  # NVIDIA: 1 per-TU fatbin, 2 device-linked image; HIP: 1
+    "data" / Int64ul,  # pointer to the fatbin / bundle
+    "filename_or_fatbins" / Int64ul,  # NVIDIA v2: pointer to the .bss prelinked array; else 0
+)
+WRAPPER_SIZE = WrapperRecord.sizeof()
+DATA_FIELD = 0x08  # offset of "data" in WrapperRecord
+_MAGIC_VERSION = struct.Struct("<II")  # the first two fields of WrapperRecord
+
+Vendor = Literal["nvidia", "hip"]
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    offset: int  # file offset of the 24-byte record
+    vendor: Vendor
+    version: int
+    target: int | None  # file offset of the fatbin/bundle it registers; None when the pointer cannot be resolved
+
+
+def read_wrappers(elf: ElfView) -> list[Wrapper]:
+    """Every record of every wrapper section, in section then record order.
+
+    A record whose magic is not its section's raises FormatError at that record: the sections hold
+    nothing but wrappers, so a foreign magic means the section (or its size) is corrupt. A section
+    whose size is not a whole number of records raises too. NOBITS sections hold no records.
+    """
+    wrappers = []
+    for section in elf.sections:
+        vendor = WRAPPER_SECTIONS.get(section.name)
+        if vendor is None or not section.has_bytes or section.size == 0:
+            continue
+        if section.size % WRAPPER_SIZE:
+            raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {WRAPPER_SIZE}-byte "
+                              "wrappers", offset=section.offset)
+        targets = elf.pointers_in(section, WRAPPER_SIZE, DATA_FIELD)
+        for record, target in targets.items():
+            magic, version = _MAGIC_VERSION.unpack_from(elf.buffer, record)
+            if magic != WRAPPER_MAGICS[vendor]:
+                raise FormatError(f"{section.name} record has magic 0x{magic:08x}, expected "
+                                  f"0x{WRAPPER_MAGICS[vendor]:08x}", offset=record)
+            wrappers.append(Wrapper(offset=record, vendor=vendor, version=version, target=target))
+    return wrappers

@@ -1,0 +1,103 @@
+"""The `fatkit` command as a user runs it: output, JSON keys, exit codes, extraction, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fatkit.formats import fatbin
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def fatkit(*args: str, check: int | None = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "fatkit", *args], capture_output=True, text=True, timeout=120)
+    if check is not None:
+        assert proc.returncode == check, proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return proc
+
+
+def test_inspect_json_carries_the_documented_keys():
+    out = json.loads(fatkit("inspect", "--json", str(SAMPLES / "nv_rdc"), str(SAMPLES / "amd_hip_two_tu")).stdout)
+    assert [Path(b["path"]).name for b in out["binaries"]] == ["nv_rdc", "amd_hip_two_tu"]
+    for b in out["binaries"]:
+        assert {"path", "containers", "verdict", "errors"} <= b.keys()
+        for c in b["containers"]:
+            assert {"found_by", "section", "entries"} <= c.keys()
+            for e in c["entries"]:
+                assert {"kind", "arch", "compression"} <= e.keys()
+                assert e["kind"] in ("ptx", "elf", "nvvm", "hsaco", "host")
+    assert out["binaries"][0]["verdict"]["amd"] == "yes"
+    assert out["binaries"][1]["verdict"]["amd"] == "native"
+    assert out["summary"]["binaries"] == 2
+
+
+def test_inspect_table_names_sections_and_verdict():
+    text = fatkit("inspect", str(SAMPLES / "nv_rdc")).stdout
+    assert "__nv_relfatbin" in text and ".nv_fatbin" in text
+    assert "AMD: yes" in text
+    assert "compute_90" in text
+
+
+def test_inspect_kernels_lists_resources():
+    out = json.loads(fatkit("inspect", "--json", "--kernels", str(SAMPLES / "nv_mode_none")).stdout)
+    cubin_kernels = [k for c in out["binaries"][0]["containers"] for e in c["entries"] if e["kind"] == "elf"
+                     for k in e["kernels"]]
+    assert cubin_kernels and all("registers" in k and "param_bytes" in k for k in cubin_kernels)
+    text = fatkit("inspect", "--kernels", str(SAMPLES / "nv_mode_none")).stdout
+    assert cubin_kernels[0]["name"] in text
+
+
+def test_require_ptx_gate(tmp_path):
+    cubin_only = tmp_path / "cubin_only.fatbin"
+    cubin_only.write_bytes(fatbin.build_container([
+        fatbin.EntrySpec(kind=fatbin.KIND_ELF, sm=90, payload=(SAMPLES / "nv_kern_sm90.cubin").read_bytes())]))
+    fatkit("inspect", "--require-ptx", str(SAMPLES / "nv_mode_default"))
+    proc = fatkit("inspect", "--require-ptx", str(cubin_only), check=3)
+    assert "AMD: no" in proc.stdout
+
+
+def test_missing_file_is_a_clean_error(tmp_path):
+    proc = fatkit("inspect", str(tmp_path / "nope.so"), check=1)
+    assert "error:" in proc.stderr and "nope.so" in proc.stderr
+
+
+def test_hostile_file_never_tracebacks(tmp_path):
+    data = bytearray((SAMPLES / "nv_mode_default").read_bytes())
+    for i in range(0x40, len(data), 97):  # corrupt bytes all over, headers included
+        data[i] ^= 0xA5
+    path = tmp_path / "corrupt"
+    path.write_bytes(bytes(data))
+    proc = fatkit("inspect", "--json", "--kernels", str(path))
+    json.loads(proc.stdout)
+
+
+def test_extract_writes_safe_names_and_manifest(tmp_path):
+    out = tmp_path / "out"
+    fatkit("extract", str(SAMPLES / "nv_mode_default"), str(SAMPLES / "amd_hip_two_tu"), "-o", str(out))
+    manifest = json.loads((out / "manifest.json").read_text())
+    written = {f["file"] for f in manifest["files"]}
+    assert written == {p.name for p in out.iterdir()} - {"manifest.json"}
+    assert {f["kind"] for f in manifest["files"]} >= {"ptx", "elf", "hsaco"}
+    for f in manifest["files"]:
+        assert "/" not in f["file"] and ":" not in f["file"] and not f["file"].startswith(".")
+        assert (out / f["file"]).stat().st_size == f["size"]
+
+
+def test_extract_filters_by_kind_and_arch(tmp_path):
+    out = tmp_path / "out"
+    manifest = json.loads(fatkit("extract", str(SAMPLES / "nv_mode_default"), "-o", str(out), "--ptx",
+                                 "--arch", "compute_90", "--json").stdout)
+    assert manifest["files"] and all(f["kind"] == "ptx" and f["arch"] == "compute_90" for f in manifest["files"])
+    text = (out / manifest["files"][0]["file"]).read_text()
+    assert ".version" in text and not text.endswith("\0")
+
+
+@pytest.mark.parametrize("args", [["inspect"], ["extract", str(SAMPLES / "nv_rdc")], ["bogus"]])
+def test_usage_errors_exit_2(args):
+    fatkit(*args, check=2)
