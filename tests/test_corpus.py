@@ -34,8 +34,9 @@ HIP_FATBIN_ALIGN = 4096
 def _non_big_corpus() -> list[Path]:
     """Corpus files whose index.tsv description does not start with BIG (those are for benchmarks)."""
     index = CORPUS_DIR / "index.tsv"
-    described = dict(line.split("\t", 1) for line in index.read_text().splitlines() if "\t" in line) \
-        if index.exists() else {}
+    if not index.exists():
+        return []
+    described = dict(line.split("\t", 1) for line in index.read_text().splitlines() if "\t" in line)
     return [path for path in corpus_files() if not described.get(str(path), "").startswith("BIG")]
 
 

@@ -3,12 +3,15 @@ other machines' relocation types, relocation search paths on synthetic tables, a
 
 from __future__ import annotations
 
+import functools
 import mmap
 import random
 import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
@@ -50,14 +53,16 @@ def test_tables_match_pyelftools(name):
         assert (elf.e_type, elf.e_machine) == struct.unpack_from("<HH", data, 16)
         assert elf.e_flags == ref.header.e_flags
         assert (elf.osabi, elf.abiversion) == (data[7], data[8])
-        assert [(s.name, s.type, s.flags, s.addr, s.offset, s.size, s.link, s.info, s.entsize, s.align)
-                for s in elf.sections] == \
-            [(s.name, _raw_section_type(data, i), s["sh_flags"], s["sh_addr"], s["sh_offset"], s["sh_size"],
-              s["sh_link"], s["sh_info"], s["sh_entsize"], s["sh_addralign"]) for i, s in enumerate(ref.iter_sections())]
+        ours = [(s.name, s.type, s.flags, s.addr, s.offset, s.size, s.link, s.info, s.entsize, s.align)
+                for s in elf.sections]
+        theirs = [(s.name, _raw_section_type(data, i), s["sh_flags"], s["sh_addr"], s["sh_offset"], s["sh_size"],
+                   s["sh_link"], s["sh_info"], s["sh_entsize"], s["sh_addralign"])
+                  for i, s in enumerate(ref.iter_sections())]
+        assert ours == theirs
         assert [(g.offset, g.vaddr, g.filesz, g.memsz, g.flags) for g in elf.segments] == \
             [(g["p_offset"], g["p_vaddr"], g["p_filesz"], g["p_memsz"], g["p_flags"]) for g in ref.iter_segments()]
         dynamic = ref.get_section_by_name(".dynamic")
-        tags = [t for t in dynamic.iter_tags()] if dynamic is not None else []
+        tags = list(dynamic.iter_tags()) if dynamic is not None else []
         assert elf.needed == [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
         assert elf.soname == next((t.soname for t in tags if t.entry.d_tag == "DT_SONAME"), None)
 
@@ -325,6 +330,37 @@ def test_exec_pointers_ignore_relocation_addends_they_do_not_have():
     image = synthetic_dyn(records, [], e_type=ET_EXEC)
     pointers = ElfView(image).pointers_in(records_section(2), WRAPPER_STRIDE, DATA_FIELD)
     assert pointers == {RECORDS_AT: 0x40, RECORDS_AT + WRAPPER_STRIDE: None}
+
+
+def test_last_record_may_end_after_its_field():
+    records = struct.pack("<QQQ", 0, BASE_VA + 0x40, 0) + struct.pack("<QQ", 0, BASE_VA + 0x48)
+    image = synthetic_dyn(records, [], e_type=ET_EXEC)
+    section = records_section(2)
+    section = Section(**{**section.__dict__, "size": len(records)})
+    assert ElfView(image).pointers_in(section, WRAPPER_STRIDE, DATA_FIELD) == \
+        {RECORDS_AT: 0x40, RECORDS_AT + WRAPPER_STRIDE: 0x48}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x3FFF), st.integers(0, 255)), min_size=1, max_size=6))
+def test_random_header_corruption_raises_only_format_errors(flips):
+    data = bytearray(_lld_bytes())
+    for offset, value in flips:
+        data[offset] = value
+    try:
+        elf = ElfView(bytes(data))
+        elf.segments, elf.needed, elf.soname
+        for section in elf.sections:
+            if section.name == ".nvFatBinSegment":
+                elf.pointers_in(section, WRAPPER_STRIDE, DATA_FIELD)
+            elf.section_at(section.offset)
+    except FormatError as exc:
+        assert exc.offset is not None
+
+
+@functools.cache
+def _lld_bytes() -> bytes:
+    return sample("nv_lld").read_bytes()
 
 
 def test_pointers_in_rejects_fields_outside_the_record():

@@ -12,8 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fatkit.errors import FormatError, LimitError
+from fatkit.errors import FatkitError, FormatError, LimitError
 from fatkit.formats.fatbin import (
     COMPRESSION_FLAGS,
     FATBIN_MAGIC,
@@ -160,7 +162,9 @@ def test_find_containers_in_every_buffer_kind(tmp_path):
         for buf in (data, bytearray(data), memoryview(data), mapped):
             assert list(find_containers(buf)) == expected
             assert list(find_containers(buf, start=expected[0] + 1)) == expected[1:]
-            assert list(find_containers(buf, end=expected[1] + len(second) - 1)) == expected[:1]
+            # `end` bounds where a magic may start, not where its container ends (window scans)
+            assert list(find_containers(buf, end=expected[1] + 3)) == expected[:1]
+            assert list(find_containers(buf, end=expected[1] + 4)) == expected
             assert [parse_container(buf, o).size for o in expected] == [len(first), len(second)]
 
 
@@ -214,6 +218,33 @@ def test_corrupt_containers_raise_format_error_with_offset(name):
     assert (container_size_at(data, 0) is None) == scan_refuses
 
 
+MIXED = build_container(sample_specs("zstd")[:2] + sample_specs(None)[2:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(MIXED) - 1), st.integers(0, 255)), min_size=1, max_size=8))
+def test_random_corruption_raises_only_fatkit_errors(flips):
+    data = bytearray(MIXED)
+    for offset, value in flips:
+        data[offset] = value
+    data = bytes(data)
+    container_size_at(data, 0)
+    list(find_containers(data))
+    try:
+        for entry in parse_container(data, 0).entries:
+            try:
+                entry_payload(data, entry)
+            except FatkitError as exc:
+                assert exc.offset is not None
+    except FormatError as exc:
+        assert exc.offset is not None
+
+
+def test_builder_refuses_values_its_fields_cannot_hold():
+    with pytest.raises(ValueError):
+        build_container([EntrySpec(KIND_ELF, -1, CUBIN)])
+
+
 def test_truncated_at_every_length_raises_format_error():
     for length in range(len(CONTAINER)):
         with pytest.raises(FormatError) as info:
@@ -228,8 +259,9 @@ def test_huge_uncompressed_size_raises_limit_error_without_allocating():
     entry = parse_container(data, 0).entries[0]
     tracemalloc.start()
     try:
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError) as info:
             entry_payload(data, entry)
+        assert info.value.offset == entry.payload_offset
         assert tracemalloc.get_traced_memory()[1] < 1 << 20
     finally:
         tracemalloc.stop()
@@ -241,8 +273,9 @@ def test_corrupt_compressed_payload_raises_format_error(compression):
     entry = parse_container(bytes(data), 0).entries[0]
     data[entry.payload_offset : entry.payload_offset + entry.compressed_size] = bytes(
         b ^ 0x5A for b in data[entry.payload_offset : entry.payload_offset + entry.compressed_size])
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError) as info:
         entry_payload(bytes(data), entry)
+    assert info.value.offset == entry.payload_offset
 
 
 def test_elf_entry_must_hold_an_elf_image_that_fits():

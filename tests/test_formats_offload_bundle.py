@@ -191,8 +191,9 @@ def test_find_bundles_validates_and_resumes(tmp_path):
     for view in (bytes(data), data, memoryview(bytes(data))):
         assert list(find_bundles(view)) == expected
     assert list(find_bundles(data, start=4097)) == expected[1:]
-    assert list(find_bundles(data, end=ccob_at + 10)) == expected[:1]  # the CCOB would run past `end`
-    assert list(find_bundles(data, end=4096 + len(plain) - 1)) == []
+    assert list(find_bundles(data, limit=ccob_at + 10)) == expected[:1]  # the CCOB would run past `limit`
+    assert list(find_bundles(data, limit=4096 + len(plain) - 1)) == []
+    assert list(find_bundles(data, end=4096 + len(BUNDLE_MAGIC))) == expected[:1]  # `end` bounds magic starts
 
 
 def sample(name: str) -> bytes:

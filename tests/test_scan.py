@@ -28,7 +28,7 @@ def kinds(binary) -> set[tuple[str, str, str | None]]:
 ])
 def test_compress_modes_found_through_wrappers(name, ptx_codec):
     b = one(name)
-    assert b.format in ("elf-exec", "elf-shared")
+    assert b.format == "elf-pie"
     assert not b.errors
     # CUDA 13 always device-links: a version-2 wrapper for the nvlink image and a version-1 one for the TU
     versions = sorted(c.wrapper["version"] for c in b.containers if c.wrapper)
@@ -124,7 +124,29 @@ def test_cubin_only_fatbin_is_not_translatable(tmp_path):
     b = list(scan_path(path))[0]
     assert b.verdict.amd == "no"
     assert "sm_90" in b.verdict.reason
-    assert b.verdict.kernels_without_ptx
+    assert b.kernel_verdict.amd == "no"
+
+
+def test_partial_when_a_module_lacks_ptx(tmp_path):
+    """Two modules (fatbins), one with PTX and one cubin-only with kernels: partial, module by module."""
+    cubin_bytes = (SAMPLES / "nv_kern_sm90.cubin").read_bytes()
+    ptx = (SAMPLES / "nv_kern_sm90.ptx").read_bytes()
+    path = tmp_path / "two_modules.bin"
+    path.write_bytes(
+        fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_ELF, sm=80, payload=cubin_bytes, compression="zstd")])
+        + fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_PTX, sm=90, payload=ptx)]))
+    b = list(scan_path(path))[0]
+    assert [c.found_by for c in b.containers] == [["file"], ["magic-scan"]]
+    assert b.verdict.amd == "partial"
+    assert "1 of 2 modules" in b.verdict.reason and "sm_80" in b.verdict.reason
+    assert b.kernel_verdict.amd == "yes"  # the same kernels are in the PTX
+
+
+def test_module_without_kernels_does_not_block(tmp_path):
+    """nvcc's device-link stub: a cubin-only module with no kernels needs no PTX."""
+    stub = one("nv_mode_default").containers[0]
+    assert stub.wrapper["version"] == 2 and not any(e.kind == "ptx" for e in stub.entries)
+    assert all(e.kernel_names == () for e in stub.entries)
 
 
 def test_partial_when_some_kernels_lack_ptx(tmp_path):
@@ -137,9 +159,11 @@ def test_partial_when_some_kernels_lack_ptx(tmp_path):
         fatbin.EntrySpec(kind=fatbin.KIND_PTX, sm=90, payload=ptx, compression="zstd"),
     ]))
     b = list(scan_path(path))[0]
-    assert b.verdict.amd == "partial"
-    assert b.verdict.ptx_archs == ("compute_90",)
-    assert "only_this_one" not in b.verdict.kernels_without_ptx and b.verdict.kernels_without_ptx
+    assert b.verdict.amd == "yes"  # one module, and it has PTX
+    verdict = b.kernel_verdict
+    assert verdict.amd == "partial"
+    assert verdict.ptx_archs == ("compute_90",)
+    assert "only_this_one" not in verdict.kernels_without_ptx and verdict.kernels_without_ptx
 
 
 def test_wheel_members_read_without_unpacking(tmp_path):

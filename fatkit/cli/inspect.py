@@ -21,7 +21,9 @@ from fatkit.extract.scan import scan_paths
 def inspect(
     paths: List[Path] = typer.Argument(..., help="Files, directories (recursive), .a archives, wheels or zips."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    kernels: bool = typer.Option(False, "--kernels", help="List kernels with parameters and resources."),
+    kernels: bool = typer.Option(False, "--kernels",
+                                 help="List kernels with resources; judge kernel by kernel (reads every entry)."),
+    hashes: bool = typer.Option(False, "--hashes", help="Add each entry's BLAKE3 (the cache key for PTX)."),
     require_ptx: bool = typer.Option(False, "--require-ptx",
                                      help="Exit 3 unless every kernel of every binary has PTX."),
 ) -> None:
@@ -29,7 +31,7 @@ def inspect(
     binaries = []
     with file_progress(paths, "inspecting") as on_file:
         for binary in scan_paths(paths, on_file=on_file):
-            binaries.append(binary.to_json(with_kernels=kernels, with_hash=True))
+            binaries.append(binary.to_json(with_kernels=kernels, with_hash=hashes))
     summary = summarize(binaries)
     if as_json:
         json.dump({"fatkit_version": fatkit.__version__, "binaries": binaries, "summary": summary},

@@ -11,7 +11,7 @@ from rich.table import Table
 
 VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red", "native": "bold cyan",
                  "none": "dim"}
-FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-rel": "ELF relocatable object",
+FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable", "elf-rel": "ELF relocatable object",
                 "cubin": "cubin", "hsaco": "AMD code object", "fatbin": "fatbin", "offload-bundle": "offload bundle",
                 "ccob": "compressed offload bundle", "ptx": "PTX", "other": "data"}
 DETAIL_LIMIT = 5  # up to this many binaries are shown container by container
@@ -30,15 +30,6 @@ def _verdict(v: dict[str, Any]) -> str:
     return f"[{style}]{v['amd']}[/]"
 
 
-def _entries_cell(entries: list[dict[str, Any]]) -> str:
-    groups = Counter((e["kind"], e["arch"], e["compression"]) for e in entries if e["kind"] != "host")
-    parts = []
-    for (kind, arch, compression), n in groups.items():
-        text = f"{kind} {arch}" + (f" [dim]({compression})[/]" if compression else "")
-        parts.append(f"{n}× {text}" if n > 1 else text)
-    return ", ".join(parts) or "[dim](empty)[/]"
-
-
 def _found_by(c: dict[str, Any]) -> str:
     parts = []
     for how in c["found_by"]:
@@ -49,8 +40,14 @@ def _found_by(c: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _console() -> Console:
+    """Rich's 80 columns for pipes would wrap every table: pipes get 160."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
 def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, kernels: bool) -> None:
-    out = Console()
+    out = _console()
     if len(binaries) <= DETAIL_LIMIT:
         for b in binaries:
             _render_binary(out, b, kernels=kernels)
@@ -77,11 +74,17 @@ def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
         out.print(f"  [dim]note: {note}[/]", highlight=False)
     if b["containers"]:
         table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("#", "offset", "size", "section", "found by", "format", "entries"):
+        for col in ("#", "offset", "section", "found by", "format", "kind", "arch", "compression", "size"):
             table.add_column(col, justify="right" if col in ("#", "offset", "size") else "left")
         for c in b["containers"]:
-            table.add_row(str(c["index"]), f"0x{c['offset']:x}", _size(c["size"]), c["section"] or "-",
-                          _found_by(c), c["format"], _entries_cell(c["entries"]))
+            where = [str(c["index"]), f"0x{c['offset']:x}", c["section"] or "-", _found_by(c), c["format"]]
+            shown = [e for e in c["entries"] if e["kind"] != "host"] or [None]
+            for e in shown:
+                if e is None:
+                    table.add_row(*where, "[dim](empty)[/]", "", "", "")
+                else:
+                    table.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
+                where = [""] * 5
         out.print(table)
     if kernels:
         _render_kernels(out, b)
@@ -120,7 +123,7 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
 
 
 def render_extract(manifest: dict[str, Any], output: Path) -> None:
-    out = Console()
+    out = _console()
     kinds = Counter(f["kind"] for f in manifest["files"])
     out.print(f"wrote {len(manifest['files'])} files to {output} "
               f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'nothing matched'}); "

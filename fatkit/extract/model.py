@@ -49,9 +49,13 @@ class Entry:
     bundle_id: str | None = None
     error: str | None = None  # set when the payload could not be read
 
-    @cached_property
+    @property
     def payload(self) -> bytes:
-        """The entry's content, exactly as `cuobjdump -xptx/-xelf` or `clang-offload-bundler` would write it."""
+        """The entry's content, exactly as `cuobjdump -xptx/-xelf` or `clang-offload-bundler` would write it.
+
+        Not cached: a 500 MB library holds gigabytes of decompressed payloads. What is derived from it
+        (hash, kernel names) is cached instead, computed from one read.
+        """
         return self.loader()
 
     @cached_property
@@ -63,13 +67,27 @@ class Entry:
     def kernel_names(self) -> tuple[str, ...]:
         from fatkit.extract.kernels import kernel_names
 
-        return kernel_names(self)
+        return kernel_names(self.kind, self.payload)
 
     @cached_property
     def kernels(self) -> tuple[Kernel, ...]:
         from fatkit.extract.kernels import kernels
 
-        return kernels(self)
+        return kernels(self.kind, self.payload)
+
+    def _derive(self, *, with_kernels: bool, with_hash: bool) -> None:
+        """Fill the requested caches from a single read of the payload."""
+        from fatkit.extract.kernels import kernels
+
+        missing_hash = with_hash and "hash" not in self.__dict__
+        missing_kernels = with_kernels and "kernels" not in self.__dict__
+        if not (missing_hash or missing_kernels):
+            return
+        data = self.payload
+        if missing_hash:
+            self.__dict__["hash"] = blake3.blake3(data).hexdigest()
+        if missing_kernels:
+            self.__dict__["kernels"] = kernels(self.kind, data)
 
     def to_json(self, *, with_kernels: bool = False, with_hash: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,14 +99,21 @@ class Entry:
             "size": self.size,
             "compression": self.compression,
         }
-        for key in ("identifier", "options", "code_version", "bundle_id", "error"):
+        for key in ("identifier", "options", "code_version", "bundle_id"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
-        if with_hash and self.error is None:
+        if self.error is None and (with_hash or with_kernels):
+            try:
+                self._derive(with_kernels=with_kernels, with_hash=with_hash)
+            except FatkitError as exc:
+                self.error = exc.message
+        if with_hash and "hash" in self.__dict__:
             out["hash"] = self.hash
-        if with_kernels and self.error is None:
+        if with_kernels and "kernels" in self.__dict__:
             out["kernels"] = [k.to_json() for k in self.kernels]
+        if self.error is not None:
+            out["error"] = self.error
         return out
 
 
@@ -97,7 +122,7 @@ class Container:
     """A fatbin, an offload bundle or a compressed bundle (CCOB) inside a binary, or a standalone device file."""
 
     index: int
-    format: str  # fatbin | offload-bundle | ccob | cubin | ptx | hsaco
+    format: str  # fatbin | offload-bundle | ccob | offload-section | cubin | ptx | hsaco
     offset: int
     size: int
     section: str | None
@@ -108,7 +133,7 @@ class Container:
 
     @property
     def vendor(self) -> str:
-        return "amd" if self.format in ("offload-bundle", "ccob", "hsaco") else "nvidia"
+        return "amd" if self.format in ("offload-bundle", "ccob", "offload-section", "hsaco") else "nvidia"
 
     def to_json(self, **kw: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -146,9 +171,17 @@ class Binary:
 
     @cached_property
     def verdict(self) -> "Verdict":
+        """The fast verdict: module by module, reading no payload except tiny uncompressed cubins."""
         from fatkit.extract.report import judge
 
         return judge(self)
+
+    @cached_property
+    def kernel_verdict(self) -> "Verdict":
+        """The precise verdict: kernel by kernel, reading every PTX and cubin entry."""
+        from fatkit.extract.report import judge
+
+        return judge(self, by_kernel=True)
 
     def to_json(self, **kw: bool) -> dict[str, Any]:
         return {
@@ -157,7 +190,7 @@ class Binary:
             "format": self.format,
             "needed": list(self.needed),
             "containers": [c.to_json(**kw) for c in self.containers],
-            "verdict": self.verdict.to_json(),
+            "verdict": (self.kernel_verdict if kw.get("with_kernels") else self.verdict).to_json(),
             "notes": list(self.notes),
             "errors": [{"message": e.message, "offset": e.offset} for e in self.errors],
         }

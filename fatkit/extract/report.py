@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from fatkit.errors import FatkitError
-from fatkit.extract.model import Binary, Verdict
+from fatkit.extract.model import Binary, Container, Entry, Verdict
 
 # NVIDIA libraries a binary may need (DT_NEEDED), the library they are, and what replaces them on AMD.
 # Order matters: the first pattern that matches a soname wins (cublasLt before cublas).
@@ -56,17 +56,18 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits.group()) if digits else 0, arch)
 
 
-def _names(binary: Binary, kind: str) -> set[str]:
-    """Kernel names of every readable entry of one kind; unreadable entries are recorded as errors."""
+def _names(binary: Binary, entries: Iterable[Entry]) -> set[str] | None:
+    """Kernel names of the entries; None (and an error on the binary) when one cannot be read."""
     names: set[str] = set()
-    for entry in binary.entries:
-        if entry.kind != kind or entry.error is not None:
-            continue
+    for entry in entries:
+        if entry.error is not None:
+            return None
         try:
             names.update(entry.kernel_names)
         except FatkitError as exc:
             entry.error = exc.message
-            binary.errors.append(exc.located(binary.path, 0))
+            binary.errors.append(exc.located(binary.path))
+            return None
     return names
 
 
@@ -77,7 +78,28 @@ def _covered(name: str, ptx_names: set[str]) -> bool:
     return name.startswith("__nv_static_") and any(name.endswith(p) for p in ptx_names)
 
 
-def judge(binary: Binary) -> Verdict:
+# Cubin-only modules are read to see whether they hold kernels at all (nvcc's device-link stub holds none;
+# 1025 of cuBLASLt's modules hold only data) when that is cheap: uncompressed, or compressed but small. Bigger
+# compressed cubins are taken to hold code: decompressing them all would cost seconds on big libraries.
+CHEAP_CUBIN_BYTES = 64 * 1024
+
+
+def _module_without_ptx(binary: Binary, container: Container, relocatable_ptx: bool) -> bool:
+    """Whether a fatbin without PTX blocks AMD: it has kernels that no PTX in the binary provides."""
+    cubins = [e for e in container.entries if e.kind == "elf"]
+    if not cubins:
+        return True  # NVVM/LTO IR only
+    first = cubins[0]
+    if first.compression is None or first.stored_size <= CHEAP_CUBIN_BYTES:
+        names = _names(binary, [first])
+        if names is not None and not names:
+            return False  # no kernels: nothing to translate
+    # The device-link image of an -rdc build holds the kernels of relocatable objects whose PTX is present.
+    return not (container.wrapper and container.wrapper.get("version") == 2 and relocatable_ptx)
+
+
+def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
+    """The verdict for one binary: module by module (fast), or kernel by kernel (reads every entry)."""
     entries = binary.entries
     ptx_archs = sorted({e.arch for e in entries if e.kind == "ptx"}, key=_arch_key)
     cubin_archs = sorted({e.arch for e in entries if e.kind == "elf"}, key=_arch_key)
@@ -85,30 +107,52 @@ def judge(binary: Binary) -> Verdict:
     libraries = nvidia_libraries(binary.needed)
     common = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs), amd_targets=tuple(amd_targets),
                   libraries=libraries)
-    nvidia = [e for e in entries if e.kind in ("ptx", "elf", "nvvm")]
-    if not nvidia:
+    modules = [c for c in binary.containers if c.vendor == "nvidia"]
+    if not modules:
         if amd_targets:
             return Verdict("native", f"already holds AMD code objects for {', '.join(amd_targets)}", **common)
         reason = "no NVIDIA or AMD device code"
         if binary.notes:
-            reason += f" ({binary.notes[0].split(':')[0]})"
+            reason += f" ({binary.notes[0].split(' (')[0].split(':')[0]})"
         elif libraries:
             reason += f"; uses {', '.join(sorted({x['library'] for x in libraries}))} (host calls only)"
         return Verdict("none", reason, **common)
+    if not ptx_archs:
+        if not cubin_archs:
+            return Verdict("no", "only NVVM/LTO IR (obfuscated by nvcc): nothing fatkit can translate", **common)
+        return Verdict("no", f"cubin only ({', '.join(cubin_archs)}): no PTX to translate", **common)
+    if by_kernel:
+        return _judge_kernels(binary, common)
 
-    ptx_names = _names(binary, "ptx")
-    cubin_names = _names(binary, "elf")
+    def has_ptx(c: Container) -> bool:
+        return any(e.kind == "ptx" for e in c.entries)
+
+    relocatable = [c for c in modules if c.section == "__nv_relfatbin"]
+    relocatable_ptx = bool(relocatable) and all(has_ptx(c) for c in relocatable)
+    blocking = [c for c in modules if not has_ptx(c) and _module_without_ptx(binary, c, relocatable_ptx)]
+    if not blocking:
+        return Verdict("yes", f"PTX ({', '.join(ptx_archs)}) in every module with kernels ({len(modules)})",
+                       **common)
+    blocked_archs = sorted({e.arch for c in blocking for e in c.entries if e.kind == "elf"}, key=_arch_key)
+    return Verdict("partial", f"{len(blocking)} of {len(modules)} modules have no PTX, only cubins "
+                              f"({', '.join(blocked_archs)}); the others have PTX ({', '.join(ptx_archs)})",
+                   **common)
+
+
+def _judge_kernels(binary: Binary, common: dict[str, Any]) -> Verdict:
+    ptx_names = _names(binary, [e for e in binary.entries if e.kind == "ptx"]) or set()
+    cubin_names = set()
+    for entry in binary.entries:
+        if entry.kind == "elf":
+            cubin_names |= _names(binary, [entry]) or set()
     missing = tuple(sorted(n for n in cubin_names if not _covered(n, ptx_names)))
     total = len(ptx_names) + len(missing)  # cubin kernels with PTX are the PTX kernels themselves
     common.update(kernels_total=total, kernels_without_ptx=missing)
-    if not ptx_archs:
-        if any(e.kind == "nvvm" for e in nvidia) and not cubin_archs:
-            return Verdict("no", "only NVVM/LTO IR (obfuscated by nvcc): nothing fatkit can translate", **common)
-        return Verdict("no", f"cubin only ({', '.join(cubin_archs)}): no PTX to translate", **common)
+    ptx_archs = ", ".join(common["ptx_archs"])
     if not missing:
-        return Verdict("yes", f"PTX ({', '.join(ptx_archs)}) for every kernel ({total})", **common)
+        return Verdict("yes", f"PTX ({ptx_archs}) for every kernel ({total})", **common)
     return Verdict("partial", f"{len(missing)} of {total} kernels have no PTX, only cubins "
-                              f"({', '.join(cubin_archs)}); the rest have PTX ({', '.join(ptx_archs)})", **common)
+                              f"({', '.join(common['cubin_archs'])}); the rest have PTX ({ptx_archs})", **common)
 
 
 def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from fatkit.formats.elf import ElfView
 EM_CUDA = 190
 EM_AMDGPU = 224
 ET_NAMES = {1: "elf-rel", 2: "elf-exec", 3: "elf-shared"}
+ET_DYN = 3
+PT_INTERP = 3  # a shared object with an interpreter is a PIE executable
 
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nv.fatbin", "__fatbin", "__nv_fatbin")
 BUNDLE_SECTIONS = (".hip_fatbin",)
@@ -39,6 +41,8 @@ DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
 FATBIN_MAGIC_BYTES = fatbin.FATBIN_MAGIC.to_bytes(4, "little")
 _PTX_START = re.compile(rb"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*\.version\s+\d+\.\d+", re.S)
 _NONZERO = re.compile(rb"[^\x00]")
+SCAN_WINDOW = 32 << 20
+SCAN_OVERLAP = len(offload_bundle.BUNDLE_MAGIC)
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,8 @@ def _scan_elf(finder: _Finder, head: bytes) -> None:
         finder.standalone_code_object()
         return
     binary.format = ET_NAMES.get(elf.e_type, "elf")
+    if elf.e_type == ET_DYN and any(seg.type == PT_INTERP for seg in elf.segments):
+        binary.format = "elf-pie"
     finder.elf = elf
     try:
         binary.needed = list(elf.needed)
@@ -268,27 +274,36 @@ def _scan_elf(finder: _Finder, head: bytes) -> None:
         else:
             kind = "ccob" if bytes(buf[record.target:record.target + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
             finder.bundle(record.target, kind, "wrapper", wrapper=info)
-    for section in elf.sections:
+    try:
+        sections = elf.sections
+    except FatkitError as exc:
+        binary.errors.append(exc.located(binary.path))
+        sections = []
+    for section in sections:
         if not section.has_bytes or section.size == 0:
             continue
         if section.name in FATBIN_SECTIONS:
             finder.walk_section(section, family="fatbin")
-        elif section.name in BUNDLE_SECTIONS or section.name.startswith(BUNDLE_SECTION_PREFIX):
+        elif section.name in BUNDLE_SECTIONS:
             finder.walk_section(section, family="bundle")
+        elif section.name.startswith(BUNDLE_SECTION_PREFIX):
+            finder.offload_section(section)
         elif section.name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
                 f"{LLVM_OFFLOADING_SECTION} section (LLVM offload binary from clang -fgpu-rdc/--offload-new-driver):"
                 " device code is only materialised at link time; not decoded")
-    binary.notes.extend(_foreign_offload_notes(elf))
+    finder.skip = [(s.offset, s.offset + s.size) for s in sections if _cannot_hold_containers(s)]
 
 
-def _foreign_offload_notes(elf: ElfView) -> list[str]:
-    """Offload code that is neither NVIDIA nor AMD (Intel SYCL/SPIR-V), named so users know what they hold."""
-    names = [s.name for s in elf.sections]
-    sycl = [n for n in names if "sycl" in n.lower() or "spir" in n.lower() or n.startswith("__sycl")]
-    if sycl:
-        return [f"Intel SYCL/SPIR-V offload sections ({', '.join(sorted(set(sycl))[:4])}): not NVIDIA or AMD code"]
-    return []
+SHT_SKIPPED = {2, 3, 4, 5, 6, 9, 11, 19, 0x6FFFFFF6, 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFD}  # symbols, strings, relocs, hashes, versions
+SHF_EXECINSTR = 0x4
+
+
+def _cannot_hold_containers(section) -> bool:
+    """Host machine code and linker tables: the magic scan skips them (nothing can load a fatbin from there)."""
+    return (section.has_bytes and (section.flags & SHF_EXECINSTR or section.type in SHT_SKIPPED
+                                   or section.name in (".eh_frame", ".eh_frame_hdr", ".gcc_except_table")
+                                   or section.name.startswith(".debug_")))
 
 
 class _Finder:
@@ -299,13 +314,17 @@ class _Finder:
         self.buf = buf
         self.elf: ElfView | None = None
         self.by_offset: dict[int, Container] = {}
+        self.skip: list[tuple[int, int]] = []  # byte ranges the magic scan need not read
 
     # -- bookkeeping
 
     def _section_name(self, offset: int) -> str | None:
         if self.elf is None:
             return None
-        section = self.elf.section_at(offset)
+        try:
+            section = self.elf.section_at(offset)
+        except FatkitError:  # a truncated section table: the container is still reported, without a section
+            return None
         return section.name if section is not None else None
 
     def _known(self, offset: int, how: str, wrapper: dict | None) -> bool:
@@ -423,21 +442,49 @@ class _Finder:
                 return
             pos += size
 
+    def offload_section(self, section) -> None:
+        """`__CLANG_OFFLOAD_BUNDLE__<id>` sections (clang-offload-bundler -type=o): the section is the payload."""
+        bundle_id = section.name[len(BUNDLE_SECTION_PREFIX):]
+        kind, triple, target_id = offload_bundle.parse_bundle_id(bundle_id)
+        if not triple.startswith("amdgcn"):
+            if kind != "host":
+                self.binary.notes.append(f"{kind.upper()} device code for {triple or bundle_id} (section "
+                                         f"{section.name}): neither NVIDIA nor AMD code (Intel GPUs use SYCL)")
+            return
+        entry = Entry(index=0, kind="hsaco", arch=target_id or triple, offset=section.offset,
+                      stored_size=section.size, compression=None, size=section.size, bundle_id=bundle_id,
+                      loader=self._loader(partial(_slice_bytes, self.buf, section.offset, section.size)))
+        self._add(Container(index=0, format="offload-section", offset=section.offset, size=section.size,
+                            section=section.name, found_by=["section"], entries=[entry]))
+
     def magic_scan(self) -> None:
-        """Validated whole-buffer scan for containers nothing else found (skipping the ones already known)."""
+        """Validated scan for containers nothing else found, window by window.
+
+        Skips known containers and sections that cannot hold any; each window's pages are dropped from
+        this process once scanned, so peak memory stays flat on 500 MB libraries.
+        """
         for start, end in self._gaps():
-            for offset in fatbin.find_containers(self.buf, start, end):
-                self.fatbin(offset, "magic-scan")
-        for start, end in self._gaps():
-            for offset, kind in offload_bundle.find_bundles(self.buf, start, end):
-                self.bundle(offset, kind, "magic-scan", end=end if kind == "ccob" else None)
+            pos = start
+            while pos < end:
+                window = pos
+                stop = min(pos + SCAN_WINDOW, end)
+                reach = min(stop + SCAN_OVERLAP, end)  # a magic starting before `stop` is found whole
+                for offset in fatbin.find_containers(self.buf, pos, reach):
+                    if offset < stop and offset not in self.by_offset:
+                        pos = max(pos, offset + (self.fatbin(offset, "magic-scan") or 1))
+                for offset, kind in offload_bundle.find_bundles(self.buf, pos, reach, limit=end):
+                    if offset < stop and offset not in self.by_offset:
+                        pos = max(pos, offset + (self.bundle(offset, kind, "magic-scan", end=end) or 1))
+                _release(self.buf, window, stop)
+                pos = max(pos, stop)
 
     def _gaps(self) -> list[tuple[int, int]]:
+        covered = sorted([(c.offset, c.offset + c.size) for c in self.by_offset.values()] + self.skip)
         gaps, pos = [], 0
-        for container in sorted(self.by_offset.values(), key=lambda c: c.offset):
-            if container.offset > pos:
-                gaps.append((pos, container.offset))
-            pos = max(pos, container.offset + container.size)
+        for begin, finish in covered:
+            if begin > pos:
+                gaps.append((pos, begin))
+            pos = max(pos, finish)
         if pos < len(self.buf):
             gaps.append((pos, len(self.buf)))
         return gaps
@@ -475,6 +522,18 @@ def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
     candidates = [buf.find(m, offset + 4, end) for m in (offload_bundle.CCOB_MAGIC, offload_bundle.BUNDLE_MAGIC)]
     found = [c for c in candidates if c >= 0]
     return min(found) if found else end
+
+
+def _release(buf: Buffer, start: int, end: int) -> None:
+    """Drop scanned pages of a file mapping from this process (the page cache keeps them)."""
+    if isinstance(buf, mmap.mmap):
+        first = start - start % mmap.PAGESIZE
+        if end > first:
+            buf.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
+def _slice_bytes(buf: Buffer, offset: int, size: int) -> bytes:
+    return bytes(buf[offset:offset + size])
 
 
 def _bundle_bytes(data: Buffer, bundle, entry) -> bytes:

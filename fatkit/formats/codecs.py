@@ -26,22 +26,25 @@ def decompress(codec: str, data: bytes | memoryview, expected_size: int | None =
     if expected_size is not None:
         cap(expected_size, f"{codec} uncompressed size", limit)
     data = bytes(data)
+    # Ask for one byte more than allowed (or expected) to detect overruns; never preallocate the whole limit.
+    want = (limit if expected_size is None else expected_size) + 1
     try:
         if codec == "zlib":
-            d = zlib.decompressobj()
-            out = d.decompress(data, limit + 1)
+            out = zlib.decompressobj().decompress(data, want)
         elif codec == "lz4-block":
             if expected_size is None:
                 raise FormatError("an LZ4 block needs its uncompressed size")
             out = lz4.block.decompress(data, uncompressed_size=expected_size)
         elif codec == "lz4-frame":
-            out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=limit + 1)
+            out = lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=want)
         elif codec == "zstd":
             declared = zstandard.frame_content_size(data)
             if declared > limit:
                 raise LimitError(f"zstd frame declares {declared} bytes, above the limit of {limit}")
+            if expected_size is None and declared >= 0:
+                want = declared + 1
             reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
-            out = reader.read(limit + 1)
+            out = _read_up_to(reader, want)
         else:
             raise FormatError(f"unknown compression {codec!r}")
     except (zlib.error, lz4.block.LZ4BlockError, RuntimeError, zstandard.ZstdError) as exc:
@@ -51,6 +54,19 @@ def decompress(codec: str, data: bytes | memoryview, expected_size: int | None =
     if expected_size is not None and len(out) != expected_size:
         raise FormatError(f"{codec} data expands to {len(out)} bytes, header says {expected_size}")
     return out
+
+
+def _read_up_to(reader, want: int) -> bytes:
+    """Read at most `want` bytes in growing chunks, so a wrong size estimate never preallocates it."""
+    chunks, total, chunk = [], 0, 1 << 20
+    while total < want:
+        block = reader.read(min(chunk, want - total))
+        if not block:
+            break
+        chunks.append(block)
+        total += len(block)
+        chunk = min(chunk * 2, 1 << 28)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def compress(codec: str, data: bytes, level: int | None = None) -> bytes:

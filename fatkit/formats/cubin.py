@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fatkit.errors import FormatError
@@ -34,7 +34,6 @@ STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10  # st_other of a kernel (entry point); device functions have 0
 
 INFO_PREFIX = ".nv.info."
-CONSTANT0_PREFIX = ".nv.constant0."
 SHARED_PREFIX = ".nv.shared."
 
 # e_flags, ABI 7 (legacy) and ABI 8.
@@ -122,7 +121,7 @@ class CubinInfo:
     debug: bool  # DWARF (`nvcc -G`) present
     address_64: bool
     compat: dict[int, int | bytes]  # `.nv.compat` attributes by id
-    tool_cmdline: str | None  # ptxas options recorded in `.note.nv.tkinfo`
+    tool_cmdline: str | None  # options of the tool that wrote the cubin (ptxas, nvlink): `.note.nv.tkinfo`
     kernels: tuple[CubinKernel, ...]  # sorted by name
 
 
@@ -150,8 +149,7 @@ class _Section(NamedTuple):
 
 class _Symbol(NamedTuple):
     index: int
-    info: int
-    other: int
+    other: int  # st_other: STO_CUDA_ENTRY marks a kernel
 
 
 def _unpack(layout: struct.Struct, data: Buffer, offset: int, what: str) -> tuple:
@@ -285,7 +283,7 @@ def _functions(data: Buffer, h: _Header, sections: list[_Section]) -> dict[str, 
     for index, (name, info, other) in enumerate(layout.iter_unpack(table[:usable])):
         if info & 0xF == STT_FUNC:
             functions.setdefault(_string(strings, name, "symbol", symtab.offset + index * layout.size),
-                                 _Symbol(index, info, other))
+                                 _Symbol(index, other))
     return functions
 
 
@@ -319,7 +317,8 @@ def _tool_cmdline(desc: bytes) -> str:
 class _Notes:
     virtual_sm: int | None = None
     toolkit: int | None = None
-    tool_cmdline: str | None = None
+    # One per tool that made the cubin, the last one first (nvlink, then the ptxas runs it linked).
+    tool_cmdlines: list[str] = field(default_factory=list)
 
 
 def _read_notes(data: Buffer, sections: list[_Section]) -> _Notes:
@@ -337,7 +336,7 @@ def _read_notes(data: Buffer, sections: list[_Section]) -> _Notes:
                     if version >= 2 and len(desc) >= _CUINFO.size + _U32.size:  # v2 adds the toolkit
                         found.toolkit = _U32.unpack_from(desc, _CUINFO.size)[0]
                 elif note_type == NT_CUDA_TOOLKIT:
-                    found.tool_cmdline = _tool_cmdline(desc)
+                    found.tool_cmdlines.append(_tool_cmdline(desc))
             except FormatError as error:
                 raise error.located(base=desc_offset) from None
     return found
@@ -381,9 +380,10 @@ def _kernel(name: str, records: list[NvInfoAttr], symbol: _Symbol, registers: di
     )
 
 
-def _family(cmdline: str | None, sm: int) -> bool:
-    """Whether ptxas was run for the family target `sm_XXf` (recorded nowhere else in a cubin)."""
-    return cmdline is not None and re.search(rf"(?:^|\s)-arch[= ]sm_{sm}f(?:\s|$)", cmdline) is not None
+def _family(cmdlines: list[str], sm: int) -> bool:
+    """Whether a tool was run for the family target `sm_XXf` (recorded nowhere else in a cubin)."""
+    target = re.compile(rf"(?:^|\s)-arch[= ]sm_{sm}f(?:\s|$)")
+    return any(target.search(cmdline) for cmdline in cmdlines)
 
 
 def parse_cubin(data: Buffer) -> CubinInfo:
@@ -413,7 +413,7 @@ def parse_cubin(data: Buffer) -> CubinInfo:
         virtual_sm = ((flags >> EF7_VIRTUAL_SM_SHIFT) & 0xFF) or None
         address_64 = bool(flags & EF7_64BIT_ADDRESS)
         toolkit = h.e_version if h.e_version > 1 else None
-    variant = "a" if accelerated else "f" if _family(notes.tool_cmdline, sm) else ""
+    variant = "a" if accelerated else "f" if _family(notes.tool_cmdlines, sm) else ""
 
     global_section = by_name.get(".nv.info")
     global_records = _nv_info(data, global_section) if global_section else []
@@ -422,13 +422,13 @@ def parse_cubin(data: Buffer) -> CubinInfo:
     functions = _functions(data, h, sections)
     kernels = []
     api_versions = []
-    for section in sections:
-        if not section.name.startswith(INFO_PREFIX):
+    for section_name, section in by_name.items():
+        if not section_name.startswith(INFO_PREFIX):
             continue
-        name = section.name[len(INFO_PREFIX):]
+        name = section_name[len(INFO_PREFIX):]
         symbol = functions.get(name)
         if symbol is None:
-            raise FormatError(f"section {section.name} names no function symbol", offset=section.header)
+            raise FormatError(f"section {section_name} names no function symbol", offset=section.header)
         records = _nv_info(data, section)
         api_versions += [_U32.unpack_from(r.value)[0] for r in records if r.attribute == EIATTR_CUDA_API_VERSION
                          and r.format == EIFMT_SVAL and len(r.value) >= _U32.size]
@@ -449,6 +449,6 @@ def parse_cubin(data: Buffer) -> CubinInfo:
         debug=".debug_info" in by_name,
         address_64=address_64,
         compat=compat,
-        tool_cmdline=notes.tool_cmdline,
+        tool_cmdline=notes.tool_cmdlines[0] if notes.tool_cmdlines else None,
         kernels=tuple(sorted(kernels, key=lambda k: k.name)),
     )

@@ -11,8 +11,9 @@ import bisect
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import compress, count
+import itertools
 
+import construct
 from construct import Bytes, Int8ul, Int16ul, Int32ul, Int64sl, Int64ul, Struct
 
 from fatkit.errors import FormatError
@@ -91,7 +92,7 @@ ELFDATA2LSB = 1
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 EM_PPC64, EM_X86_64, EM_AARCH64 = 21, 62, 183
 
-SHT_NULL, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_RELR = 0, 2, 4, 6, 8, 9, 11, 19
+SHT_NULL, SHT_RELA, SHT_DYNAMIC, SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_RELR = 0, 4, 6, 8, 9, 11, 19
 SHF_ALLOC = 0x2
 SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
 PN_XNUM = 0xFFFF
@@ -120,6 +121,7 @@ _REL = struct.Struct("<QQ")
 # block); wider ranges test every entry instead.
 _SEARCH_BLOCK_SHIFTS = (8, 16)
 _SEARCHED_BLOCKS = 8
+_NAME_LIMIT = 4096  # longest section/dynamic string read
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class ElfView:
         self.osabi: int = ident.osabi
         self.abiversion: int = ident.abiversion
         self.e_flags: int = header.e_flags
+        self._symbols: dict[int, construct.Container] = {}  # parsed symbols by file offset
 
     @property
     def buffer(self) -> Buffer:
@@ -209,12 +212,12 @@ class ElfView:
         first = self._first_section_header
         if first is None:
             return []
-        count_ = h.e_shnum or first.sh_size
-        need(self._buf, h.e_shoff, count_ * h.e_shentsize, f"section header table ({count_} entries)")
+        entries = h.e_shnum or first.sh_size
+        need(self._buf, h.e_shoff, entries * h.e_shentsize, f"section header table ({entries} entries)")
         size = Elf64SectionHeader.sizeof()
         raw = [
             Elf64SectionHeader.parse(bytes(self._buf[off : off + size]))
-            for off in range(h.e_shoff, h.e_shoff + count_ * h.e_shentsize, h.e_shentsize)
+            for off in range(h.e_shoff, h.e_shoff + entries * h.e_shentsize, h.e_shentsize)
         ]
         strndx = first.sh_link if h.e_shstrndx == SHN_XINDEX else h.e_shstrndx
         names = raw[strndx] if 0 < strndx < len(raw) and raw[strndx].sh_type != SHT_NOBITS else None
@@ -224,7 +227,7 @@ class ElfView:
         def name_of(sh) -> str:
             if names is None or sh.sh_name >= names.sh_size:
                 return ""
-            return cstring(self._buf, names.sh_offset + sh.sh_name, names.sh_size - sh.sh_name)
+            return cstring(self._buf, names.sh_offset + sh.sh_name, min(names.sh_size - sh.sh_name, _NAME_LIMIT))
 
         return [
             Section(index=i, name=name_of(sh), type=sh.sh_type, flags=sh.sh_flags, addr=sh.sh_addr,
@@ -240,13 +243,13 @@ class ElfView:
             return []
         if h.e_phentsize < Elf64ProgramHeader.sizeof():
             raise FormatError(f"program header size {h.e_phentsize} is below 56", offset=0x36)
-        count_ = h.e_phnum
-        if count_ == PN_XNUM and self._first_section_header is not None:
-            count_ = self._first_section_header.sh_info
-        need(self._buf, h.e_phoff, count_ * h.e_phentsize, f"program header table ({count_} entries)")
+        entries = h.e_phnum
+        if entries == PN_XNUM and self._first_section_header is not None:
+            entries = self._first_section_header.sh_info
+        need(self._buf, h.e_phoff, entries * h.e_phentsize, f"program header table ({entries} entries)")
         size = Elf64ProgramHeader.sizeof()
         segments = []
-        for off in range(h.e_phoff, h.e_phoff + count_ * h.e_phentsize, h.e_phentsize):
+        for off in range(h.e_phoff, h.e_phoff + entries * h.e_phentsize, h.e_phentsize):
             ph = Elf64ProgramHeader.parse(bytes(self._buf[off : off + size]))
             segments.append(Segment(type=ph.p_type, flags=ph.p_flags, offset=ph.p_offset, vaddr=ph.p_vaddr,
                                     filesz=ph.p_filesz, memsz=ph.p_memsz))
@@ -263,14 +266,19 @@ class ElfView:
         return [s.offset for s in ordered], ordered
 
     @cached_property
-    def _dynamic(self) -> list[tuple[int, int]]:
-        """(tag, value) pairs of the dynamic table up to DT_NULL; [] for files without one."""
+    def _dynamic_table(self) -> tuple[int, int] | None:
+        """(file offset, size) of the dynamic table: PT_DYNAMIC, else the SHT_DYNAMIC section."""
         table = next(((s.offset, s.filesz) for s in self.segments if s.type == PT_DYNAMIC), None)
         if table is None:
             table = next(((s.offset, s.size) for s in self.sections if s.type == SHT_DYNAMIC), None)
-        if table is None:
+        return table
+
+    @cached_property
+    def _dynamic(self) -> list[tuple[int, int]]:
+        """(tag, value) pairs of the dynamic table up to DT_NULL; [] for files without one."""
+        if self._dynamic_table is None:
             return []
-        offset, size = table
+        offset, size = self._dynamic_table
         size -= size % (8 * _DYN_WORDS)
         need(self._buf, offset, size, "dynamic table")
         pairs = []
@@ -324,14 +332,14 @@ class ElfView:
         if table is None:
             dynamic = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
             if dynamic is None or not 0 < dynamic.link < len(self.sections):
-                raise FormatError("dynamic string table not found", offset=0)
+                raise FormatError("dynamic string table not found", offset=self._dynamic_table[0])
             strtab = self.sections[dynamic.link]
             table, size = strtab.offset, strtab.size
         if index >= size:
             raise FormatError(f"dynamic string index {index} is past the string table ({size} bytes)",
                               offset=table)
         need(self._buf, table, size, "dynamic string table")
-        return cstring(self._buf, table + index, size - index)
+        return cstring(self._buf, table + index, min(size - index, _NAME_LIMIT))
 
     # --- pointers -----------------------------------------------------------------------------
 
@@ -350,7 +358,8 @@ class ElfView:
             return {}
         need(self._buf, section.offset, section.size, f"section {section.name or section.index}")
         records = (section.size - field - 8) // stride + 1
-        span = bytes(self._buf[section.offset : section.offset + records * stride])
+        # The last record may be cut short after its field: pad it to a whole record.
+        span = bytes(self._buf[section.offset : section.offset + section.size]).ljust(records * stride, b"\0")
         in_place = [value for (value,) in struct.iter_unpack(f"<{field}xQ{stride - field - 8}x", span)]
         # Relocations are keyed by r_offset: section-relative in ET_REL, a virtual address otherwise.
         base = 0 if self.e_type == ET_REL else section.addr
@@ -420,7 +429,8 @@ class ElfView:
         """Entry starts whose r_offset is in `wanted`, testing every entry (memoryview has no find)."""
         with memoryview(self._buf) as whole, whole[offset : offset + size] as table, table.cast("Q") as q:
             with q[0::words] as offsets:
-                return [offset + 8 * words * i for i in compress(count(), map(wanted.__contains__, offsets))]
+                hits = itertools.compress(itertools.count(), map(wanted.__contains__, offsets))
+                return [offset + 8 * words * i for i in hits]
 
     def _dynamic_relocations(self, wanted: range) -> dict[int, _Relocation]:
         if self._dynamic:
@@ -434,7 +444,8 @@ class ElfView:
             for va, size in tables:
                 offset = self.va_to_offset(va)
                 if offset is None:
-                    raise FormatError(f"dynamic relocation table at VA 0x{va:x} is not in the file", offset=0)
+                    raise FormatError(f"dynamic relocation table at VA 0x{va:x} is not in the file",
+                                      offset=self._dynamic_table[0])
                 located.append((offset, size))
         else:
             located = [(s.offset, s.size) for s in self.sections if s.type == SHT_RELA and s.flags & SHF_ALLOC]
@@ -484,24 +495,28 @@ class ElfView:
         offset = target.offset + sym.st_value + reloc.addend
         return offset if target.has_bytes and 0 <= offset < len(self._buf) else None
 
-    def _dynamic_symbol(self, index: int):
+    @cached_property
+    def _dynsym(self) -> Section | None:
+        return next((s for s in self.sections if s.type == SHT_DYNSYM), None)
+
+    def _dynamic_symbol(self, index: int) -> construct.Container | None:
+        """Dynamic symbol `index` (bounded by .dynsym when section headers exist; the file otherwise)."""
         tags = self._tags
+        dynsym = self._dynsym
+        if dynsym is not None and (index + 1) * _SYMBOL_SIZE > dynsym.size:
+            raise FormatError(f"relocation names dynamic symbol {index}, past the end of .dynsym",
+                              offset=dynsym.offset)
         table = self.va_to_offset(tags[DT_SYMTAB]) if DT_SYMTAB in tags else None
         if table is None:
-            dynsym = next((s for s in self.sections if s.type == SHT_DYNSYM), None)
             if dynsym is None:
                 return None
             table = dynsym.offset
         return self._symbol(table + index * _SYMBOL_SIZE)
 
-    def _symbol(self, offset: int):
-        sym = self._symbol_cache.get(offset)
+    def _symbol(self, offset: int) -> construct.Container:
+        """The symbol at `offset`, parsed once (many relocations name the same few symbols)."""
+        sym = self._symbols.get(offset)
         if sym is None:
             need(self._buf, offset, _SYMBOL_SIZE, "symbol")
-            sym = self._symbol_cache[offset] = Elf64Symbol.parse(bytes(self._buf[offset : offset + _SYMBOL_SIZE]))
+            sym = self._symbols[offset] = Elf64Symbol.parse(bytes(self._buf[offset : offset + _SYMBOL_SIZE]))
         return sym
-
-    @cached_property
-    def _symbol_cache(self) -> dict:
-        """Symbols parsed so far by file offset (many relocations name the same few symbols)."""
-        return {}

@@ -11,11 +11,13 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import construct
 from construct import Int16ul, Int32ul, Int64ul, Struct
 
 from fatkit.errors import FormatError
 from fatkit.formats.codecs import compress, decompress
 from fatkit.formats.common import Buffer, align, cap, need
+from fatkit.formats.elf import SHT_NOBITS
 
 FATBIN_MAGIC = 0xBA55ED50
 ENTRY_VERSION = 0x0101
@@ -48,7 +50,6 @@ OptionsRecord = Struct(
     "str_offset" / Int32ul,  # from the entry start
     "str_len" / Int32ul,
 )
-
 
 
 def _unpacker(layout: Struct) -> struct.Struct:
@@ -210,7 +211,8 @@ def _find(buf: Buffer, needle: bytes, start: int, end: int) -> int:
 
 
 def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[int]:
-    """Offsets of every valid container wholly inside buf[start:end], scanning for the magic.
+    """Offsets of every valid container whose magic lies inside buf[start:end] (the container itself may
+    extend past `end`: callers scan big files window by window).
 
     After a valid container the scan resumes at its end (entries cannot hold another container
     that the runtime would see); after a false hit, at the next byte.
@@ -222,7 +224,7 @@ def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iter
         if hit < 0:
             return
         size = container_size_at(buf, hit)
-        if size is not None and hit + size <= end:
+        if size is not None:
             yield hit
             pos = hit + size
         else:
@@ -317,8 +319,13 @@ def entry_payload(buf: Buffer, entry: FatbinEntry) -> bytes:
     need(buf, entry.payload_offset, stored, f"{entry.kind_name} payload of the fatbin entry")
     codec = entry.compression
     if codec is not None:
-        data = decompress(codec, buf[entry.payload_offset : entry.payload_offset + stored],
-                          entry.uncompressed_size or None)
+        try:
+            data = decompress(codec, buf[entry.payload_offset : entry.payload_offset + stored],
+                              entry.uncompressed_size or None)
+        except FormatError as exc:  # LimitError included: say where the payload is
+            if exc.offset is None:
+                exc.offset = entry.payload_offset
+            raise
     else:
         cap(stored, f"{entry.kind_name} payload", offset=entry.offset)
         data = bytes(buf[entry.payload_offset : entry.payload_offset + stored])
@@ -333,7 +340,6 @@ def entry_payload(buf: Buffer, entry: FatbinEntry) -> bytes:
 # header sh_type and (sh_offset, sh_size) -- for ELFCLASS32 and ELFCLASS64 little-endian.
 _ELF_TABLES = {1: struct.Struct("<28xIIxxxxHHHHH"), 2: struct.Struct("<32xQQxxxxHHHHH")}
 _ELF_SECTION = {1: (struct.Struct("<4xI8xII"), 40), 2: (struct.Struct("<4xI16xQQ"), 64)}
-_SHT_NOBITS = 8
 
 
 def _elf_extent(data: bytes, where: int) -> int:
@@ -350,7 +356,7 @@ def _elf_extent(data: bytes, where: int) -> int:
         raise FormatError(f"fatbin ELF entry's section header size {shentsize} is too small", offset=where)
     for i in range(shnum):
         sh_type, sh_offset, sh_size = section.unpack_from(data, shoff + i * shentsize)
-        if sh_type != _SHT_NOBITS:
+        if sh_type != SHT_NOBITS:
             extent = max(extent, sh_offset + sh_size)
     if extent > len(data):
         raise FormatError(f"fatbin ELF entry's sections end at 0x{extent:x}, past its 0x{len(data):x} bytes",
@@ -406,8 +412,14 @@ def _build_entry(spec: EntrySpec) -> bytes:
 
 
 def build_container(entries: Sequence[EntrySpec]) -> bytes:
-    """A fatbin container laid out as nvcc/fatbinary write it (uncompressed entries byte-identical)."""
-    body = b"".join(_build_entry(spec) for spec in entries)
-    header = ContainerHeader.build({"magic": FATBIN_MAGIC, "version": 1, "header_size": CONTAINER_HEADER_SIZE,
-                                    "fat_size": len(body)})
+    """A fatbin container laid out as nvcc/fatbinary write it (uncompressed entries byte-identical).
+
+    ValueError when a spec does not fit the header fields (e.g. a stored payload of 4 GiB or more).
+    """
+    try:
+        body = b"".join(_build_entry(spec) for spec in entries)
+        header = ContainerHeader.build({"magic": FATBIN_MAGIC, "version": 1,
+                                        "header_size": CONTAINER_HEADER_SIZE, "fat_size": len(body)})
+    except construct.ConstructError as exc:
+        raise ValueError(f"fatbin entry does not fit its header fields: {exc}") from None
     return header + body

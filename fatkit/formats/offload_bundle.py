@@ -291,11 +291,15 @@ def _finder(buf: Buffer, needle: bytes):
     return find
 
 
-def find_bundles(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[tuple[int, str]]:
-    """Validated bundles and CCOBs in buf[start:end], in file order: (offset, "bundle" | "ccob").
+def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
+                 limit: int | None = None) -> Iterator[tuple[int, str]]:
+    """Validated bundles and CCOBs whose magic starts in buf[start:end], in file order: (offset, kind).
 
-    Scanning resumes after each hit's extent (a v1 CCOB, of unknown length, only after its header)."""
+    Each must end by `limit` (default: the end of buf; callers scanning window by window pass the end of the
+    region, so a container may run past its window). Scanning resumes after each hit's extent (a v1 CCOB, of
+    unknown length, only after its header)."""
     end = len(buf) if end is None else min(end, len(buf))
+    limit = len(buf) if limit is None else min(limit, len(buf))
     finders = {"bundle": _finder(buf, BUNDLE_MAGIC), "ccob": _finder(buf, CCOB_MAGIC)}
     next_hit = {kind: find(start, end) for kind, find in finders.items()}
     while True:
@@ -305,10 +309,10 @@ def find_bundles(buf: Buffer, start: int = 0, end: int | None = None) -> Iterato
         at, kind = min(live)
         if kind == "bundle":
             size = bundle_size_at(buf, at)
-            if size is not None and at + size > end:
+            if size is not None and at + size > limit:
                 size = None
         else:
-            ccob = _plausible_ccob(buf, at, end)
+            ccob = _plausible_ccob(buf, at, limit)
             # a v1 CCOB records no length: keep scanning right after its header
             size = None if ccob is None else ccob.header_size if ccob.version == 1 else ccob.size
         if size is None:

@@ -1,0 +1,315 @@
+"""Wall time and peak RSS of `fatkit inspect --json` against `cuobjdump -lelf -lptx -all`, per corpus file.
+
+Both tools run in the same run on the same machine, interleaved, each `--repeat` times; the median wall
+time and the largest peak RSS (the child's own ru_maxrss from wait4) are reported, with ratios.
+cuobjdump 13.x is the anchor; where it fails on a file, cuobjdump 12.8 is used instead. Files holding
+only AMD code have no cuobjdump anchor and are reported for fatkit alone.
+
+    python benchmarks/inspect_vs_cuobjdump.py                    # every fetched corpus file, BIG included
+    python benchmarks/inspect_vs_cuobjdump.py --files cublasLt --repeat 5
+    python benchmarks/inspect_vs_cuobjdump.py --markdown         # a table for BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.corpus import corpus_files  # noqa: E402
+from tests.oracles import Run, cuobjdump12, cuobjdump13  # noqa: E402
+
+FETCH_SCRIPT = REPO_ROOT.parent / "shared" / "corpus" / "fetch.py"
+NVIDIA_KINDS = {"ptx", "elf", "nvvm"}
+READ_CHUNK = 16 << 20
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One command measured `repeat` times: median wall seconds, largest peak RSS in KiB, last exit status."""
+
+    wall_s: float
+    rss_kib: int
+    returncode: int
+    failure: str | None
+
+
+@dataclass(frozen=True)
+class Row:
+    path: Path
+    size: int
+    fatkit: Measured
+    cuobjdump: Measured | None
+    cuobjdump_label: str  # which cuobjdump was measured, or why none was
+    cuobjdump_exits: str  # exit status of every cuobjdump tried, e.g. "13.5: 255 → 12.8: 0"
+
+
+# Linux keeps the parent's peak RSS in a child's ru_maxrss across exec (the exec'ing process inherits the
+# forking process's high-water mark), so measuring from this process would report at least its own ~50 MiB.
+# A bare interpreter (-I -S: no site, ~8 MiB) spawns each command, waits for it with wait4 and reports the
+# command's wall time and ru_maxrss; that interpreter's own size is the floor of every RSS figure.
+LAUNCHER = """
+import os, sys, time
+result, argv = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.posix_spawn(argv[0], argv, os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+with open(result, "w") as f:
+    f.write(f"{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
+def _spawn(argv: list[str], *, keep_output: bool) -> tuple[float, int, Run]:
+    """Run argv once through the launcher. Returns its wall seconds, its own peak RSS (KiB) and what it
+    printed (only with keep_output; otherwise stdout goes to /dev/null, as `> /dev/null`)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".result") as result, open(os.devnull, "wb") as devnull:
+        stdout = out if keep_output else devnull
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, result.name, *argv]
+        pid = os.posix_spawn(launcher[0], launcher, os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, stdout.fileno(), 1),
+                                           (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
+        _, status, _ = os.wait4(pid, 0)
+        if status != 0:
+            err.seek(0)
+            raise RuntimeError(f"the launcher failed on {argv}: {err.read().decode(errors='replace')}")
+        wall, rss, returncode = result.read().split()
+        out.seek(0)
+        err.seek(0)
+        run = Run(int(returncode), out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+    return float(wall), int(rss), run
+
+
+def rss_floor() -> int:
+    """Peak RSS (KiB) the launcher reports for /bin/true: no figure can be below it."""
+    return _spawn(["/bin/true"], keep_output=False)[1]
+
+
+def _fatkit_argv(path: Path) -> list[str]:
+    return [sys.executable, "-m", "fatkit", "inspect", "--json", str(path)]
+
+
+def _cuobjdump_argv(tool: Path, path: Path) -> list[str]:
+    return [str(tool), "-lelf", "-lptx", "-all", str(path)]
+
+
+def _release(tool: Path) -> str:
+    done = subprocess.run([str(tool), "--version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r"release (\d+\.\d+)", done.stdout)
+    return found.group(1) if found else "?"
+
+
+def _warm_page_cache(path: Path) -> None:
+    """Read the file once so neither tool pays for the disk on its first run."""
+    with path.open("rb") as f:
+        while f.read(READ_CHUNK):
+            pass
+
+
+def _fatkit_kinds(path: Path) -> tuple[set[str], Run]:
+    """Entry kinds fatkit reports for the file (an untimed run whose JSON is read)."""
+    _, _, run = _spawn(_fatkit_argv(path), keep_output=True)
+    try:
+        report = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        return set(), run
+    kinds = {entry["kind"]
+             for binary in report.get("binaries", ())
+             for container in binary.get("containers", ())
+             for entry in container.get("entries", ())}
+    return kinds, run
+
+
+def _measure_file(path: Path, repeat: int, tools: list[tuple[str, Path]]) -> Row:
+    _warm_page_cache(path)
+    kinds, probe = _fatkit_kinds(path)
+    fatkit_walls, fatkit_rss, fatkit_status = [], [], probe.returncode
+    fatkit_failure = None if probe.returncode == 0 else f"exit status {probe.returncode}: {probe.stderr.strip()[-300:]}"
+    # Only the probe's JSON tells which files hold NVIDIA code; AMD-only files have no cuobjdump anchor.
+    amd_only = "hsaco" in kinds and not kinds & NVIDIA_KINDS
+    candidates = [] if amd_only else list(tools)
+    exits: list[str] = []
+    label = "— (AMD code only)" if amd_only else "— (no cuobjdump ran)"
+    cuobjdump_walls: list[float] = []
+    cuobjdump_rss: list[int] = []
+    cuobjdump_status = 0
+    cuobjdump_failure = None
+
+    for attempt in range(repeat):
+        wall, rss, fatkit_run = _spawn(_fatkit_argv(path), keep_output=False)
+        fatkit_status = fatkit_run.returncode
+        fatkit_walls.append(wall)
+        fatkit_rss.append(rss)
+        while candidates and len(cuobjdump_walls) <= attempt:
+            release, tool = candidates[0]
+            wall, rss, run = _spawn(_cuobjdump_argv(tool, path), keep_output=True)
+            if not cuobjdump_walls:  # the first run of a tool decides whether it reads the file
+                exits.append(f"{release}: {run.returncode}")
+                if run.failure is not None and len(candidates) > 1:
+                    candidates.pop(0)
+                    continue
+                label, cuobjdump_failure = release, run.failure
+                candidates = candidates[:1]
+            cuobjdump_walls.append(wall)
+            cuobjdump_rss.append(rss)
+            cuobjdump_status = run.returncode
+
+    fatkit = Measured(statistics.median(fatkit_walls), max(fatkit_rss), fatkit_status, fatkit_failure)
+    cuobjdump = (Measured(statistics.median(cuobjdump_walls), max(cuobjdump_rss), cuobjdump_status,
+                          cuobjdump_failure) if cuobjdump_walls else None)
+    if cuobjdump is not None and cuobjdump.failure is not None:
+        label += " (failed)"
+    return Row(path, path.stat().st_size, fatkit, cuobjdump, label, " → ".join(exits) or "—")
+
+
+def _corpus_paths() -> list[Path]:
+    """Every corpus file present: fetch.py's full list (BIG rows included), else the index."""
+    if FETCH_SCRIPT.exists():
+        done = subprocess.run([sys.executable, str(FETCH_SCRIPT), "--big", "--list"],
+                              capture_output=True, text=True, timeout=120)
+        listed = [Path(line) for line in done.stdout.splitlines() if line.startswith("/")]
+        if done.returncode == 0 and listed:
+            return [p for p in listed if p.is_file()]
+    return [p for p in corpus_files() if p.is_file()]
+
+
+def _short_name(path: Path) -> str:
+    """package-version/…/member → package/member, short enough for a table."""
+    parts = path.parts
+    for i, part in enumerate(parts):
+        if part.endswith("fatkit-corpus") and i + 1 < len(parts):
+            package = parts[i + 1].rsplit("-", 1)[0]
+            return f"{package}/{parts[-1]}"
+    return path.name
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def _wall(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:.3f} s"
+
+
+def _rss(kib: int | None) -> str:
+    return "—" if kib is None else f"{kib / 1024:.0f} MiB"
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return "—" if not b else f"{a / b:.3f}×"
+
+
+HEADERS = ["file", "size", "fatkit wall", "cuobjdump wall", "wall ratio", "fatkit RSS", "cuobjdump RSS",
+           "RSS ratio", "cuobjdump", "cuobjdump exit"]
+
+
+def _table_rows(rows: list[Row]) -> list[list[str]]:
+    cells = []
+    for row in rows:
+        c = row.cuobjdump
+        fatkit_note = "" if row.fatkit.failure is None else f" (fatkit exit {row.fatkit.returncode})"
+        cells.append([
+            _short_name(row.path) + fatkit_note, _size(row.size),
+            _wall(row.fatkit.wall_s), _wall(c and c.wall_s), _ratio(row.fatkit.wall_s, c and c.wall_s),
+            _rss(row.fatkit.rss_kib), _rss(c and c.rss_kib), _ratio(row.fatkit.rss_kib, c and c.rss_kib),
+            row.cuobjdump_label, row.cuobjdump_exits,
+        ])
+    anchored = [r for r in rows if r.fatkit.failure is None and r.cuobjdump is not None
+                and r.cuobjdump.failure is None]
+    if anchored:
+        fatkit_wall = sum(r.fatkit.wall_s for r in anchored)
+        cuobjdump_wall = sum(r.cuobjdump.wall_s for r in anchored)
+        fatkit_rss = max(r.fatkit.rss_kib for r in anchored)
+        cuobjdump_rss = max(r.cuobjdump.rss_kib for r in anchored)
+        cells.append([
+            f"total ({len(anchored)} files with cuobjdump; RSS = max)", _size(sum(r.size for r in anchored)),
+            _wall(fatkit_wall), _wall(cuobjdump_wall), _ratio(fatkit_wall, cuobjdump_wall),
+            _rss(fatkit_rss), _rss(cuobjdump_rss), _ratio(fatkit_rss, cuobjdump_rss), "", "",
+        ])
+    cells.append([
+        f"total fatkit ({len(rows)} files)", _size(sum(r.size for r in rows)),
+        _wall(sum(r.fatkit.wall_s for r in rows)), "", "", _rss(max(r.fatkit.rss_kib for r in rows)),
+        "", "", "", "",
+    ])
+    return cells
+
+
+def _print_markdown(cells: list[list[str]]) -> None:
+    right = {1, 2, 3, 4, 5, 6, 7}
+    print("| " + " | ".join(HEADERS) + " |")
+    print("|" + "|".join("---:" if i in right else "---" for i in range(len(HEADERS))) + "|")
+    for row in cells:
+        print("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+
+
+def _print_plain(cells: list[list[str]]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(r[i]) for r in [HEADERS, *cells]) for i in range(len(HEADERS))]
+        for row in [HEADERS, *cells]:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        return
+    table = Table(title="fatkit inspect --json vs cuobjdump -lelf -lptx -all")
+    for i, header in enumerate(HEADERS):
+        table.add_column(header, justify="right" if 1 <= i <= 7 else "left")
+    for row in cells:
+        table.add_row(*row)
+    Console(width=max(200, os.get_terminal_size().columns if sys.stdout.isatty() else 200)).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", metavar="PATTERN",
+                        help="only corpus files whose path contains PATTERN (or matches it as a glob)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per command (median wall)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+
+    paths = _corpus_paths()
+    if args.files:
+        paths = [p for p in paths if args.files in str(p) or fnmatch.fnmatch(str(p), args.files)]
+    if not paths:
+        print("no corpus files (run ../shared/corpus/fetch.py --big)", file=sys.stderr)
+        return 1
+    tools = [(_release(tool), tool) for tool in (cuobjdump13(), cuobjdump12()) if tool is not None]
+    if not tools:
+        print("note: no cuobjdump found; fatkit is measured alone", file=sys.stderr)
+
+    rows = []
+    for path in paths:
+        print(f"measuring {_short_name(path)} …", file=sys.stderr, flush=True)
+        rows.append(_measure_file(path, args.repeat, tools))
+        if rows[-1].fatkit.failure:
+            print(f"  fatkit failed: {rows[-1].fatkit.failure}", file=sys.stderr)
+        if rows[-1].cuobjdump and rows[-1].cuobjdump.failure:
+            print(f"  cuobjdump failed: {rows[-1].cuobjdump.failure}", file=sys.stderr)
+
+    cells = _table_rows(rows)
+    (_print_markdown if args.markdown else _print_plain)(cells)
+    print(f"\nWall: median of {args.repeat} runs; RSS: largest ru_maxrss of those runs. RSS floor of the "
+          f"launcher: {_rss(rss_floor())} (a figure at the floor means at most that much).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
