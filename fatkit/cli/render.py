@@ -125,7 +125,8 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
 def render_extract(manifest: dict[str, Any], output: Path) -> None:
     out = _console()
     kinds = Counter(f["kind"] for f in manifest["files"])
-    out.print(f"wrote {len(manifest['files'])} files to {output} "
+    count = len(manifest["files"])
+    out.print(f"wrote {count} file{'' if count == 1 else 's'} to {output} "
               f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'nothing matched'}); "
               f"manifest: {output / 'manifest.json'}", highlight=False)
     for err in manifest["errors"]:

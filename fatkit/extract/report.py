@@ -56,6 +56,12 @@ def _arch_key(arch: str) -> tuple[int, str]:
     return (int(digits.group()) if digits else 0, arch)
 
 
+def _target_key(target: str) -> tuple[int, str]:
+    """gfx908 before gfx1030: shorter processor names are older generations."""
+    processor = target.split(":")[0]
+    return (len(processor), target)
+
+
 def _names(binary: Binary, entries: Iterable[Entry]) -> set[str] | None:
     """Kernel names of the entries; None (and an error on the binary) when one cannot be read."""
     names: set[str] = set()
@@ -103,7 +109,7 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
     entries = binary.entries
     ptx_archs = sorted({e.arch for e in entries if e.kind == "ptx"}, key=_arch_key)
     cubin_archs = sorted({e.arch for e in entries if e.kind == "elf"}, key=_arch_key)
-    amd_targets = sorted({e.arch for e in entries if e.kind == "hsaco"})
+    amd_targets = sorted({e.arch for e in entries if e.kind == "hsaco"}, key=_target_key)
     libraries = nvidia_libraries(binary.needed)
     common = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs), amd_targets=tuple(amd_targets),
                   libraries=libraries)
@@ -190,6 +196,6 @@ def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "amd": overall,
         "ptx_archs": sorted(ptx, key=_arch_key),
         "cubin_archs": sorted(cubin, key=_arch_key),
-        "amd_targets": sorted(amd),
+        "amd_targets": sorted(amd, key=_target_key),
         "libraries": [{"library": k, "amd": v} for k, v in sorted(libs.items())],
     }

@@ -1,9 +1,9 @@
 """NVIDIA device ELF ("cubin", EM_CUDA 190): architecture, attributes and kernels (FORMATS.md A.3).
 
-Two readers share one bounds-checked view of the ELF headers:
+Two readers share one bounds-checked reading of the ELF header:
 
 * `cubin_kernel_names` is the fast path run on every cubin of a library: it reads the ELF header, the
-  section header table and `.shstrtab` only.
+  `.shstrtab` section header and `.shstrtab` only.
 * `parse_cubin` reads everything fatkit reports: the e_flags decoding of ABI 7 and ABI 8, the
   `.nv.compat` and note sections, and per kernel the `.nv.info` attributes (parameters, registers,
   launch bounds, frame size) and static shared memory.
