@@ -24,6 +24,10 @@ KERN_ENTRIES = {
 }
 
 
+def without_path_hash(names) -> set[str]:
+    return {re.sub(r"_GLOBAL__N__[0-9a-f]{8}_", "_GLOBAL__N__", n) for n in names}
+
+
 def sample(name: str) -> Path:
     path = SAMPLES / name
     if not path.exists():
@@ -92,7 +96,8 @@ def test_debug_ptx_entries_are_the_cubin_kernels(tmp_path):
     text = nvcc_ptx(tmp_path, "-G", "-arch=sm_90")
     header = check_against_reference(text)
     assert (header.target, header.modifiers) == ("sm_90", ("debug",))
-    assert header.functions == 1 and set(header.entries) == KERN_ENTRIES
+    # nvcc hashes the source path into anonymous-namespace names: compare them without it
+    assert header.functions == 1 and without_path_hash(header.entries) == without_path_hash(KERN_ENTRIES)
     cubin = tmp_path / "k.cubin"
     subprocess.run([shutil.which("ptxas") or "ptxas", "-arch=sm_90", "-o", str(cubin), str(tmp_path / "k.ptx")],
                    check=True, capture_output=True, timeout=300)
