@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, k
 
 def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     v = b["verdict"]
-    out.print(f"[bold]{b['path']}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
+    out.print(f"[bold]{_short_path(b['path'])}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
               highlight=False)
     out.print(f"  AMD: {_verdict(v)} — {v['reason']}", highlight=False)
     if v["kernels_without_ptx"]:
@@ -111,15 +112,38 @@ def _opt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _short_path(path: str) -> str:
+    """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` → `wheel.whl!pkg/lib.so`."""
+    outer, bang, member = path.partition("!")
+    return f"{outer.rsplit('/', 1)[-1]}!{member}" if bang else path
+
+
 def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
+    outers = {b["path"].partition("!")[0] for b in binaries}
+    one_archive = len(outers) == 1 and all("!" in b["path"] for b in binaries)
+    if one_archive:
+        out.print(f"[bold]{outers.pop()}[/]", highlight=False)
+        base = ""
+    else:
+        base = os.path.commonpath([os.path.dirname(o) or "." for o in outers])
+        if base not in ("", "."):
+            out.print(f"[bold]{base}/[/]", highlight=False)
+            base += "/"
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("binary", "containers", "PTX", "cubin", "AMD code", "AMD"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
+    empty = 0
     for b in binaries:
         v = b["verdict"]
-        table.add_row(b["path"], str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
+        if v["amd"] == "none" and not b["errors"]:
+            empty += 1
+            continue
+        name = b["path"].partition("!")[2] if one_archive else _short_path(b["path"].removeprefix(base))
+        table.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
                       " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
     out.print(table)
+    if empty:
+        out.print(f"[dim]… and {empty} binaries without NVIDIA or AMD device code (listed by --json)[/]")
 
 
 def render_extract(manifest: dict[str, Any], output: Path) -> None:

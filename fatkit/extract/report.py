@@ -123,10 +123,6 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
         elif libraries:
             reason += f"; uses {', '.join(sorted({x['library'] for x in libraries}))} (host calls only)"
         return Verdict("none", reason, **common)
-    if not ptx_archs:
-        if not cubin_archs:
-            return Verdict("no", "only NVVM/LTO IR (obfuscated by nvcc): nothing fatkit can translate", **common)
-        return Verdict("no", f"cubin only ({', '.join(cubin_archs)}): no PTX to translate", **common)
     if by_kernel:
         return _judge_kernels(binary, common)
 
@@ -137,12 +133,22 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
     relocatable_ptx = bool(relocatable) and all(has_ptx(c) for c in relocatable)
     blocking = [c for c in modules if not has_ptx(c) and _module_without_ptx(binary, c, relocatable_ptx)]
     if not blocking:
+        if not ptx_archs:
+            return Verdict("yes", "no module holds kernels: nothing needs translating", **common)
         return Verdict("yes", f"PTX ({', '.join(ptx_archs)}) in every module with kernels ({len(modules)})",
                        **common)
+    if not ptx_archs:
+        return _no_ptx(common)
     blocked_archs = sorted({e.arch for c in blocking for e in c.entries if e.kind == "elf"}, key=_arch_key)
     return Verdict("partial", f"{len(blocking)} of {len(modules)} modules have no PTX, only cubins "
                               f"({', '.join(blocked_archs)}); the others have PTX ({', '.join(ptx_archs)})",
                    **common)
+
+
+def _no_ptx(common: dict[str, Any]) -> Verdict:
+    if not common["cubin_archs"]:
+        return Verdict("no", "only NVVM/LTO IR (obfuscated by nvcc): nothing fatkit can translate", **common)
+    return Verdict("no", f"cubin only ({', '.join(common['cubin_archs'])}): no PTX to translate", **common)
 
 
 def _judge_kernels(binary: Binary, common: dict[str, Any]) -> Verdict:
@@ -156,7 +162,11 @@ def _judge_kernels(binary: Binary, common: dict[str, Any]) -> Verdict:
     common.update(kernels_total=total, kernels_without_ptx=missing)
     ptx_archs = ", ".join(common["ptx_archs"])
     if not missing:
+        if not ptx_archs:
+            return Verdict("yes", "no kernels: nothing needs translating", **common)
         return Verdict("yes", f"PTX ({ptx_archs}) for every kernel ({total})", **common)
+    if not ptx_archs:
+        return _no_ptx(common)
     return Verdict("partial", f"{len(missing)} of {total} kernels have no PTX, only cubins "
                               f"({', '.join(common['cubin_archs'])}); the rest have PTX ({ptx_archs})", **common)
 
