@@ -14,6 +14,7 @@ import mmap
 import re
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -164,7 +165,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
                 data = head + member.read(MAX_PAYLOAD + 1 - len(head))
             if len(data) > MAX_PAYLOAD:
                 raise FormatError(f"zip member expands past the limit of {MAX_PAYLOAD} bytes")
-        except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
+        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, RuntimeError, EOFError) as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable",
                          errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
             continue
@@ -479,14 +480,16 @@ class _Finder:
                 pos = max(pos, stop)
 
     def _gaps(self) -> list[tuple[int, int]]:
+        size = len(self.buf)
         covered = sorted([(c.offset, c.offset + c.size) for c in self.by_offset.values()] + self.skip)
         gaps, pos = [], 0
-        for begin, finish in covered:
+        for begin, finish in covered:  # section headers may claim ranges past the end: clamp to the file
+            begin, finish = min(begin, size), min(finish, size)
             if begin > pos:
                 gaps.append((pos, begin))
             pos = max(pos, finish)
-        if pos < len(self.buf):
-            gaps.append((pos, len(self.buf)))
+        if pos < size:
+            gaps.append((pos, size))
         return gaps
 
     # -- standalone device files

@@ -1,0 +1,262 @@
+"""Mutation fuzzer over every reader fatkit has: only FatkitError may escape, no input may take over 2 s.
+
+Seeds are real bytes: the committed samples and what fatkit extracts from them (cubins, PTX, code objects,
+fatbins, bundles). Mutations are the ones hostile files use: bit flips, random bytes, truncation, size fields
+set to 0 / huge / -1, duplicated and overlapping chunks, wrong compression flags.
+
+    python -m tests.fuzzing --per-target 100000 --seed 1      # the long local run (BENCHMARKS.md)
+
+The CI budget runs a few thousand inputs per target through `tests/test_fuzz.py` with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import random
+import resource
+import signal
+import struct
+import sys
+import time
+import traceback
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from fatkit.errors import FatkitError
+from fatkit.extract.scan import Source, scan_buffer, scan_source
+from fatkit.formats import ar, codecs, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
+from fatkit.formats.elf import ElfView
+
+SAMPLES = Path(__file__).parent / "samples"
+TIME_LIMIT = 2.0  # seconds one input may take (issue: robustness invariants)
+HANG_LIMIT = 10.0  # an input still running after this is interrupted and reported as a hang
+MEMORY_LIMIT = 4 << 30  # address space of the fuzzing process: a blind huge allocation fails loudly
+
+
+def _elf(data: bytes) -> None:
+    view = ElfView(data)
+    for section in view.sections:
+        view.section_at(section.offset)
+        if section.name in wrappers.WRAPPER_SECTIONS:
+            view.pointers_in(section, 24, 8)
+    view.segments
+    view.needed
+    view.soname
+    wrappers.read_wrappers(view)
+
+
+def _fatbin(data: bytes) -> None:
+    for offset in fatbin.find_containers(data):
+        container = fatbin.parse_container(data, offset)
+        for entry in container.entries:
+            try:
+                fatbin.entry_payload(data, entry)
+            except FatkitError:
+                pass
+
+
+def _codecs(data: bytes) -> None:
+    codec = codecs.CODECS[data[0] % len(codecs.CODECS)] if data else "zstd"
+    expected = struct.unpack_from("<I", data, 1)[0] % (1 << 24) if len(data) >= 5 else 0
+    codecs.decompress(codec, data[5:], expected if codec == "lz4-block" or data[0] & 0x80 else None)
+
+
+def _cubin(data: bytes) -> None:
+    cubin.cubin_kernel_names(data)
+    cubin.parse_cubin(data)
+
+
+def _bundle(data: bytes) -> None:
+    for offset, kind in offload_bundle.find_bundles(data):
+        if kind == "ccob":
+            ccob = offload_bundle.parse_ccob(data, offset)
+            inner = offload_bundle.decompress_ccob(data, ccob)
+            bundle = offload_bundle.parse_bundle(inner, 0)
+        else:
+            inner = data
+            bundle = offload_bundle.parse_bundle(data, offset)
+        for entry in bundle.entries:
+            offload_bundle.bundle_payload(inner, bundle, entry)
+
+
+def _scan(data: bytes) -> None:
+    for binary in scan_source(Source("fuzz", data)):
+        binary.to_json(with_kernels=True, with_hash=True)
+
+
+def _zip(data: bytes) -> None:
+    _scan(data)
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "elf": _elf,
+    "fatbin": _fatbin,
+    "codecs": _codecs,
+    "cubin": _cubin,
+    "ptx_header": lambda data: ptx_header.parse_ptx_header(data),
+    "offload_bundle": _bundle,
+    "hsaco": lambda data: hsaco.parse_code_object(data),
+    "ar": lambda data: list(ar.members(data)),
+    "zip": _zip,
+    "scan": lambda data: scan_buffer(Source("fuzz", data)).to_json(with_kernels=True, with_hash=True),
+}
+
+
+def seeds() -> dict[str, list[bytes]]:
+    """Real inputs per target, from the committed samples and what fatkit extracts from them."""
+    files = {p.name: p.read_bytes() for p in sorted(SAMPLES.iterdir()) if p.is_file() and p.name != "build.sh"
+             and not p.name.endswith(".md")}
+    out: dict[str, list[bytes]] = {name: [] for name in TARGETS}
+    for name, data in files.items():
+        if data.startswith(b"\x7fELF"):
+            out["elf"].append(data)
+        if name.endswith(".fatbin"):
+            out["fatbin"].append(data)
+        if name.endswith(".bundle"):
+            out["offload_bundle"].append(data)
+        if name.endswith(".hsaco"):
+            out["hsaco"].append(data)
+        if name.endswith(".a"):
+            out["ar"].append(data)
+    for name in ("nv_mode_default", "nv_rdc", "nv_lib.so", "amd_hip_two_tu", "nv_bin2c", "nv_lib.a"):
+        out["scan"].append(files[name])
+    for binary in scan_buffer(Source("seed", files["nv_mode_none"])), scan_buffer(Source("s", files["nv_mode_speed"])):
+        for entry in binary.entries:
+            (out["cubin"] if entry.kind == "elf" else out["ptx_header"]).append(entry.payload)
+    for name in ("nv_mode_default", "nv_mode_speed", "nv_fb_zlib.fatbin", "nv_fb_lz4frame.fatbin"):
+        for container in scan_buffer(Source("seed", files[name])).containers:
+            out["fatbin"].append(files[name][container.offset:container.offset + container.size])
+    sample = files["nv_kern_sm90.ptx"]
+    for index, codec in enumerate(codecs.CODECS):
+        out["codecs"].append(bytes([index | 0x80]) + struct.pack("<I", len(sample)) + codecs.compress(codec, sample))
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("pkg/lib.so", files["nv_lib.so"])
+        z.writestr("pkg/k.hsaco", files["amd_gfx942_v6.hsaco"])
+    out["zip"].append(zipped.getvalue())
+    return out
+
+
+SPECIAL_VALUES = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF,
+                  1 << 31, 1 << 40)
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 3, 8))):
+        if not buf:
+            buf = bytearray(rng.randbytes(rng.randrange(1, 64)))
+        how = rng.randrange(8)
+        pos = rng.randrange(len(buf))
+        if how == 0:  # bit flip
+            buf[pos] ^= 1 << rng.randrange(8)
+        elif how == 1:  # random bytes
+            n = rng.randrange(1, 9)
+            buf[pos:pos + n] = rng.randbytes(n)
+        elif how == 2:  # truncate
+            del buf[rng.randrange(len(buf)):]
+        elif how == 3 and len(buf) >= 8:  # a size/offset field set to a special value (aligned, as headers are)
+            width = rng.choice((2, 4, 8))
+            pos -= pos % width
+            value = rng.choice(SPECIAL_VALUES) & ((1 << (8 * width)) - 1)
+            buf[pos:pos + width] = value.to_bytes(width, "little")[:len(buf) - pos]
+        elif how == 4:  # duplicate a chunk (repeated/overlapping entries)
+            end = min(len(buf), pos + rng.randrange(1, 256))
+            at = rng.randrange(len(buf) + 1)
+            buf[at:at] = buf[pos:end]
+        elif how == 5:  # delete a chunk
+            del buf[pos:pos + rng.randrange(1, 64)]
+        elif how == 6:  # flip compression/variant flag bits where fatbin flags live
+            buf[pos] ^= rng.choice((0x10, 0x20, 0x40, 0x80, 0xF0))
+        else:  # copy bytes from elsewhere (pointers into loops)
+            src = rng.randrange(len(buf))
+            n = rng.randrange(1, 16)
+            buf[pos:pos + n] = buf[src:src + n]
+    return bytes(buf)
+
+
+@dataclass
+class Report:
+    runs: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)  # FatkitError: the expected answer to hostile bytes
+    escapes: list[str] = field(default_factory=list)
+    slow: list[str] = field(default_factory=list)
+
+
+class Hang(BaseException):
+    """Raised by the alarm inside a hung reader (BaseException, so no reader's `except Exception` eats it)."""
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def run(per_target: int, seed: int, targets: list[str] | None = None, budget: float | None = None) -> Report:
+    """Fuzz each target with `per_target` mutated inputs (or until `budget` seconds per target)."""
+    rng = random.Random(seed)
+    report = Report()
+    signal.signal(signal.SIGALRM, _alarm)
+    corpus = seeds()
+    for name in targets or list(TARGETS):
+        fn, inputs = TARGETS[name], corpus[name]
+        if not inputs:
+            raise SystemExit(f"no seeds for {name}")
+        started = time.monotonic()
+        for i in range(per_target):
+            if budget is not None and time.monotonic() - started > budget:
+                break
+            data = mutate(rng.choice(inputs), rng)
+            t0 = time.monotonic()
+            signal.setitimer(signal.ITIMER_REAL, HANG_LIMIT)
+            try:
+                fn(data)
+            except FatkitError:
+                report.rejected[name] += 1
+            except Hang:
+                report.slow.append(f"{name} seed={seed} input#{i}: hangs (> {HANG_LIMIT:.0f} s)")
+                _save(name, seed, i, data)
+            except Exception:  # noqa: BLE001 - the point is to catch whatever escapes
+                report.escapes.append(f"{name} seed={seed} input#{i}: {traceback.format_exc(limit=-3)}")
+                _save(name, seed, i, data)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            elapsed = time.monotonic() - t0
+            if TIME_LIMIT < elapsed < HANG_LIMIT:
+                report.slow.append(f"{name} seed={seed} input#{i}: {elapsed:.1f} s")
+                _save(name, seed, i, data)
+            report.runs[name] += 1
+    return report
+
+
+def _save(name: str, seed: int, index: int, data: bytes) -> None:
+    crashes = Path(".fuzz-crashes")
+    crashes.mkdir(exist_ok=True)
+    (crashes / f"{name}-{seed}-{index}.bin").write_bytes(data)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--per-target", type=int, default=10000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--targets", nargs="*")
+    parser.add_argument("--budget", type=float, help="seconds per target at most (CI)")
+    args = parser.parse_args()
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    started = time.monotonic()
+    report = run(args.per_target, args.seed, args.targets, args.budget)
+    print(f"{'target':16} {'inputs':>8} {'rejected':>9}")
+    for name, count in report.runs.items():
+        print(f"{name:16} {count:8} {report.rejected[name]:9}")
+    print(f"total {sum(report.runs.values())} inputs in {time.monotonic() - started:.0f} s; "
+          f"escapes {len(report.escapes)}, over {TIME_LIMIT:.0f} s {len(report.slow)}")
+    for line in report.escapes[:20] + report.slow[:20]:
+        print(line)
+    return 1 if report.escapes or report.slow else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
