@@ -60,9 +60,11 @@ def _fatbin(data: bytes) -> None:
 
 
 def _codecs(data: bytes) -> None:
-    codec = codecs.CODECS[data[0] % len(codecs.CODECS)] if data else "zstd"
+    """First byte: codec (low bits) and whether to state the size (0x80); then u32 size; then the stream."""
+    mode = data[0] if data else 0
+    codec = codecs.CODECS[mode % len(codecs.CODECS)]
     expected = struct.unpack_from("<I", data, 1)[0] % (1 << 24) if len(data) >= 5 else 0
-    codecs.decompress(codec, data[5:], expected if codec == "lz4-block" or data[0] & 0x80 else None)
+    codecs.decompress(codec, data[5:], expected if codec == "lz4-block" or mode & 0x80 else None)
 
 
 def _cubin(data: bytes) -> None:

@@ -85,8 +85,8 @@ def _covered(name: str, ptx_names: set[str]) -> bool:
 
 
 # Cubin-only modules are read to see whether they hold kernels at all (nvcc's device-link stub holds none;
-# 1025 of cuBLASLt's modules hold only data) when that is cheap: uncompressed, or compressed but small. Bigger
-# compressed cubins are taken to hold code: decompressing them all would cost seconds on big libraries.
+# 1025 of cuBLASLt's modules hold only data) when that is cheap: uncompressed, or small once decompressed.
+# Bigger compressed cubins are taken to hold code: decompressing them all would cost seconds on big libraries.
 CHEAP_CUBIN_BYTES = 64 * 1024
 
 
@@ -96,7 +96,7 @@ def _module_without_ptx(binary: Binary, container: Container, relocatable_ptx: b
     if not cubins:
         return True  # NVVM/LTO IR only
     first = cubins[0]
-    if first.compression is None or first.stored_size <= CHEAP_CUBIN_BYTES:
+    if first.compression is None or (first.size or first.stored_size) <= CHEAP_CUBIN_BYTES:
         names = _names(binary, [first])
         if names is not None and not names:
             return False  # no kernels: nothing to translate

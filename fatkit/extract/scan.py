@@ -10,6 +10,7 @@ Every container records where it lies (section) and how it was found.
 
 from __future__ import annotations
 
+import lzma
 import mmap
 import re
 import stat
@@ -142,6 +143,11 @@ def _scan_archive(source: Source) -> Iterator[Binary]:
         yield scan_buffer(Source(f"{source.name}!{member.name}", view[member.offset:member.offset + member.size]))
 
 
+# What zipfile raises on corrupt archives: bad structure, unsupported versions/methods, broken streams.
+ZIP_ERRORS = (zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError,
+              RuntimeError)
+
+
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
     import io
 
@@ -149,7 +155,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
         archive = zipfile.ZipFile(io.BytesIO(source.buf) if isinstance(source.buf, (bytes, bytearray))
                                   else _BufferFile(source.buf))
         infos = [i for i in archive.infolist() if not i.is_dir()]
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except ZIP_ERRORS as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
                      errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
         return
@@ -165,7 +171,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
                 data = head + member.read(MAX_PAYLOAD + 1 - len(head))
             if len(data) > MAX_PAYLOAD:
                 raise FormatError(f"zip member expands past the limit of {MAX_PAYLOAD} bytes")
-        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, RuntimeError, EOFError) as exc:
+        except ZIP_ERRORS as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable",
                          errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
             continue
@@ -422,7 +428,7 @@ class _Finder:
 
     def walk_section(self, section, family: str) -> None:
         """Containers back to back inside a device section (zero padding between them is skipped)."""
-        end = section.offset + section.size
+        end = min(section.offset + section.size, len(self.buf))
         pos = section.offset
         while pos < end:
             hit = _NONZERO.search(self.buf, pos, end)
