@@ -32,7 +32,7 @@ MODERN_HOST_ID = b"host-x86_64-pc-linux-gnu-"  # a valid host id of the same len
 # `cuobjdump -lelf -lptx` lines; info messages ("No PTX file found…") share stdout.
 _LISTED = re.compile(r"^(ELF|PTX) file\s+\d+: (.+)$")
 # `-xelf/-xptx` lines: "Extracting PTX file and ptxas options    1: x.1.sm_80.ptx -arch=sm_80 -O2 ".
-_EXTRACTED = re.compile(r"^Extracting (?:ELF file|PTX file and ptxas options)\s+\d+: (\S+)")
+_EXTRACTED = re.compile(r"^Extracting (ELF|PTX) file(?: and ptxas options)?\s+\d+: (\S+)")
 _NAME_ARCH = re.compile(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)$")
 # Entry headers printed by `-res-usage` (ELF) and `-ptx` (PTX): "Fatbin elf code:", "====", "arch = sm_90a".
 _HEADER = re.compile(r"^Fatbin (elf|ptx) code:\n=+\narch = (sm_\d+[a-z]?)$", re.M)
@@ -194,20 +194,31 @@ def cuobjdump_listing(tool: Path, path: Path) -> tuple[tuple[str, str], ...]:
     return tuple((kind, _model_arch(kind, arch)) for kind, arch in headers)
 
 
-def cuobjdump_extract(tool: Path, path: Path, outdir: Path, what: str) -> list[Path]:
-    """Files written by `cuobjdump -all -xptx all` (what="ptx") or `-xelf all` (what="elf") into outdir,
-    in listing order. `-all` is needed for the `__nv_relfatbin` containers."""
-    if what not in ("ptx", "elf"):
-        raise ValueError(what)
+def cuobjdump_written(tool: Path, path: Path, outdir: Path, kinds: tuple[str, ...] = ("elf", "ptx")
+                      ) -> list[tuple[str, Path | None]]:
+    """(kind, file) of every entry `cuobjdump -all -xelf all -xptx all` (or only the `kinds` given: "elf",
+    "ptx") extracts into outdir, in listing order. The file is None where a later entry of the same name
+    (identifier-named entries) overwrote it. `-all` is needed for the `__nv_relfatbin` containers."""
+    if not kinds or set(kinds) - {"elf", "ptx"}:
+        raise ValueError(kinds)
     outdir.mkdir(parents=True, exist_ok=True)
-    run = _run([tool, "-all", f"-x{what}", "all", path.resolve()], cwd=outdir)
+    run = _run([tool, "-all", *(arg for kind in kinds for arg in (f"-x{kind}", "all")), path.resolve()], cwd=outdir)
     if run.failure:
         raise PeerFailed(run.failure)
-    names = [m.group(1) for m in map(_EXTRACTED.match, run.stdout.splitlines()) if m]
-    written = sorted(p.name for p in outdir.iterdir())
-    if sorted(names) != written:
-        raise PeerFailed(f"cuobjdump announced {names} but wrote {written}")
-    return [outdir / name for name in names]
+    announced = [(m.group(1).lower(), m.group(2)) for m in map(_EXTRACTED.match, run.stdout.splitlines()) if m]
+    last = {name: i for i, (_, name) in enumerate(announced)}
+    return [(kind, outdir / name if last[name] == i else None) for i, (kind, name) in enumerate(announced)]
+
+
+def cuobjdump_extract(tool: Path, path: Path, outdir: Path, what: str) -> list[Path]:
+    """Files written by `cuobjdump -all -xptx all` (what="ptx") or `-xelf all` (what="elf") into outdir,
+    in listing order; PeerFailed unless every entry it announced is a file of its own."""
+    written = cuobjdump_written(tool, path, outdir, (what,))
+    names = [file.name if file is not None else None for _, file in written]
+    on_disk = sorted(p.name for p in outdir.iterdir())
+    if None in names or sorted(names) != on_disk:
+        raise PeerFailed(f"cuobjdump announced {names} (None: overwritten) but wrote {on_disk}")
+    return [file for _, file in written]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from elftools.elf.elffile import ELFFile
 
 from fatkit.extract.model import Binary, Container
 from tests import oracles
-from tests.corpus import CORPUS_DIR, corpus_file, corpus_files
+from tests.corpus import CORPUS_DIR, corpus_file
+from tests.helpers import non_big_corpus_files
 
 pytestmark = pytest.mark.corpus
 
@@ -31,15 +32,6 @@ BUNDLE_STARTS = (b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB")
 HIP_FATBIN_ALIGN = 4096
 
 
-def _non_big_corpus() -> list[Path]:
-    """Corpus files whose index.tsv description does not start with BIG (those are for benchmarks)."""
-    index = CORPUS_DIR / "index.tsv"
-    if not index.exists():
-        return []
-    described = dict(line.split("\t", 1) for line in index.read_text().splitlines() if "\t" in line)
-    return [path for path in corpus_files() if not described.get(str(path), "").startswith("BIG")]
-
-
 def _param_id(path: Path) -> str:
     try:
         return path.relative_to(CORPUS_DIR).as_posix()
@@ -47,7 +39,7 @@ def _param_id(path: Path) -> str:
         return path.as_posix()
 
 
-CORPUS = [pytest.param(path, id=_param_id(path)) for path in _non_big_corpus()]
+CORPUS = [pytest.param(path, id=_param_id(path)) for path in non_big_corpus_files()]
 
 
 @functools.cache

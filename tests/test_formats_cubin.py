@@ -3,10 +3,8 @@ cubins built here (synthetic and nvcc), e_flags decoding of every ABI, hostile b
 
 from __future__ import annotations
 
-import mmap
 import random
 import re
-import shutil
 import struct
 import subprocess
 from dataclasses import dataclass, field
@@ -30,8 +28,8 @@ from fatkit.formats.cubin import (
 )
 from tests import oracles
 from tests.corpus import corpus_file
+from tests.helpers import cuobjdump13, cuobjdump_reading, mapped, nvcc, sample
 
-SAMPLES = Path(__file__).parent / "samples"
 # Samples whose cubins cover ABI 8 for sm_80/90/90a/100a/100f/120, ET_REL (-rdc), -G and -lineinfo.
 CUBIN_SAMPLES = ["nv_mode_default", "nv_rdc", "nv_debug_G", "nv_lineinfo", "nv_sm90a.fatbin",
                  "nv_sm100a.fatbin", "nv_sm100f.fatbin", "nv_sm120.fatbin"]
@@ -40,27 +38,9 @@ SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_NOTE, SHT_NOBITS = 1, 2, 3, 7, 8
 SHT_CUDA_INFO, SHT_CUDA_COMPAT = 0x70000000, 0x70000086
 
 
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not built (tests/samples/build.sh)")
-    return path
-
-
-def cuobjdump13() -> Path:
-    tool = oracles.cuobjdump13()
-    if tool is None:
-        pytest.skip("cuobjdump 13.x not installed (pip install nvidia-cuda-cuobjdump)")
-    return tool
-
-
 def extract_cubins(tool: Path, path: Path, outdir: Path) -> list[Path]:
-    """Every cubin `cuobjdump -all -xelf all` writes (identifier-named entries overwrite each other)."""
-    outdir.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([str(tool), "-all", "-xelf", "all", str(path.resolve())], cwd=outdir,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return sorted(outdir.glob("*.cubin"))
+    """Every cubin `cuobjdump -all -xelf all` leaves (identifier-named entries overwrite each other)."""
+    return [file for _, file in oracles.cuobjdump_written(tool, path, outdir, ("elf",)) if file is not None]
 
 
 # --- what cuobjdump says about one cubin ------------------------------------------------------------------
@@ -202,10 +182,9 @@ def test_every_buffer_kind(tmp_path):
     path = sample("nv_kern_sm90.cubin")
     data = path.read_bytes()
     expected = parse_cubin(data)
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        assert parse_cubin(mapped) == expected
-        assert cubin_kernel_names(mapped) == cubin_kernel_names(data)
-        mapped.close()  # no view of the map may outlive the call
+    with mapped(path) as view:  # closing the map on exit checks that no view of it outlives the calls
+        assert parse_cubin(view) == expected
+        assert cubin_kernel_names(view) == cubin_kernel_names(data)
     padded = b"\xee" * 24 + data
     assert parse_cubin(memoryview(padded)[24:]) == expected
     assert parse_cubin(bytearray(data)) == expected
@@ -214,18 +193,8 @@ def test_every_buffer_kind(tmp_path):
 # --- cubins built with nvcc -------------------------------------------------------------------------------
 
 
-def nvcc_cubin(tmp_path: Path, *options: str) -> bytes:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path / "k.cubin"
-    subprocess.run([nvcc, "-cubin", "-DNO_MAIN", *options, "-o", str(out), str(SAMPLES / "src" / "kern.cu")],
-                   check=True, capture_output=True, timeout=300)
-    return out.read_bytes()
-
-
 def test_virtual_architecture_from_the_cuinfo_note(tmp_path):
-    info = parse_cubin(nvcc_cubin(tmp_path, "-gencode", "arch=compute_86,code=sm_90"))
+    info = parse_cubin(nvcc(tmp_path, "cubin", "-gencode", "arch=compute_86,code=sm_90"))
     assert (info.sm, info.arch, info.virtual_sm, info.abi_version) == (90, "sm_90", 86, 8)
     assert info.tool_cmdline.startswith("-arch sm_90")
 
@@ -477,10 +446,7 @@ def test_hostile_bytes_raise_only_format_errors():
 
 def corpus_cubins(member: str, tmp_path: Path) -> list[Path]:
     path = corpus_file(member)
-    tool = oracles.cuobjdump_for(path)
-    if tool is None:
-        pytest.skip(f"no cuobjdump reads {member}")
-    cubins = extract_cubins(tool, path, tmp_path)
+    cubins = extract_cubins(cuobjdump_reading(path), path, tmp_path)
     assert cubins
     return cubins
 

@@ -1,12 +1,13 @@
-"""fatkit.formats.elf: header tables against pyelftools, pointer resolution on every linker/ELF-type sample,
-other machines' relocation types, relocation search paths on synthetic tables, and hostile headers."""
+"""fatkit.formats.elf: header tables, symbols, notes and extent against pyelftools (ELF64 samples, ELF32 files
+clang builds), pointer resolution on every linker/ELF-type sample, other machines' relocation types,
+relocation search paths on synthetic tables, and hostile headers."""
 
 from __future__ import annotations
 
 import functools
-import mmap
 import random
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,22 +17,16 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 from fatkit.errors import FormatError
+from fatkit.formats.common import align
 from fatkit.formats.elf import ET_DYN, ET_EXEC, ET_REL, SHT_RELR, ElfView, Section
 from fatkit.formats.fatbin import container_size_at, find_containers
 from tests.corpus import corpus_files
+from tests.helpers import clang22, mapped, over_files, sample
 
-SAMPLES = Path(__file__).parent / "samples"
 HOST_SAMPLES = ["nv_mode_default", "nv_nopie", "nv_lld", "nv_relr", "nv_lld_relr", "nv_lib.so", "nv_kern.o",
                 "nv_rdc", "nv_dlink.o", "nv_stripped", "nv_host_O2", "amd_hip_exe", "amd_hip_nopie",
                 "amd_hip_ccob.so", "amd_hip_kern.o"]
 WRAPPER_STRIDE, DATA_FIELD = 24, 8
-
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not built (tests/samples/build.sh)")
-    return path
 
 
 def wrapper_section(elf: ElfView) -> Section:
@@ -43,33 +38,89 @@ def wrapper_section(elf: ElfView) -> Section:
 # --- headers against pyelftools -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", HOST_SAMPLES + ["nv_kern_sm90.cubin", "amd_gfx942_v6.hsaco"])
-def test_tables_match_pyelftools(name):
-    path = sample(name)
+def check_against_pyelftools(path: Path) -> ElfView:
+    """The view of `path` after comparing its header fields, tables, symbols, notes, dynamic names and
+    extent with what pyelftools reads; raw fields pyelftools decodes to names are read with struct here."""
     data = path.read_bytes()
     elf = ElfView(data)
     with path.open("rb") as f:
         ref = ELFFile(f)
-        assert (elf.e_type, elf.e_machine) == struct.unpack_from("<HH", data, 16)
+        assert elf.elf_class == {32: 1, 64: 2}[ref.elfclass]
+        assert (elf.e_type, elf.e_machine, elf.e_version) == struct.unpack_from("<HHI", data, 16)
         assert elf.e_flags == ref.header.e_flags
         assert (elf.osabi, elf.abiversion) == (data[7], data[8])
+        shoff, shentsize = ref.header.e_shoff, ref.header.e_shentsize
         ours = [(s.name, s.type, s.flags, s.addr, s.offset, s.size, s.link, s.info, s.entsize, s.align)
                 for s in elf.sections]
-        theirs = [(s.name, _raw_section_type(data, i), s["sh_flags"], s["sh_addr"], s["sh_offset"], s["sh_size"],
-                   s["sh_link"], s["sh_info"], s["sh_entsize"], s["sh_addralign"])
+        theirs = [(s.name, struct.unpack_from("<I", data, shoff + i * shentsize + 4)[0], s["sh_flags"],
+                   s["sh_addr"], s["sh_offset"], s["sh_size"], s["sh_link"], s["sh_info"], s["sh_entsize"],
+                   s["sh_addralign"])
                   for i, s in enumerate(ref.iter_sections())]
         assert ours == theirs
-        assert [(g.offset, g.vaddr, g.filesz, g.memsz, g.flags) for g in elf.segments] == \
-            [(g["p_offset"], g["p_vaddr"], g["p_filesz"], g["p_memsz"], g["p_flags"]) for g in ref.iter_segments()]
+        assert [(g.offset, g.vaddr, g.filesz, g.memsz, g.flags, g.align) for g in elf.segments] == \
+            [(g["p_offset"], g["p_vaddr"], g["p_filesz"], g["p_memsz"], g["p_flags"], g["p_align"])
+             for g in ref.iter_segments()]
+        for table in (s for s in elf.sections if s.type in (2, 11)):  # SHT_SYMTAB, SHT_DYNSYM
+            # st_info, st_other, st_shndx as stored: (u8, u8, u16) at +12 (ELF32) or +4 (ELF64)
+            raw_at, size = (12, 16) if ref.elfclass == 32 else (4, 24)
+            assert [(y.name, y.value, y.size, y.info, y.other, y.shndx) for y in elf.symbols(table)] == [
+                (y.name, y["st_value"], y["st_size"],
+                 *struct.unpack_from("<BBH", data, table.offset + i * size + raw_at))
+                for i, y in enumerate(ref.get_section(table.index).iter_symbols())]
+        if any(s.type == 7 for s in elf.sections):  # SHT_NOTE: pyelftools reads notes from sections
+            assert [(n.owner, n.type, n.desc, n.offset) for n in elf.notes()] == [
+                (n["n_name"], struct.unpack_from("<I", data, n["n_offset"] + 8)[0], n["n_descdata"],
+                 n["n_offset"] + align(12 + n["n_namesz"], 8 if s["sh_addralign"] == 8 else 4))
+                for s in ref.iter_sections() if s["sh_type"] == "SHT_NOTE" for n in s.iter_notes()]
         dynamic = ref.get_section_by_name(".dynamic")
         tags = list(dynamic.iter_tags()) if dynamic is not None else []
         assert elf.needed == [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
         assert elf.soname == next((t.soname for t in tags if t.entry.d_tag == "DT_SONAME"), None)
+    assert elf.extent == len(data)  # linkers and ptxas end the file with a section or the section headers
+    assert ElfView(data + bytes(100)).extent == len(data)
+    return elf
 
 
-def _raw_section_type(data: bytes, index: int) -> int:
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    return struct.unpack_from("<I", data, shoff + index * 64 + 4)[0]
+@pytest.mark.parametrize("name", HOST_SAMPLES + ["nv_kern_sm90.cubin", "amd_gfx942_v6.hsaco"])
+def test_tables_match_pyelftools(name):
+    check_against_pyelftools(sample(name))
+
+
+@pytest.fixture(scope="module")
+def elf32_files(tmp_path_factory) -> dict[str, Path]:
+    """An i386 object and shared library from clang-22 and lld."""
+    clang = clang22()
+    work = tmp_path_factory.mktemp("elf32")
+    source = work / "t.c"
+    source.write_text('int counter = 3;\nstatic const char tag[] = "x";\n'
+                      "int add(int a, int b) { return a + b + counter + tag[0]; }\n")
+    files = {"object": work / "t.o", "shared": work / "libt32.so"}
+    common = [str(clang), "--target=i386-linux-gnu", "-fPIC", "-O1", str(source), "-o"]
+    subprocess.run([*common, str(files["object"]), "-c"], check=True, capture_output=True)
+    subprocess.run([*common, str(files["shared"]), "-shared", "-nostdlib", "-fuse-ld=lld", "-Wl,-soname,libt32.so",
+                    "-Wl,--build-id"], check=True, capture_output=True)
+    return files
+
+
+def test_elf32_files_match_pyelftools(elf32_files):
+    assert check_against_pyelftools(elf32_files["object"]).e_type == ET_REL
+    shared = check_against_pyelftools(elf32_files["shared"])
+    assert (shared.elf_class, shared.e_type, shared.soname) == (1, ET_DYN, "libt32.so")
+    (build_id,) = shared.notes()
+    assert (build_id.owner, build_id.type, len(build_id.desc)) == ("GNU", 3, 20)  # NT_GNU_BUILD_ID, SHA-1
+    data = elf32_files["shared"].read_bytes()
+    counter = next(y for y in shared.symbols(shared.section(".dynsym")) if y.name == "counter")
+    assert struct.unpack_from("<i", data, shared.symbol_offset(counter)) == (3,)
+    with pytest.raises(FormatError, match="ELF64"):
+        shared.pointers_in(shared.section(".data"), WRAPPER_STRIDE, DATA_FIELD)
+
+
+def test_symbol_offsets_of_a_relocatable_object(elf32_files):
+    elf = ElfView(elf32_files["object"].read_bytes())
+    symbols = elf.symbols(elf.section(".symtab"))
+    counter = next(y for y in symbols if y.name == "counter")
+    assert elf.symbol_offset(counter) == elf.section(".data").offset  # st_value is section-relative
+    assert symbols[0].shndx == 0 and elf.symbol_offset(symbols[0]) is None  # the null symbol is undefined
 
 
 def test_section_lookup():
@@ -318,11 +369,10 @@ def test_relocation_lookup_paths_agree_with_a_direct_computation(count, tmp_path
     section = records_section(count)
     path = tmp_path / "image"
     path.write_bytes(image)
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for buf in (image, memoryview(image), mapped):
+    with mapped(path) as view:  # closing the map on exit checks that no view of it outlives the calls
+        for buf in (image, memoryview(image), view):
             assert ElfView(buf).pointers_in(section, WRAPPER_STRIDE, DATA_FIELD) == expected
-        # no view of the mapping may outlive the call
-    assert mapped.closed
+    assert view.closed
 
 
 def test_exec_pointers_ignore_relocation_addends_they_do_not_have():
@@ -336,7 +386,7 @@ def test_last_record_may_end_after_its_field():
     records = struct.pack("<QQQ", 0, BASE_VA + 0x40, 0) + struct.pack("<QQ", 0, BASE_VA + 0x48)
     image = synthetic_dyn(records, [], e_type=ET_EXEC)
     section = records_section(2)
-    section = Section(**{**section.__dict__, "size": len(records)})
+    section = section._replace(size=len(records))
     assert ElfView(image).pointers_in(section, WRAPPER_STRIDE, DATA_FIELD) == \
         {RECORDS_AT: 0x40, RECORDS_AT + WRAPPER_STRIDE: 0x48}
 
@@ -379,11 +429,66 @@ def test_not_an_elf():
         assert info.value.offset == 0
 
 
-@pytest.mark.parametrize("ei_class, ei_data", [(1, 1), (2, 2), (1, 2)])
-def test_elf32_and_big_endian_are_refused_for_fallback(ei_class, ei_data):
+@pytest.mark.parametrize("ei_class, ei_data, message, offset", [
+    (2, 2, "not little-endian", 5), (1, 2, "not little-endian", 5), (3, 1, "ELF class", 4), (0, 1, "ELF class", 4),
+])
+def test_big_endian_and_unknown_classes_are_refused(ei_class, ei_data, message, offset):
     data = b"\x7fELF" + bytes([ei_class, ei_data, 1]) + bytes(57)
-    with pytest.raises(FormatError, match="unsupported ELF class/endianness"):
+    with pytest.raises(FormatError, match=message) as info:
         ElfView(data)
+    assert info.value.offset == offset
+
+
+def test_section_name_table_is_read_alone():
+    path = sample("nv_mode_default")
+    data = path.read_bytes()
+    with path.open("rb") as f:
+        assert ElfView(data).section_name_table() == ELFFile(f).get_section_by_name(".shstrtab").data()
+    with pytest.raises(FormatError, match="no section header table") as info:
+        ElfView(sample("nv_noshdr").read_bytes()).section_name_table()
+    assert info.value.offset == 0x28  # e_shoff
+    patched = bytearray(data)
+    struct.pack_into("<H", patched, 0x3E, 0xFF00)  # e_shstrndx past the table
+    for read in (lambda elf: elf.section_name_table(), lambda elf: elf.sections):
+        with pytest.raises(FormatError, match="section name table index") as info:
+            read(ElfView(bytes(patched)))
+        assert info.value.offset == 0x3E
+    struct.pack_into("<H", patched, 0x3E, 0)  # SHN_UNDEF: no names, not an error
+    assert {s.name for s in ElfView(bytes(patched)).sections} == {""}
+
+
+def test_extended_section_numbering():
+    """e_shnum = 0 and e_shstrndx = SHN_XINDEX: the real values are in section 0's sh_size and sh_link."""
+    data = sample("nv_kern_sm90.cubin").read_bytes()
+    expected = ElfView(data).sections
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    patched = bytearray(data)
+    struct.pack_into("<HH", patched, 0x3C, 0, 0xFFFF)
+    struct.pack_into("<Q", patched, shoff + 0x20, len(expected))  # sh_size
+    struct.pack_into("<I", patched, shoff + 0x28, next(s.index for s in expected if s.name == ".shstrtab"))  # sh_link
+    elf = ElfView(bytes(patched))
+    assert [s.name for s in elf.sections] == [s.name for s in expected] and len(expected) > 10
+    assert elf.section_name_table() == elf.data(elf.section(".shstrtab"))
+    assert elf.extent == len(data)
+
+
+def test_section_data_is_bounded():
+    data = sample("nv_mode_default").read_bytes()
+    elf = ElfView(data)
+    text = elf.section(".text")
+    assert elf.data(text) == data[text.offset : text.offset + text.size]
+    assert elf.data(elf.section(".bss")) == b""
+    with pytest.raises(FormatError) as info:
+        elf.data(text._replace(offset=len(data) - 4))
+    assert info.value.offset == len(data) - 4
+
+
+def test_extent_of_a_cut_image():
+    data = sample("nv_kern_sm90.cubin").read_bytes()
+    elf = ElfView(data[:-100])  # ptxas writes the program header table last: it runs past the data
+    with pytest.raises(FormatError, match="program header table") as info:
+        elf.extent
+    assert info.value.offset == struct.unpack_from("<Q", data, 0x20)[0]
 
 
 def test_truncated_header():
@@ -420,11 +525,9 @@ def test_relocation_table_outside_the_file():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+@over_files(corpus_files())
 def test_corpus_headers_match_pyelftools(path):
-    if not path.exists():
-        pytest.skip(f"{path} not fetched")
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with mapped(path) as data, path.open("rb") as f:
         elf = ElfView(data)
         ref = ELFFile(f)
         assert [s.name for s in elf.sections] == [s.name for s in ref.iter_sections()]

@@ -3,7 +3,6 @@ headers, and every container of the corpus."""
 
 from __future__ import annotations
 
-import mmap
 import re
 import struct
 import subprocess
@@ -31,18 +30,10 @@ from fatkit.formats.fatbin import (
     parse_container,
 )
 from tests import oracles
-from tests.corpus import CORPUS_DIR, corpus_files
+from tests.helpers import cuobjdump13, mapped, non_big_corpus_files, over_files, sample
 
-SAMPLES = Path(__file__).parent / "samples"
 CODECS = [None, *COMPRESSION_FLAGS.values()]
 ENTRY = 0x10  # offset of the first entry in a container
-
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not built (tests/samples/build.sh)")
-    return path
 
 
 def tiny_elf(body: bytes) -> bytes:
@@ -158,8 +149,8 @@ def test_find_containers_in_every_buffer_kind(tmp_path):
     expected = [4 + len(false_hit), 4 + len(false_hit) + len(first) + 3]
     path = tmp_path / "blob"
     path.write_bytes(data)
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for buf in (data, bytearray(data), memoryview(data), mapped):
+    with mapped(path) as view:
+        for buf in (data, bytearray(data), memoryview(data), view):
             assert list(find_containers(buf)) == expected
             assert list(find_containers(buf, start=expected[0] + 1)) == expected[1:]
             # `end` bounds where a magic may start, not where its container ends (window scans)
@@ -317,7 +308,6 @@ FATBIN_SAMPLES = [
 # lines and bare flags.
 _HEADER_BLOCK = re.compile(
     r"^Fatbin (elf|ptx|nvvm) code:\n=+\n((?:(?:\w[\w ]*? = .*|compressed|has debug info)\n)*)", re.M)
-_EXTRACTED = re.compile(r"^Extracting (ELF|PTX) file(?: and ptxas options)?\s+\d+: (\S+)", re.M)
 
 
 def cuobjdump_headers(tool: Path, fatbin: Path) -> list[tuple[str, dict[str, str]]]:
@@ -335,14 +325,9 @@ def cuobjdump_headers(tool: Path, fatbin: Path) -> list[tuple[str, dict[str, str
 def cuobjdump_extracted(tool: Path, fatbin: Path, outdir: Path) -> dict[str, list[bytes | None]]:
     """Per kind, in entry order, the bytes `-xelf all -xptx all` wrote for each entry; None where a later
     entry with the same name (identifier-named entries) overwrote it."""
-    outdir.mkdir()
-    out = subprocess.run([tool, "-xelf", "all", "-xptx", "all", fatbin.resolve()], cwd=outdir,
-                         capture_output=True, text=True, check=True).stdout
-    announced = _EXTRACTED.findall(out)
-    last = {name: i for i, (_, name) in enumerate(announced)}
     extracted: dict[str, list[bytes | None]] = {"elf": [], "ptx": []}
-    for i, (kind, name) in enumerate(announced):
-        extracted[kind.lower()].append((outdir / name).read_bytes() if last[name] == i else None)
+    for kind, file in oracles.cuobjdump_written(tool, fatbin, outdir):
+        extracted[kind].append(file.read_bytes() if file is not None else None)
     return extracted
 
 
@@ -353,9 +338,7 @@ def _cuobjdump_arch(entry: FatbinEntry) -> str:
 
 @pytest.mark.parametrize("name", FATBIN_SAMPLES)
 def test_samples_agree_with_cuobjdump(name, tmp_path):
-    tool = oracles.cuobjdump13()
-    if tool is None:
-        pytest.skip("cuobjdump 13 not installed")
+    tool = cuobjdump13()
     data = sample(name).read_bytes()
     offsets = list(find_containers(data))
     assert offsets, f"{name} holds no fatbin container"
@@ -405,19 +388,10 @@ def test_sample_compression_modes():
 # --- corpus -------------------------------------------------------------------------------------
 
 
-def _non_big_corpus() -> list[Path]:
-    index = CORPUS_DIR / "index.tsv"
-    described = dict(line.split("\t", 1) for line in index.read_text().splitlines() if "\t" in line) \
-        if index.exists() else {}
-    return [p for p in corpus_files() if not described.get(str(p), "").startswith("BIG")]
-
-
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", _non_big_corpus(), ids=lambda p: p.name)
+@over_files(non_big_corpus_files())
 def test_corpus_containers_parse_and_payloads_decompress(path):
-    if not path.exists():
-        pytest.skip(f"{path} not fetched")
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with mapped(path) as data:
         kinds = Counter()
         for offset in find_containers(data):
             for entry in parse_container(data, offset).entries:

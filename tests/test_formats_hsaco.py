@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import mmap
 import re
 import shutil
 import struct
@@ -14,20 +13,18 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fatkit.errors import FatkitError, FormatError
+from fatkit.errors import FormatError
 from fatkit.formats.hsaco import (
     ET_DYN, ET_REL, MACH_NAMES, CodeObject, format_target_id, parse_code_object, split_target_id,
     target_id_from_flags,
 )
 from fatkit.formats.offload_bundle import bundle_payload, decompress_ccob, find_bundles, parse_bundle, parse_ccob
 from tests.corpus import corpus_file
+from tests.helpers import CLANG, LLVM_BIN, SAMPLES, clang22, hip_device_object, mapped, sample
 
-LLVM_BIN = Path("/usr/lib/llvm-22/bin")
-CLANG = LLVM_BIN / "clang"
 READOBJ = LLVM_BIN / "llvm-readobj"
 OBJDUMP = LLVM_BIN / "llvm-objdump"
 LLC14 = shutil.which("llc-14")  # the last LLVM that writes code objects v2 and v3 (Debian llvm-14)
-SAMPLES = Path(__file__).parent / "samples"
 
 needs_llvm = pytest.mark.skipif(not (CLANG.exists() and READOBJ.exists() and OBJDUMP.exists()),
                                 reason="clang-22 / llvm-readobj-22 / llvm-objdump-22 not installed")
@@ -57,8 +54,7 @@ VARIANTS = [("gfx90a:xnack+", 4), ("gfx90a:xnack+", 5), ("gfx90a:xnack+", 6), ("
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> dict[tuple[str, object], Path]:
-    if not CLANG.exists():
-        pytest.skip("clang-22 not installed")
+    clang = clang22()
     work = tmp_path_factory.mktemp("hsaco")
     (work / "k.hip").write_text(HIP_SOURCE)
     (work / "k.cl").write_text(OPENCL_SOURCE)
@@ -66,13 +62,10 @@ def compiled(tmp_path_factory) -> dict[tuple[str, object], Path]:
     for arch, version in VARIANTS:
         path = work / f"{arch.replace(':', '_')}_{version}.o"
         if version == "rel":
-            command = [str(CLANG), "--target=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-c",
-                       str(work / "k.cl")]
+            subprocess.run([str(clang), "--target=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-c",
+                            str(work / "k.cl"), "-o", str(path)], check=True, capture_output=True)
         else:
-            command = [str(CLANG), "-x", "hip", "-nogpulib", "-nogpuinc", "--cuda-device-only",
-                       "--no-gpu-bundle-output", f"--offload-arch={arch}", f"-mcode-object-version={version}",
-                       "-O2", str(work / "k.hip")]
-        subprocess.run(command + ["-o", str(path)], check=True, capture_output=True)
+            hip_device_object(work / "k.hip", arch, path, f"-mcode-object-version={version}", "-O2")
         out[(arch, version)] = path
     return out
 
@@ -262,10 +255,7 @@ def test_code_objects_v2_and_v3_from_llvm14(tmp_path, version, cpu, mattr, targe
     ("amd_gfx1201_v5.hsaco", "gfx1201", 5),
 ])
 def test_committed_samples(name, target, version):
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"{name} not built (tests/samples/build.sh amd)")
-    co = parse_code_object(path.read_bytes())
+    co = parse_code_object(sample(name).read_bytes())
     assert (co.target_id, co.code_object_version) == (target, version)
     assert co.metadata["amdhsa.target"] == "amdgcn-amd-amdhsa--" + target
     assert co.kernels and sorted(k.name for k in co.kernels) == sorted(d.name for d in co.descriptors)
@@ -422,8 +412,9 @@ def test_relocatable_without_notes_still_names_its_target():
     tiny_code_object(struct.pack("<III", 7, 1 << 30, 32) + b"AMDGPU\0\0"),  # desc past the section
 ])
 def test_hostile_code_objects(data):
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError) as info:
         parse_code_object(data)
+    assert info.value.offset is not None  # metadata errors too: at the note's description
 
 
 def test_hostile_table_offsets():
@@ -464,16 +455,16 @@ _FUZZ_SAMPLES = [_FUZZ_BASE] + ([_SAMPLE.read_bytes()] if _SAMPLE.exists() else 
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sample=st.sampled_from(_FUZZ_SAMPLES),
+@given(base=st.sampled_from(_FUZZ_SAMPLES),
        edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8))
-def test_mutated_code_objects_only_raise_format_errors(sample, edits):
-    data = bytearray(sample)
+def test_mutated_code_objects_only_raise_format_errors(base, edits):
+    data = bytearray(base)
     for position, value in edits:
         data[position % len(data)] = value
     try:
         parse_code_object(bytes(data))
-    except FatkitError:
-        pass
+    except FormatError as error:
+        assert error.offset is not None
 
 
 # ---- corpus --------------------------------------------------------------------------------------------------
@@ -481,7 +472,7 @@ def test_mutated_code_objects_only_raise_format_errors(sample, edits):
 @pytest.mark.corpus
 def test_corpus_prng_code_objects():
     path = corpus_file("jax_rocm7_plugin/_prng.so")
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with mapped(path) as mm:
         (offset, kind), = list(find_bundles(mm))
         assert kind == "ccob"
         plain = decompress_ccob(mm, parse_ccob(mm, offset))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import struct
 import subprocess
@@ -20,11 +19,9 @@ from fatkit.formats.offload_bundle import (
     decompress_ccob, find_bundles, parse_bundle, parse_bundle_id, parse_ccob,
 )
 from tests.corpus import corpus_file
+from tests.helpers import LLVM_BIN, hip_device_object, mapped, sample
 
-LLVM_BIN = Path("/usr/lib/llvm-22/bin")
 BUNDLER = LLVM_BIN / "clang-offload-bundler"
-CLANG = LLVM_BIN / "clang"
-SAMPLES = Path(__file__).parent / "samples"
 
 GFX90A = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+"
 GFX942 = "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"
@@ -50,18 +47,12 @@ def fake_payloads() -> list[tuple[str, bytes]]:
 @pytest.fixture(scope="module")
 def code_objects(tmp_path_factory) -> dict[str, Path]:
     """Two small code objects compiled by clang-22 (gfx90a:xnack+, gfx942:sramecc+:xnack-)."""
-    if not CLANG.exists():
-        pytest.skip("clang-22 not installed")
     work = tmp_path_factory.mktemp("hip")
     (work / "k.hip").write_text(KERNEL)
     out = {}
     for bundle_id in (GFX90A, GFX942):
         arch = bundle_id.rsplit("--", 1)[1]
-        path = work / (arch.replace(":", "_") + ".hsaco")
-        subprocess.run([str(CLANG), "-x", "hip", "-nogpulib", "-nogpuinc", "--cuda-device-only",
-                        "--no-gpu-bundle-output", f"--offload-arch={arch}", "-O1", str(work / "k.hip"),
-                        "-o", str(path)], check=True, capture_output=True)
-        out[bundle_id] = path
+        out[bundle_id] = hip_device_object(work / "k.hip", arch, work / (arch.replace(":", "_") + ".hsaco"), "-O1")
     return out
 
 
@@ -151,7 +142,7 @@ def test_bundle_payload_views_bytes_and_copies_mmap(tmp_path):
     assert isinstance(bundle_payload(memoryview(data), bundle, entry), memoryview)
     path = tmp_path / "b"
     path.write_bytes(data)
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with mapped(path) as mm:
         payload = bundle_payload(mm, bundle, entry)
         assert isinstance(payload, bytes) and payload == fake_payloads()[1][1]
 
@@ -186,7 +177,7 @@ def test_find_bundles_validates_and_resumes(tmp_path):
     expected = [(4096, "bundle"), (ccob_at, "ccob")]
     path = tmp_path / "host.so"
     path.write_bytes(data)
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with mapped(path) as mm:
         assert list(find_bundles(mm)) == expected
     for view in (bytes(data), data, memoryview(bytes(data))):
         assert list(find_bundles(view)) == expected
@@ -194,13 +185,6 @@ def test_find_bundles_validates_and_resumes(tmp_path):
     assert list(find_bundles(data, limit=ccob_at + 10)) == expected[:1]  # the CCOB would run past `limit`
     assert list(find_bundles(data, limit=4096 + len(plain) - 1)) == []
     assert list(find_bundles(data, end=4096 + len(BUNDLE_MAGIC))) == expected[:1]  # `end` bounds magic starts
-
-
-def sample(name: str) -> bytes:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"{name} not built (tests/samples/build.sh amd)")
-    return path.read_bytes()
 
 
 SAMPLE_IDS = {  # what tests/samples/build.sh bundles: target id -> the code object it used
@@ -213,23 +197,23 @@ SAMPLE_IDS = {  # what tests/samples/build.sh bundles: target id -> the code obj
 @pytest.mark.parametrize("name, version", [("amd_plain.bundle", None), ("amd_ccob_v2.bundle", 2),
                                            ("amd_ccob_v3.bundle", 3)])
 def test_committed_bundles(name, version):
-    data = sample(name)
+    data = sample(name).read_bytes()
     if version is None:
         plain = data
     else:
         ccob = parse_ccob(data)
         assert (ccob.version, ccob.size) == (version, len(data))
         plain = decompress_ccob(data, ccob)
-        assert plain == sample("amd_plain.bundle")
+        assert plain == sample("amd_plain.bundle").read_bytes()
     bundle = parse_bundle(plain)
     assert sorted(e.id for e in bundle.entries) == sorted(["host-x86_64-unknown-linux-gnu-", *SAMPLE_IDS])
     for bundle_id, source in SAMPLE_IDS.items():
-        assert payload_of(plain, bundle, bundle_id) == sample(source)
+        assert payload_of(plain, bundle, bundle_id) == sample(source).read_bytes()
 
 
 def test_committed_two_tu_executable():
     """Two TUs: a plain bundle and a CCOB, each on its own 4096 boundary of .hip_fatbin."""
-    data = sample("amd_hip_two_tu")
+    data = sample("amd_hip_two_tu").read_bytes()
     hits = list(find_bundles(data))
     assert [kind for _, kind in hits] == ["bundle", "ccob"] and all(at % 4096 == 0 for at, _ in hits)
     first = parse_bundle(data, hits[0][0])
@@ -403,10 +387,10 @@ _SAMPLES = [build_bundle(fake_payloads(), align=16), build_ccob(build_bundle(fak
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sample=st.sampled_from(_SAMPLES), edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
-                                                        max_size=6), cut=st.integers(0, 10**6))
-def test_mutated_input_only_raises_fatkit_errors(sample, edits, cut):
-    data = bytearray(sample)
+@given(base=st.sampled_from(_SAMPLES), edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                                      max_size=6), cut=st.integers(0, 10**6))
+def test_mutated_input_only_raises_fatkit_errors(base, edits, cut):
+    data = bytearray(base)
     for position, value in edits:
         data[position % len(data)] = value
     data = bytes(data[:max(1, cut % (len(data) + 1))])
@@ -439,7 +423,7 @@ CORPUS = {
 def test_corpus_bundles(tmp_path, member):
     expect = CORPUS[member]
     path = corpus_file(member)
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with mapped(path) as mm:
         hits = list(find_bundles(mm))
         assert hits
         for number, (offset, kind) in enumerate(hits):

@@ -7,7 +7,6 @@ import random
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from fatkit.formats.cubin import cubin_kernel_names
 from fatkit.formats.ptx_header import PtxHeader, parse_ptx_header
 from tests import oracles
 from tests.corpus import corpus_file
+from tests.helpers import cuobjdump13, cuobjdump_reading, nvcc, sample
 
-SAMPLES = Path(__file__).parent / "samples"
 KERN_ENTRIES = {
     "_Z5saxpyfPKfPfi", "_Z13static_kernelPi", "_Z13reduce_sharedPKfPf", "_Z11with_struct6ParamsPf",
     "_Z4fillIfEvPT_S0_i", "_Z4fillIiEvPT_S0_i", "_ZN39_GLOBAL__N__1f753215_7_kern_cu_38f7764e13hidden_kernelEPf",
@@ -26,13 +25,6 @@ KERN_ENTRIES = {
 
 def without_path_hash(names) -> set[str]:
     return {re.sub(r"_GLOBAL__N__[0-9a-f]{8}_", "_GLOBAL__N__", n) for n in names}
-
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not built (tests/samples/build.sh)")
-    return path
 
 
 def reference_scan(text: str) -> tuple[list[str], int]:
@@ -68,10 +60,7 @@ def test_nvcc_ptx_sample():
 
 
 def test_fatbin_form_ptx(tmp_path):
-    tool = oracles.cuobjdump13()
-    if tool is None:
-        pytest.skip("cuobjdump 13.x not installed")
-    (ptx,) = [p for p in oracles.cuobjdump_extract(tool, sample("nv_mode_default"), tmp_path, "ptx")]
+    (ptx,) = oracles.cuobjdump_extract(cuobjdump13(), sample("nv_mode_default"), tmp_path, "ptx")
     text = ptx.read_bytes()
     assert text.startswith(b"\n" * 8) and b"//" not in text and b"\n\t" not in text  # stripped, de-indented
     header = check_against_reference(text)
@@ -81,19 +70,9 @@ def test_fatbin_form_ptx(tmp_path):
     assert parse_ptx_header(text + b"\0") == header == parse_ptx_header(text + b"\0" * 7)
 
 
-def nvcc_ptx(tmp_path: Path, *options: str) -> bytes:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    out = tmp_path / "k.ptx"
-    subprocess.run([nvcc, "-ptx", "-DNO_MAIN", *options, "-o", str(out), str(SAMPLES / "src" / "kern.cu")],
-                   check=True, capture_output=True, timeout=300)
-    return out.read_bytes()
-
-
 def test_debug_ptx_entries_are_the_cubin_kernels(tmp_path):
     """nvcc -G: `.target sm_90, debug`, `.weak .entry` templates, a `.func`; ptxas agrees on the kernels."""
-    text = nvcc_ptx(tmp_path, "-G", "-arch=sm_90")
+    text = nvcc(tmp_path, "ptx", "-G", "-arch=sm_90")
     header = check_against_reference(text)
     assert (header.target, header.modifiers) == ("sm_90", ("debug",))
     # nvcc hashes the source path into anonymous-namespace names: compare them without it
@@ -105,7 +84,7 @@ def test_debug_ptx_entries_are_the_cubin_kernels(tmp_path):
 
 
 def test_family_target(tmp_path):
-    header = parse_ptx_header(nvcc_ptx(tmp_path, "-arch=sm_100f"))
+    header = parse_ptx_header(nvcc(tmp_path, "ptx", "-arch=sm_100f"))
     assert (header.target, header.arch) == ("sm_100f", "compute_100f")
 
 
@@ -227,10 +206,7 @@ def test_random_bytes_raise_only_format_errors():
 ])
 def test_corpus_ptx(member, tmp_path):
     path = corpus_file(member)
-    tool = oracles.cuobjdump_for(path)
-    if tool is None:
-        pytest.skip(f"no cuobjdump reads {member}")
-    files = oracles.cuobjdump_extract(tool, path, tmp_path, "ptx")
+    files = oracles.cuobjdump_extract(cuobjdump_reading(path), path, tmp_path, "ptx")
     assert files
     for ptx in files:
         header = check_against_reference(ptx.read_bytes())

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import mmap
 import struct
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +12,8 @@ from fatkit.formats.elf import ElfView
 from fatkit.formats.fatbin import parse_container
 from fatkit.formats.wrappers import HIP_WRAPPER_MAGIC, NV_WRAPPER_MAGIC, WRAPPER_SIZE, read_wrappers
 from tests.corpus import corpus_files
+from tests.helpers import mapped, over_files, sample
 
-SAMPLES = Path(__file__).parent / "samples"
 BUNDLE_MAGICS = (b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB")
 
 EXE_PAIR = {("nvidia", 1, ".nv_fatbin"): 1, ("nvidia", 2, ".nv_fatbin"): 1}  # nvcc 13 always device-links
@@ -38,13 +36,6 @@ EXPECTED = {
     "amd_hip_ccob.so": {("hip", 1, ".hip_fatbin"): 1},
     "amd_hip_two_tu": {("hip", 1, ".hip_fatbin"): 2},
 }
-
-
-def sample(name: str) -> Path:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not built (tests/samples/build.sh)")
-    return path
 
 
 def check_targets(data, elf: ElfView) -> list:
@@ -119,11 +110,9 @@ def test_unresolvable_pointer_is_reported_as_none():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+@over_files(corpus_files())
 def test_corpus_wrappers_resolve(path):
-    if not path.exists():
-        pytest.skip(f"{path} not fetched")
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with mapped(path) as data:
         elf = ElfView(data)
         wrappers = check_targets(data, elf)
         sections = {s.name for s in elf.sections}

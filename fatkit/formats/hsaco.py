@@ -11,18 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
-from construct import Const, ConstructError, Int8ul, Int16ul, Int32ul, Int64sl, Int64ul, Padding, Struct
+from construct import Int16ul, Int32ul, Int64sl, Padding, Struct
 
 from fatkit.errors import FormatError
-from fatkit.formats.common import Buffer, align, need
+from fatkit.formats.common import Buffer, need
+from fatkit.formats.elf import (
+    ELFCLASS64, ET_DYN, ET_EXEC, ET_REL, SHT_DYNSYM, SHT_SYMTAB, STT_OBJECT, ElfView, Note,
+)
 
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
-ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
-SHT_SYMTAB, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 7, 8, 11
-PT_NOTE = 4
-STT_OBJECT = 1
-SHN_LORESERVE = 0xFF00
 
 NT_AMD_HSA_ISA_VERSION = 3  # code object v2, owner "AMD"
 NT_AMDGPU_METADATA = 32  # code object v3+, owner "AMDGPU"
@@ -72,42 +70,6 @@ _XNACK_PROCESSORS_V3 = frozenset({
     "gfx940", "gfx941", "gfx942", "gfx1010", "gfx1011", "gfx1012", "gfx1013"})
 _SRAMECC_PROCESSORS_V3 = frozenset({"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942"})
 
-ElfHeader = Struct(
-    "magic" / Const(b"\x7fELF"),
-    "ei_class" / Int8ul,
-    "ei_data" / Int8ul,
-    "ei_version" / Int8ul,
-    "ei_osabi" / Int8ul,
-    "ei_abiversion" / Int8ul,
-    Padding(7),
-    "e_type" / Int16ul,
-    "e_machine" / Int16ul,
-    "e_version" / Int32ul,
-    "e_entry" / Int64ul,
-    "e_phoff" / Int64ul,
-    "e_shoff" / Int64ul,
-    "e_flags" / Int32ul,
-    "e_ehsize" / Int16ul,
-    "e_phentsize" / Int16ul,
-    "e_phnum" / Int16ul,
-    "e_shentsize" / Int16ul,
-    "e_shnum" / Int16ul,
-    "e_shstrndx" / Int16ul,
-).compile()
-SectionHeader = Struct(
-    "sh_name" / Int32ul, "sh_type" / Int32ul, "sh_flags" / Int64ul, "sh_addr" / Int64ul, "sh_offset" / Int64ul,
-    "sh_size" / Int64ul, "sh_link" / Int32ul, "sh_info" / Int32ul, "sh_addralign" / Int64ul,
-    "sh_entsize" / Int64ul,
-).compile()
-ProgramHeader = Struct(
-    "p_type" / Int32ul, "p_flags" / Int32ul, "p_offset" / Int64ul, "p_vaddr" / Int64ul, "p_paddr" / Int64ul,
-    "p_filesz" / Int64ul, "p_memsz" / Int64ul, "p_align" / Int64ul,
-).compile()
-Symbol = Struct(
-    "st_name" / Int32ul, "st_info" / Int8ul, "st_other" / Int8ul, "st_shndx" / Int16ul, "st_value" / Int64ul,
-    "st_size" / Int64ul,
-).compile()
-NoteHeader = Struct("namesz" / Int32ul, "descsz" / Int32ul, "type" / Int32ul).compile()
 IsaVersionNote = Struct(  # NT_AMD_HSA_ISA_VERSION desc
     "vendor_name_size" / Int16ul, "architecture_name_size" / Int16ul,
     "major" / Int32ul, "minor" / Int32ul, "stepping" / Int32ul,
@@ -128,9 +90,7 @@ KernelDescriptorLayout = Struct(
     Padding(4),
 ).compile()
 
-ELF_HEADER_SIZE = ElfHeader.sizeof()
-SYMBOL_SIZE = Symbol.sizeof()
-NOTE_HEADER_SIZE = NoteHeader.sizeof()
+ISA_NOTE_SIZE = IsaVersionNote.sizeof()
 
 
 @dataclass(frozen=True)
@@ -224,111 +184,6 @@ def split_target_id(s: str) -> tuple[str, dict[str, str]]:
     return processor, settings
 
 
-class _Elf:
-    """The parts of a 64-bit little-endian ELF this module needs, every table bounds-checked."""
-
-    def __init__(self, buf: Buffer):
-        self.buf = buf
-        need(buf, 0, ELF_HEADER_SIZE, "ELF header")
-        try:
-            self.header = ElfHeader.parse(bytes(buf[:ELF_HEADER_SIZE]))
-        except ConstructError:
-            raise FormatError("not an ELF file", offset=0) from None
-        h = self.header
-        if h.ei_class != 2 or h.ei_data != 1:
-            raise FormatError("AMDGPU code objects are 64-bit little-endian ELF", offset=4)
-        self.sections = self._section_headers()
-        self.segments = self._program_headers()
-
-    def _table(self, offset: int, count: int, entsize: int, layout, what: str) -> list:
-        if count == 0:
-            return []
-        if entsize != layout.sizeof():
-            raise FormatError(f"{what} entry size {entsize}, expected {layout.sizeof()}", offset=0)
-        need(self.buf, offset, count * entsize, what)
-        raw = bytes(self.buf[offset:offset + count * entsize])
-        return [layout.parse(raw[i:i + entsize]) for i in range(0, len(raw), entsize)]
-
-    def _section_headers(self) -> list:
-        h = self.header
-        if h.e_shoff == 0:
-            return []
-        count = h.e_shnum
-        if count == 0:  # extended numbering: the real count is section 0's sh_size
-            count = self._table(h.e_shoff, 1, h.e_shentsize, SectionHeader, "ELF section header")[0].sh_size
-        return self._table(h.e_shoff, count, h.e_shentsize, SectionHeader, "ELF section header table")
-
-    def _program_headers(self) -> list:
-        h = self.header
-        return self._table(h.e_phoff, h.e_phnum, h.e_phentsize, ProgramHeader, "ELF program header table")
-
-    def data(self, offset: int, size: int, what: str) -> bytes:
-        need(self.buf, offset, size, what)
-        return bytes(self.buf[offset:offset + size])
-
-    def section_data(self, section, what: str) -> bytes:
-        if section.sh_type == SHT_NOBITS:
-            return b""
-        return self.data(section.sh_offset, section.sh_size, what)
-
-    def section(self, index: int, what: str):
-        if not 0 <= index < len(self.sections):
-            raise FormatError(f"{what} names section {index}, which does not exist", offset=self.header.e_shoff)
-        return self.sections[index]
-
-    def notes(self):
-        """(owner, type, desc) of every note: SHT_NOTE sections, or PT_NOTE segments when there are none."""
-        regions = [(s.sh_offset, s.sh_size, s.sh_addralign) for s in self.sections if s.sh_type == SHT_NOTE]
-        if not regions:
-            regions = [(p.p_offset, p.p_filesz, p.p_align) for p in self.segments if p.p_type == PT_NOTE]
-        for offset, size, alignment in regions:
-            yield from self._notes_in(offset, self.data(offset, size, "ELF note"), 8 if alignment == 8 else 4)
-
-    @staticmethod
-    def _notes_in(base: int, raw: bytes, step: int):
-        pos = 0
-        while pos + NOTE_HEADER_SIZE <= len(raw):
-            note = NoteHeader.parse(raw[pos:pos + NOTE_HEADER_SIZE])
-            name_at = pos + NOTE_HEADER_SIZE
-            desc_at = name_at + align(note.namesz, step)
-            end = desc_at + align(note.descsz, step)
-            if desc_at + note.descsz > len(raw):
-                raise FormatError("ELF note runs past the end of its section", offset=base + pos)
-            owner = raw[name_at:name_at + note.namesz].rstrip(b"\0").decode("utf-8", "replace")
-            yield owner, note.type, raw[desc_at:desc_at + note.descsz]
-            pos = end
-
-    def symbols(self) -> list[tuple[str, Any]]:
-        """(name, symbol) from .dynsym (what the loader reads), else from .symtab (relocatable objects)."""
-        tables = ([s for s in self.sections if s.sh_type == SHT_DYNSYM]
-                  or [s for s in self.sections if s.sh_type == SHT_SYMTAB])
-        out = []
-        for table in tables:
-            strings = self.section_data(self.section(table.sh_link, "symbol table"), "ELF string table")
-            count = table.sh_size // SYMBOL_SIZE
-            for symbol in self._table(table.sh_offset, count, table.sh_entsize or SYMBOL_SIZE, Symbol,
-                                      "ELF symbol table"):
-                if symbol.st_name >= len(strings) and symbol.st_name:
-                    raise FormatError("symbol name lies outside its string table", offset=table.sh_offset)
-                end = strings.find(b"\0", symbol.st_name)
-                out.append((strings[symbol.st_name:end if end >= 0 else len(strings)].decode("utf-8", "replace"),
-                            symbol))
-        return out
-
-    def symbol_offset(self, symbol) -> int | None:
-        """The file offset of a defined symbol's bytes, or None (undefined, absolute, in .bss)."""
-        index = symbol.st_shndx
-        if index == 0 or index >= SHN_LORESERVE or index >= len(self.sections):
-            return None
-        section = self.sections[index]
-        if section.sh_type == SHT_NOBITS:
-            return None
-        relative = symbol.st_value if self.header.e_type == ET_REL else symbol.st_value - section.sh_addr
-        if not 0 <= relative <= section.sh_size:
-            raise FormatError("symbol lies outside its section", offset=section.sh_offset)
-        return section.sh_offset + relative
-
-
 def _metadata_int(kernel: dict, key: str, name: str, required: bool) -> int | None:
     value = kernel.get(key)
     if value is None:
@@ -377,17 +232,21 @@ def _decode_metadata(desc: bytes) -> dict:
     return metadata
 
 
-def _descriptors(elf: _Elf) -> tuple[KernelDescriptor, ...]:
+def _descriptors(elf: ElfView) -> tuple[KernelDescriptor, ...]:
+    """From the `<kernel>.kd` symbols of .dynsym (what the loader reads), else of .symtab (relocatable objects)."""
+    tables = ([s for s in elf.sections if s.type == SHT_DYNSYM]
+              or [s for s in elf.sections if s.type == SHT_SYMTAB])
     found = []
-    for name, symbol in elf.symbols():
-        if not name.endswith(".kd") or symbol.st_info & 0xF != STT_OBJECT:
+    for symbol in [symbol for table in tables for symbol in elf.symbols(table)]:
+        if not symbol.name.endswith(".kd") or symbol.type != STT_OBJECT:
             continue
         offset = elf.symbol_offset(symbol)
         if offset is None:
             continue
-        kd = KernelDescriptorLayout.parse(elf.data(offset, KERNEL_DESCRIPTOR_SIZE, f"kernel descriptor {name}"))
+        need(elf.buffer, offset, KERNEL_DESCRIPTOR_SIZE, f"kernel descriptor {symbol.name}")
+        kd = KernelDescriptorLayout.parse(bytes(elf.buffer[offset:offset + KERNEL_DESCRIPTOR_SIZE]))
         found.append(KernelDescriptor(
-            name=name[:-3], offset=offset,
+            name=symbol.name[:-3], offset=offset,
             group_segment_fixed_size=kd.group_segment_fixed_size,
             private_segment_fixed_size=kd.private_segment_fixed_size,
             kernarg_size=kd.kernarg_size, entry_offset=kd.kernel_code_entry_byte_offset,
@@ -396,58 +255,55 @@ def _descriptors(elf: _Elf) -> tuple[KernelDescriptor, ...]:
     return tuple(found)
 
 
-def _target(elf: _Elf, metadata: dict, notes: list) -> tuple[str, str | None, str | None]:
+def _target(elf: ElfView, metadata: dict, notes: list[Note]) -> tuple[str, str | None, str | None]:
     """From e_flags; for a processor they do not name, from the metadata's amdhsa.target (v3+) or the
     NT_AMD_HSA_ISA_VERSION note (v2)."""
-    h = elf.header
     try:
-        return target_id_from_flags(h.e_flags, h.ei_abiversion)
+        return target_id_from_flags(elf.e_flags, elf.abiversion)
     except FormatError as unknown:
         target = metadata.get("amdhsa.target")
         if isinstance(target, str):
             processor, settings = split_target_id(target)
             words = {"+": "on", "-": "off"}
             return processor, words.get(settings.get("xnack")), words.get(settings.get("sramecc"))
-        for owner, note_type, desc in notes:
-            if owner == "AMD" and note_type == NT_AMD_HSA_ISA_VERSION and len(desc) >= IsaVersionNote.sizeof():
-                isa = IsaVersionNote.parse(desc)
+        for note in notes:
+            if (note.owner, note.type) == ("AMD", NT_AMD_HSA_ISA_VERSION) and len(note.desc) >= ISA_NOTE_SIZE:
+                isa = IsaVersionNote.parse(note.desc)
                 processor = f"gfx{isa.major}{isa.minor}{isa.stepping:x}"
-                return processor, _single_bit_setting(h.e_flags, EF_AMDGPU_FEATURE_XNACK_V2, processor,
+                return processor, _single_bit_setting(elf.e_flags, EF_AMDGPU_FEATURE_XNACK_V2, processor,
                                                       _XNACK_PROCESSORS_V3), None
         raise FormatError(unknown.message, offset=0x30) from None
 
 
 def parse_code_object(data: Buffer) -> CodeObject:
     """Read an AMDGPU code object; FormatError if it is not one or is malformed."""
+    elf = ElfView(data)
+    if elf.elf_class != ELFCLASS64:
+        raise FormatError("AMDGPU code objects are ELF64 (EI_CLASS 2)", offset=4)
+    if elf.e_machine != EM_AMDGPU:
+        raise FormatError(f"ELF machine {elf.e_machine} is not EM_AMDGPU ({EM_AMDGPU})", offset=0x12)
+    if elf.osabi != ELFOSABI_AMDGPU_HSA:
+        raise FormatError(f"ELF OS/ABI {elf.osabi} is not AMDGPU HSA ({ELFOSABI_AMDGPU_HSA})", offset=7)
+    if elf.e_type not in (ET_REL, ET_EXEC, ET_DYN):
+        raise FormatError(f"ELF type {elf.e_type} is not a relocatable or loadable code object", offset=0x10)
+    elf.segments  # both header tables must lie in the file, even where the notes come from sections
+
+    notes = elf.notes()
+    metadata_note = next((n for n in notes if n.owner == "AMDGPU" and n.type == NT_AMDGPU_METADATA), None)
+    # Metadata errors are located at the note's description.
     try:
-        return _parse_code_object(data)
-    except ConstructError as exc:
-        raise FormatError(f"malformed AMDGPU code object: {exc}") from None
-
-
-def _parse_code_object(data: Buffer) -> CodeObject:
-    elf = _Elf(data)
-    h = elf.header
-    if h.e_machine != EM_AMDGPU:
-        raise FormatError(f"ELF machine {h.e_machine} is not EM_AMDGPU ({EM_AMDGPU})", offset=0x12)
-    if h.ei_osabi != ELFOSABI_AMDGPU_HSA:
-        raise FormatError(f"ELF OS/ABI {h.ei_osabi} is not AMDGPU HSA ({ELFOSABI_AMDGPU_HSA})", offset=7)
-    if h.e_type not in (ET_REL, ET_EXEC, ET_DYN):
-        raise FormatError(f"ELF type {h.e_type} is not a relocatable or loadable code object", offset=0x10)
-
-    notes = list(elf.notes())
-    metadata: dict = {}
-    for owner, note_type, desc in notes:
-        if owner == "AMDGPU" and note_type == NT_AMDGPU_METADATA:
-            metadata = _decode_metadata(desc)
-            break
-    kernel_list = metadata.get("amdhsa.kernels", [])
-    if not isinstance(kernel_list, list):
-        raise FormatError("AMDGPU metadata amdhsa.kernels is not a list")
-
-    processor, xnack, sramecc = _target(elf, metadata, notes)
+        metadata = _decode_metadata(metadata_note.desc) if metadata_note is not None else {}
+        kernel_list = metadata.get("amdhsa.kernels", [])
+        if not isinstance(kernel_list, list):
+            raise FormatError("AMDGPU metadata amdhsa.kernels is not a list")
+        kernels = tuple(_kernel(k) for k in kernel_list)
+        processor, xnack, sramecc = _target(elf, metadata, notes)
+    except FormatError as error:
+        if error.offset is None:
+            error.offset = metadata_note.offset if metadata_note is not None else 0
+        raise
     return CodeObject(
-        code_object_version=h.ei_abiversion + 2, e_type=h.e_type, e_flags=h.e_flags,
+        code_object_version=elf.abiversion + 2, e_type=elf.e_type, e_flags=elf.e_flags,
         processor=processor, xnack=xnack, sramecc=sramecc,
         target_id=format_target_id(processor, xnack, sramecc),
-        metadata=metadata, kernels=tuple(_kernel(k) for k in kernel_list), descriptors=_descriptors(elf))
+        metadata=metadata, kernels=kernels, descriptors=_descriptors(elf))
