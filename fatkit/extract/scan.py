@@ -145,7 +145,7 @@ def _scan_archive(source: Source) -> Iterator[Binary]:
 
 # What zipfile raises on corrupt archives: bad structure, unsupported versions/methods, broken streams.
 ZIP_ERRORS = (zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError,
-              RuntimeError)
+              RuntimeError, IndexError, KeyError)
 
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
@@ -154,7 +154,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(source.buf) if isinstance(source.buf, (bytes, bytearray))
                                   else _BufferFile(source.buf))
-        infos = [i for i in archive.infolist() if not i.is_dir()]
+        infos = [i for i in archive.infolist() if i.filename and not i.filename.endswith("/")]
     except ZIP_ERRORS as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
                      errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
