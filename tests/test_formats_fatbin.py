@@ -154,8 +154,8 @@ def test_find_containers_in_every_buffer_kind(tmp_path):
             assert list(find_containers(buf)) == expected
             assert list(find_containers(buf, start=expected[0] + 1)) == expected[1:]
             # `end` bounds where a magic may start, not where its container ends (window scans)
-            assert list(find_containers(buf, end=expected[1] + 3)) == expected[:1]
-            assert list(find_containers(buf, end=expected[1] + 4)) == expected
+            assert list(find_containers(buf, end=expected[1] + 7)) == expected[:1]
+            assert list(find_containers(buf, end=expected[1] + 8)) == expected
             assert [parse_container(buf, o).size for o in expected] == [len(first), len(second)]
 
 
