@@ -166,9 +166,10 @@ def test_partial_when_some_kernels_lack_ptx(tmp_path):
     assert "only_this_one" not in verdict.kernels_without_ptx and verdict.kernels_without_ptx
 
 
-def test_wheel_members_read_without_unpacking(tmp_path):
+@pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED])
+def test_wheel_members_read_without_unpacking(tmp_path, compression):
     wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(wheel, "w", compression) as z:
         z.write(SAMPLES / "nv_lib.so", "pkg/libkern.so")
         z.writestr("pkg/__init__.py", "print('hi')\n")
     binaries = list(scan_path(wheel))

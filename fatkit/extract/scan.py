@@ -14,6 +14,7 @@ import lzma
 import mmap
 import re
 import stat
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, Container, Entry
 from fatkit.formats import ar, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
-from fatkit.formats.common import MAX_PAYLOAD, Buffer
+from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
 from fatkit.formats.elf import ElfView
 
 EM_CUDA = 190
@@ -149,11 +150,8 @@ ZIP_ERRORS = (zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAErro
 
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
-    import io
-
     try:
-        archive = zipfile.ZipFile(io.BytesIO(source.buf) if isinstance(source.buf, (bytes, bytearray))
-                                  else _BufferFile(source.buf))
+        archive = zipfile.ZipFile(_BufferFile(source.buf))
         infos = [i for i in archive.infolist() if i.filename and not i.filename.endswith("/")]
     except ZIP_ERRORS as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
@@ -162,15 +160,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
     for info in infos:
         name = f"{source.name}!{info.filename}"
         try:
-            if info.file_size > MAX_PAYLOAD:
-                raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
-            with archive.open(info) as member:
-                head = member.read(4096)
-                if not _looks_like_device_code(head, info.filename):
-                    continue
-                data = head + member.read(MAX_PAYLOAD + 1 - len(head))
-            if len(data) > MAX_PAYLOAD:
-                raise FormatError(f"zip member expands past the limit of {MAX_PAYLOAD} bytes")
+            data = _zip_member(source.buf, archive, info)
         except ZIP_ERRORS as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable",
                          errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
@@ -178,7 +168,35 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
         except FatkitError as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable", errors=[exc.located(name)])
             continue
-        yield from scan_source(Source(name, data), only_candidates=only_candidates)
+        if data is not None:
+            yield from scan_source(Source(name, data), only_candidates=only_candidates)
+
+
+_ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then file name and extra field lengths at +26
+
+
+def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
+    """A member's bytes if it may hold device code, else None. Stored members are slices of the zip itself;
+    compressed ones are inflated in memory (never to disk), capped at MAX_PAYLOAD."""
+    if info.file_size > MAX_PAYLOAD:
+        raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
+    if info.compress_type == zipfile.ZIP_STORED:
+        need(buf, info.header_offset, _ZIP_LOCAL_HEADER.size, "zip local header")
+        signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack_from(buf, info.header_offset)
+        start = info.header_offset + _ZIP_LOCAL_HEADER.size + name_len + extra_len
+        if signature != b"PK\x03\x04":
+            raise FormatError("zip local header signature is wrong", offset=info.header_offset)
+        need(buf, start, info.file_size, "stored zip member")
+        data = memoryview(buf)[start:start + info.file_size]
+        return data if _looks_like_device_code(bytes(data[:4096]), info.filename) else None
+    with archive.open(info) as member:
+        head = member.read(4096)
+        if not _looks_like_device_code(head, info.filename):
+            return None
+        data = head + member.read(MAX_PAYLOAD + 1 - len(head))
+    if len(data) > MAX_PAYLOAD:
+        raise FormatError(f"zip member expands past the limit of {MAX_PAYLOAD} bytes")
+    return data
 
 
 class _BufferFile:
@@ -218,7 +236,7 @@ def scan_buffer(source: Source) -> Binary:
     finder = _Finder(binary, buf)
     try:
         if head.startswith(b"\x7fELF"):
-            _scan_elf(finder, head)
+            _scan_elf(finder)
         elif head.startswith(FATBIN_MAGIC_BYTES):
             binary.format = "fatbin"
             finder.fatbin(0, "file")
@@ -240,7 +258,7 @@ def scan_buffer(source: Source) -> Binary:
     return binary
 
 
-def _scan_elf(finder: _Finder, head: bytes) -> None:
+def _scan_elf(finder: _Finder) -> None:
     binary, buf = finder.binary, finder.buf
     try:
         elf = ElfView(buf)
