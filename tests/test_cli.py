@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,17 @@ def test_extract_filters_by_kind_and_arch(tmp_path):
 @pytest.mark.parametrize("args", [["inspect"], ["extract", str(SAMPLES / "nv_rdc")], ["bogus"]])
 def test_usage_errors_exit_2(args):
     fatkit(*args, check=2)
+
+
+def test_extract_never_writes_outside_the_output_directory(tmp_path):
+    """Hostile member names (`../`, absolute paths) and identifiers cannot steer where files go."""
+    wheel = tmp_path / "evil-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.write(SAMPLES / "nv_fb_ident.fatbin", "../../../escaped/../x.fatbin")
+        z.write(SAMPLES / "nv_lib.so", "/abs/path/lib.so")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    out = tmp_path / "out"
+    fatkit("extract", str(wheel), "-o", str(out))
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p not in before]
+    assert written and all(p.parent == out for p in written)
+    assert {p: p.read_bytes() for p in before} == before  # inputs untouched
