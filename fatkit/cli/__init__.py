@@ -24,7 +24,7 @@ EXIT_GATE = 3
 
 
 def _register() -> None:
-    from fatkit.cli import extract, inspect  # noqa: F401  (commands register themselves on `app`)
+    from fatkit.cli import extract, inspect, lint  # noqa: F401  (commands register themselves on `app`)
 
 
 def main() -> None:

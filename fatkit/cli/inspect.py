@@ -11,6 +11,7 @@ import typer
 
 import fatkit
 from fatkit.cli import EXIT_GATE, app
+from fatkit.cli.lint import hazard_summary, render_hazard_summary
 from fatkit.cli.progress import file_progress
 from fatkit.cli.render import render_inspect
 from fatkit.extract.report import summarize
@@ -24,6 +25,8 @@ def inspect(
     kernels: bool = typer.Option(False, "--kernels",
                                  help="List kernels with resources; judge kernel by kernel (reads every entry)."),
     hashes: bool = typer.Option(False, "--hashes", help="Add each entry's BLAKE3 (the cache key for PTX)."),
+    hazards: bool = typer.Option(False, "--hazards",
+                                 help="Add a summary of the PTX kernels' AMD portability hazards (see fatkit lint)."),
     require_ptx: bool = typer.Option(False, "--require-ptx",
                                      help="Exit 3 unless every kernel of every binary has PTX."),
 ) -> None:
@@ -31,7 +34,10 @@ def inspect(
     binaries = []
     with file_progress(paths, "inspecting") as on_file:
         for binary in scan_paths(paths, on_file=on_file):
-            binaries.append(binary.to_json(with_kernels=kernels, with_hash=hashes))
+            report = binary.to_json(with_kernels=kernels, with_hash=hashes)
+            if hazards:
+                report["hazards"] = hazard_summary(binary)
+            binaries.append(report)
     summary = summarize(binaries)
     if as_json:
         report = {"fatkit_version": fatkit.__version__, "binaries": binaries, "summary": summary}
@@ -39,5 +45,7 @@ def inspect(
         sys.stdout.write(json.dumps(report, indent=2 if sys.stdout.isatty() else None) + "\n")
     else:
         render_inspect(binaries, summary, kernels=kernels)
+        if hazards:
+            render_hazard_summary(binaries)
     if require_ptx and any(b["verdict"]["amd"] in ("no", "partial") for b in binaries):
         raise typer.Exit(EXIT_GATE)

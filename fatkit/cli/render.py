@@ -41,14 +41,14 @@ def _found_by(c: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _console() -> Console:
+def console() -> Console:
     """Rich's 80 columns for pipes would wrap every table: pipes get 160."""
     console = Console()
     return console if console.is_terminal else Console(width=160)
 
 
 def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, kernels: bool) -> None:
-    out = _console()
+    out = console()
     if len(binaries) <= DETAIL_LIMIT:
         for b in binaries:
             _render_binary(out, b, kernels=kernels)
@@ -62,7 +62,7 @@ def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, k
 
 def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     v = b["verdict"]
-    out.print(f"[bold]{_short_path(b['path'])}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
+    out.print(f"[bold]{short_path(b['path'])}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
               highlight=False)
     out.print(f"  AMD: {_verdict(v)} — {v['reason']}", highlight=False)
     if v["kernels_without_ptx"]:
@@ -112,7 +112,7 @@ def _opt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _short_path(path: str) -> str:
+def short_path(path: str) -> str:
     """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` → `wheel.whl!pkg/lib.so`."""
     outer, bang, member = path.partition("!")
     return f"{outer.rsplit('/', 1)[-1]}!{member}" if bang else path
@@ -138,7 +138,7 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
         if v["amd"] == "none" and not b["errors"]:
             empty += 1
             continue
-        name = b["path"].partition("!")[2] if one_archive else _short_path(b["path"].removeprefix(base))
+        name = b["path"].partition("!")[2] if one_archive else short_path(b["path"].removeprefix(base))
         table.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
                       " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
     out.print(table)
@@ -147,7 +147,7 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
 
 
 def render_extract(manifest: dict[str, Any], output: Path) -> None:
-    out = _console()
+    out = console()
     kinds = Counter(f["kind"] for f in manifest["files"])
     count = len(manifest["files"])
     out.print(f"wrote {count} file{'' if count == 1 else 's'} to {output} "
