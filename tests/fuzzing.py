@@ -30,6 +30,8 @@ from fatkit.errors import FatkitError
 from fatkit.extract.scan import Source, scan_buffer, scan_source
 from fatkit.formats import ar, codecs, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
 from fatkit.formats.elf import ElfView
+from fatkit.translate.hazards import analyse
+from fatkit.translate.ptx import parse_ptx, print_ptx
 
 SAMPLES = Path(__file__).parent / "samples"
 TIME_LIMIT = 2.0  # seconds one input may take (issue: robustness invariants)
@@ -85,6 +87,13 @@ def _bundle(data: bytes) -> None:
             offload_bundle.bundle_payload(inner, bundle, entry)
 
 
+def _ptx(data: bytes) -> None:
+    """The PTX parser, then printing and analysing whatever it accepted."""
+    module = parse_ptx(data.decode("latin-1"), source="fuzz")
+    print_ptx(module)
+    analyse(module)
+
+
 def _scan(data: bytes) -> None:
     for binary in scan_source(Source("fuzz", data)):
         binary.to_json(with_kernels=True, with_hash=True)
@@ -100,6 +109,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "codecs": _codecs,
     "cubin": _cubin,
     "ptx_header": lambda data: ptx_header.parse_ptx_header(data),
+    "ptx": _ptx,
     "offload_bundle": _bundle,
     "hsaco": lambda data: hsaco.parse_code_object(data),
     "ar": lambda data: list(ar.members(data)),
@@ -132,6 +142,9 @@ def seeds() -> dict[str, list[bytes]]:
     for name in ("nv_mode_default", "nv_mode_speed", "nv_fb_zlib.fatbin", "nv_fb_lz4frame.fatbin"):
         for container in scan_buffer(Source("seed", files[name])).containers:
             out["fatbin"].append(files[name][container.offset:container.offset + container.size])
+    # small real modules only: mutating a 2 MB module is slow and finds nothing a small one does not
+    out["ptx"] = [p.read_bytes() for p in sorted((SAMPLES / "ptx").glob("*.ptx")) if p.stat().st_size < 40000]
+    out["ptx"].append(files["nv_kern_sm90.ptx"])
     sample = files["nv_kern_sm90.ptx"]
     for index, codec in enumerate(codecs.CODECS):
         out["codecs"].append(bytes([index | 0x80]) + struct.pack("<I", len(sample)) + codecs.compress(codec, sample))
