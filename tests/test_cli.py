@@ -116,3 +116,13 @@ def test_extract_never_writes_outside_the_output_directory(tmp_path):
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p not in before]
     assert written and all(p.parent == out for p in written)
     assert {p: p.read_bytes() for p in before} == before  # inputs untouched
+
+
+def test_hashes_find_identical_payloads_across_binaries():
+    """nv_stripped and nv_noshdr hold the same fatbins: with --hashes the summary counts the copies."""
+    out = json.loads(fatkit("inspect", "--json", "--hashes", str(SAMPLES / "nv_stripped"),
+                            str(SAMPLES / "nv_noshdr")).stdout)
+    first, second = ([e["hash"] for c in b["containers"] for e in c["entries"]] for b in out["binaries"])
+    assert first == second and len(first[0]) == 64
+    assert out["summary"]["duplicate_entries"] >= len(first)
+    assert "duplicate_entries" not in json.loads(fatkit("inspect", "--json", str(SAMPLES / "nv_noshdr")).stdout)["summary"]

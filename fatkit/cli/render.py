@@ -58,6 +58,8 @@ def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, k
         out.print(f"[bold]{summary['binaries']} binaries[/], {summary['containers']} containers, "
                   f"{summary['entries']} entries — AMD: {_verdict(summary)} "
                   f"({', '.join(f'{k} {v}' for k, v in summary['verdicts'].items())})")
+    if summary.get("duplicate_entries"):
+        out.print(f"{summary['duplicate_entries']} entries are byte-identical to another one (same BLAKE3)")
 
 
 def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:

@@ -176,6 +176,7 @@ def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     verdicts: Counter[str] = Counter()
     ptx, cubin, amd, libs = set(), set(), set(), {}
     count = containers = entries = errors = 0
+    hashes: list[str] = []
     for b in binaries:
         count += 1
         verdict = b["verdict"]
@@ -187,6 +188,7 @@ def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
             libs[lib["library"]] = lib["amd"]
         containers += len(b["containers"])
         entries += sum(len(c["entries"]) for c in b["containers"])
+        hashes.extend(e["hash"] for c in b["containers"] for e in c["entries"] if "hash" in e)
         errors += len(b["errors"])
     with_code = verdicts["yes"] + verdicts["partial"] + verdicts["no"]
     if with_code == 0:
@@ -197,7 +199,7 @@ def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         overall = "no"
     else:
         overall = "partial"
-    return {
+    summary: dict[str, Any] = {
         "binaries": count,
         "containers": containers,
         "entries": entries,
@@ -209,3 +211,6 @@ def summarize(binaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "amd_targets": sorted(amd, key=_target_key),
         "libraries": [{"library": k, "amd": v} for k, v in sorted(libs.items())],
     }
+    if hashes:  # with --hashes: identical payloads across containers and binaries
+        summary["duplicate_entries"] = len(hashes) - len(set(hashes))
+    return summary
