@@ -44,8 +44,11 @@ def lint(
                                           help="Exit 3 when a finding is this severe or worse (error, warning, "
                                                "info); a module that does not parse counts as an error."),
 ) -> None:
-    """Report the portability hazards of every PTX kernel: warp size, lane masks, tensor cores, async copies,
-    shared memory against LDS, textures, FP modes, printf, clusters."""
+    """Report what would be hard to port in every PTX kernel (warps, tensor cores, async copies, LDS, ...).
+
+    Looks at wave32 vs wave64 semantics, lane masks, tensor-core and async-copy instructions, shared memory
+    against each target's LDS, textures, FP modes, printf and clusters.
+    """
     if target is not None:
         try:
             target_names(target)  # an unknown target is a usage error (exit 2) before any file is read
