@@ -2,7 +2,8 @@
 
 Seeds are real bytes: the committed samples and what fatkit extracts from them (cubins, PTX, code objects,
 fatbins, bundles). Mutations are the ones hostile files use: bit flips, random bytes, truncation, size fields
-set to 0 / huge / -1, duplicated and overlapping chunks, wrong compression flags.
+set to 0 / huge / -1, duplicated and overlapping chunks, wrong compression flags; PTX text also gets token-level
+ones (lines swapped, repeated or dropped; tokens replaced by PTX vocabulary).
 
     python -m tests.fuzzing --per-target 100000 --seed 1      # the long local run (BENCHMARKS.md)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import io
 import random
+import re
 import resource
 import signal
 import struct
@@ -194,6 +196,38 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(buf)
 
 
+_PTX_TOKENS = re.compile(rb"%?[A-Za-z_$][\w$.:]*|0[xX][0-9A-Fa-f]+|0[fFdD][0-9A-Fa-f]+|-?\d+|\S")
+_PTX_VOCABULARY = (b"{", b"}", b";", b",", b"[", b"]", b"(", b")", b"@%p1", b"@!%p2", b".reg", b".pred", b".b32",
+                   b".shared", b".param", b".entry", b".func", b".visible", b".extern", b"%r<4>", b"|", b"_",
+                   b"0f7FC00000", b"0xFFFFFFFFFFFFFFFF", b"-2147483648", b"::", b"%tid.x", b"%laneid", b".align",
+                   b".version 9.9", b".target sm_999a", b"mma.sync.aligned", b"ld.global.v4.u32", b"call", b"\n")
+
+
+def mutate_ptx(data: bytes, rng: random.Random) -> bytes:
+    """Token-level mutations of PTX text: lines and tokens swapped, repeated, dropped or replaced."""
+    if rng.random() < 0.3:
+        return mutate(data, rng)
+    lines = data.split(b"\n")
+    for _ in range(rng.choice((1, 2, 4))):
+        i = rng.randrange(len(lines))
+        how = rng.randrange(5)
+        if how == 0:  # swap two lines (scopes, labels, declarations out of order)
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif how == 1:  # repeat a line (duplicate declarations, labels)
+            lines.insert(rng.randrange(len(lines) + 1), lines[i])
+        elif how == 2:
+            del lines[i]
+            lines = lines or [b""]
+        else:  # replace or insert one token of the line
+            tokens = _PTX_TOKENS.findall(lines[i]) or [b""]
+            k = rng.randrange(len(tokens))
+            new = rng.choice(_PTX_VOCABULARY) if how == 3 else rng.choice(tokens) + rng.choice(_PTX_VOCABULARY)
+            tokens[k] = new
+            lines[i] = b" ".join(tokens)
+    return b"\n".join(lines)
+
+
 @dataclass
 class Report:
     runs: Counter = field(default_factory=Counter)
@@ -224,7 +258,7 @@ def run(per_target: int, seed: int, targets: list[str] | None = None, budget: fl
         for i in range(per_target):
             if budget is not None and time.monotonic() - started > budget:
                 break
-            data = mutate(rng.choice(inputs), rng)
+            data = (mutate_ptx if name == "ptx" else mutate)(rng.choice(inputs), rng)
             t0 = time.monotonic()
             signal.setitimer(signal.ITIMER_REAL, HANG_LIMIT)
             try:
