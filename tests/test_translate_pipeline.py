@@ -325,6 +325,376 @@ def test_param_offsets_follow_cuda_layout():
 
 
 # --------------------------------------------------------------------------------------------------
+# by-value array parameters (structs) at CUDA's offsets
+
+STRUCT_PARAMS = HEADER + """
+.visible .entry structs(.param .u32 tag, .param .align 8 .b8 s[24], .param .u8 flag,
+                        .param .align 4 .b8 t[6], .param .u64 out)
+{
+    .reg .b16 %rs<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    .reg .f64 %fd<2>;
+    ld.param.u32 %r1, [tag];
+    ld.param.u64 %rd1, [out];
+    ld.param.f64 %fd1, [s];
+    ld.param.u32 %r2, [s+12];
+    ld.param.u64 %rd2, [s+16];
+    ld.param.u8 %rs1, [flag];
+    ld.param.u16 %rs2, [t+4];
+    ld.param.u32 %r3, [t];
+    st.global.u32 [%rd1], %r1;
+    mov.b64 %rd3, %fd1;
+    st.global.u64 [%rd1+8], %rd3;
+    st.global.u32 [%rd1+16], %r2;
+    st.global.u64 [%rd1+24], %rd2;
+    cvt.u32.u16 %r4, %rs1;
+    st.global.u32 [%rd1+32], %r4;
+    cvt.u32.u16 %r5, %rs2;
+    st.global.u32 [%rd1+36], %r5;
+    st.global.u32 [%rd1+40], %r3;
+}
+"""
+
+
+def test_array_params_keep_cuda_layout_on_host():
+    signature = kernel_signature(parse_ptx(STRUCT_PARAMS).kernels[0])
+    assert [(p.offset, p.size, p.array) for p in signature.params] == [
+        (0, 4, False), (8, 24, True), (32, 1, False), (36, 6, True), (48, 8, False)]
+    assert signature.size == 56
+    program = translate(STRUCT_PARAMS, Options(target="host")).product
+    out = (ctypes.c_uint32 * 11)()
+    s = struct.pack("<dIIQ", 0.375, 0, 0xA5A5A5A5, 0x0123456789ABCDEF)
+    t = struct.pack("<IH", 0xDEADBEEF, 0x7777)
+    program.launch("structs", [7, s, 9, t, ctypes.addressof(out)])
+    assert out[0] == 7 and struct.pack("<II", out[2], out[3]) == struct.pack("<d", 0.375)
+    assert out[4] == 0xA5A5A5A5 and (out[7] << 32 | out[6]) == 0x0123456789ABCDEF
+    assert list(out[8:11]) == [9, 0x7777, 0xDEADBEEF]
+    with pytest.raises(FatkitError, match="24 bytes"):
+        program.launch("structs", [7, s[:8], 9, t, 0])
+
+
+def test_nvcc_by_value_struct_runs_on_host():
+    # struct Params { float scale; int n; float* in; } passed by value, as nvcc's `.b8 [16]`.
+    program = translate(SAMPLE.read_text(), Options(target="host")).product
+    n = 13
+    source = (ctypes.c_float * 16)(*[i - 4.5 for i in range(16)])
+    out = (ctypes.c_float * 16)(*([-1.0] * 16))
+    params = struct.pack("<fiQ", 0.5, n, ctypes.addressof(source))
+    program.launch("_Z11with_struct6ParamsPf", [params, ctypes.addressof(out)], block=(16,))
+    assert list(out) == [f32(0.5 * (i - 4.5)) for i in range(n)] + [-1.0] * 3
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_array_params_keep_cuda_layout_on_amdgpu(processor):
+    code_object = translate(STRUCT_PARAMS, Options(target=processor)).validated
+    (kernel,) = code_object.kernels
+    explicit = [(a[".offset"], a[".size"]) for a in kernel.args if not a[".value_kind"].startswith("hidden_")]
+    assert explicit == [(0, 4), (8, 24), (32, 1), (36, 6), (48, 8)]
+
+
+# --------------------------------------------------------------------------------------------------
+# memory: state spaces, vector widths, narrow types, .local arrays, module variables, cvta
+
+MEMORY = HEADER + """
+.global .align 4 .u32 table[4] = {10, 20, 0xFFFFFFFF};
+.const .align 8 .f64 weights[2] = {0d3FF8000000000000, 2};
+.global .align 1 .b8 bytes[4] = {0x80, 0x7F, 0xFE};
+.visible .entry memory(.param .u64 out, .param .u64 in)
+{
+    .reg .b16 %rs<3>;
+    .reg .b32 %r<12>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<12>;
+    .reg .f64 %fd<3>;
+    .local .align 16 .b8 scratch[32];
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [in];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.global.v4.f32 {%f1, _, %f2, %f3}, [%rd2];
+    st.global.v4.f32 [%rd1], {%f3, %f2, %f1, 0f40000000};
+    ld.global.v2.u32 {%r1, %r2}, [table+4];
+    st.global.v2.u32 [%rd1+16], {%r2, %r1};
+    ld.global.s8 %r3, [bytes];
+    ld.global.u8 %r4, [bytes];
+    ld.global.s8 %rs1, [bytes+2];
+    cvt.s32.s16 %r5, %rs1;
+    st.global.v2.u32 [%rd1+24], {%r3, %r4};
+    st.global.u32 [%rd1+32], %r5;
+    ld.const.f64 %fd1, [weights];
+    ld.const.f64 %fd2, [weights+8];
+    add.f64 %fd1, %fd1, %fd2;
+    st.global.f64 [%rd1+40], %fd1;
+    mov.u64 %rd3, scratch;
+    st.local.v4.u32 [%rd3], {%r1, %r2, %r3, %r4};
+    cvta.local.u64 %rd4, %rd3;
+    ld.u32 %r6, [%rd4+8];
+    st.u16 [%rd4+16], %r6;
+    cvta.to.local.u64 %rd5, %rd4;
+    ld.local.s16 %r7, [%rd5+16];
+    st.global.u32 [%rd1+48], %r7;
+    mov.u64 %rd6, table;
+    cvta.global.u64 %rd7, %rd6;
+    st.u32 [%rd7+12], %r7;
+    ld.global.u32 %r8, [table+12];
+    st.global.u8 [%rd1+52], %r8;
+    st.global.b16 [%rd1+54], %r8;
+}
+"""
+
+
+def test_memory_spaces_vectors_and_module_variables_on_host():
+    program = translate(MEMORY, Options(target="host")).product
+    source = (ctypes.c_float * 4)(1.5, 99.0, -2.0, 0.25)
+    out = (ctypes.c_uint8 * 56)()
+    program.launch("memory", [ctypes.addressof(out), ctypes.addressof(source)])
+    raw = bytes(out)
+    assert struct.unpack_from("<4f", raw, 0) == (0.25, -2.0, 1.5, 2.0)
+    assert struct.unpack_from("<2I", raw, 16) == (0xFFFFFFFF, 20)
+    assert struct.unpack_from("<3i", raw, 24) == (-128, 0x80, -2)
+    assert struct.unpack_from("<d", raw, 40) == (3.5,)
+    # the s8 -128 went through .local, generic and back: its low 16 bits, sign-extended
+    assert struct.unpack_from("<i", raw, 48) == (-128,)
+    assert raw[52] == 0x80 and struct.unpack_from("<H", raw, 54) == (0xFF80,)
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_memory_spaces_compile_for_amdgpu(processor):
+    result = translate(MEMORY, Options(target=processor, opt_level=0))  # -O2 would promote the .local array
+    assert [k.status for k in result.kernels] == ["ok"]
+    lowered = STAGES[2][1](STAGES[1][1](parse_ptx(MEMORY), result.options), result.options)
+    ir_text = lowered.kernels[0].llvm_ir
+    assert '@"weights" = linkonce_odr addrspace(4) constant' in ir_text  # .const in the constant space
+    assert "addrspacecast ptr addrspace(5)" in ir_text and "to ptr addrspace(5)" in ir_text  # cvta both ways
+    (kernel,) = result.validated.kernels
+    assert kernel.private_segment_size >= 32  # the .local array is on the stack
+
+
+def test_unknown_initializer_is_reported():
+    ptx = MEMORY.replace("{10, 20, 0xFFFFFFFF}", "{10, 20, generic(bytes)}")
+    with pytest.raises(FatkitError, match=r"memory: line 5: .global table: initializer .*generic=True"):
+        translate(ptx, Options(target="host"))
+
+
+# --------------------------------------------------------------------------------------------------
+# calls of .func functions with .param arguments and returns, recursion included
+
+CALLS = HEADER + """
+.func (.param .b64 fact_ret) fact(.param .b32 fact_n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.b32 %r1, [fact_n];
+    setp.lt.u32 %p1, %r1, 2;
+    mov.u64 %rd1, 1;
+    @%p1 bra DONE;
+    add.s32 %r2, %r1, -1;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0], %r2;
+    .param .b64 retval0;
+    call.uni (retval0), fact, (param0);
+    ld.param.b64 %rd2, [retval0];
+    }
+    cvt.u64.u32 %rd3, %r1;
+    mul.lo.s64 %rd1, %rd2, %rd3;
+DONE:
+    st.param.b64 [fact_ret], %rd1;
+    ret;
+}
+.func (.param .align 4 .b8 pair_ret[8]) swap_scale(.param .align 4 .b8 pair[8], .param .f32 scale)
+{
+    .reg .f32 %f<4>;
+    ld.param.f32 %f1, [pair];
+    ld.param.f32 %f2, [pair+4];
+    ld.param.f32 %f3, [scale];
+    mul.f32 %f1, %f1, %f3;
+    mul.f32 %f2, %f2, %f3;
+    st.param.f32 [pair_ret], %f2;
+    st.param.f32 [pair_ret+4], %f1;
+}
+.func bump(.param .b64 where)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<2>;
+    ld.param.b64 %rd1, [where];
+    ld.global.u32 %r1, [%rd1];
+    add.s32 %r1, %r1, %tid.x;
+    st.global.u32 [%rd1], %r1;
+}
+.visible .entry calls(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .f32 %f<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    add.s32 %r2, %r1, 3;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0], %r2;
+    .param .b64 retval0;
+    call.uni (retval0), fact, (param0);
+    ld.param.b64 %rd2, [retval0];
+    }
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd3, %rd1, %rd3;
+    st.global.u64 [%rd3], %rd2;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra END;
+    {
+    .param .align 4 .b8 param0[8];
+    st.param.v2.f32 [param0], {0f3FC00000, 0fC0000000};
+    .param .f32 param1;
+    st.param.f32 [param1], 0f40800000;
+    .param .align 4 .b8 retval0[8];
+    call.uni (retval0), swap_scale, (param0, param1);
+    ld.param.v2.f32 {%f1, %f2}, [retval0];
+    }
+    st.global.v2.f32 [%rd1+64], {%f1, %f2};
+END:
+    {
+    .param .b64 param0;
+    add.s64 %rd3, %rd1, 72;
+    st.param.b64 [param0], %rd3;
+    call.uni bump, (param0);
+    }
+}
+"""
+
+
+def test_calls_with_param_arguments_and_recursion_on_host():
+    program = translate(CALLS, Options(target="host")).product
+    out = (ctypes.c_uint64 * 10)()
+    program.launch("calls", [ctypes.addressof(out)], block=(8,))
+    assert list(out[:8]) == [math.factorial(t + 3) for t in range(8)]
+    assert struct.unpack("<2f", struct.pack("<Q", out[8])) == (-8.0, 6.0)
+    assert out[9] == sum(range(8))  # bump added each thread's %tid.x through the host's context arguments
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_calls_compile_for_amdgpu(processor):
+    result = translate(CALLS, Options(target=processor))
+    assert [k.status for k in result.kernels] == ["ok"]
+    assert [k.name for k in result.validated.kernels] == ["calls"]
+    lowered = STAGES[2][1](STAGES[1][1](parse_ptx(CALLS), result.options), result.options)
+    assert 'define internal void @"fact"(ptr addrspace(5)' in lowered.kernels[0].llvm_ir
+
+
+def test_call_of_an_undefined_function_is_reported():
+    ptx = CALLS.replace("call.uni bump, (param0);", "call.uni nowhere, (param0);")
+    with pytest.raises(FatkitError, match="line 84: call.uni: nowhere is not a .func defined in this module"):
+        translate(ptx, Options(target="host"))
+
+
+# --------------------------------------------------------------------------------------------------
+# .shared memory and barriers: LDS on amdgpu; on the host a shared window and a thread per GPU thread
+
+SHARED = HEADER + """
+.visible .entry shared(.param .u64 out)
+{
+    .reg .b32 %r<6>;
+    .reg .f32 %f<3>;
+    .reg .b64 %rd<2>;
+    .shared .align 16 .b8 tile[1000];
+    .shared .align 4 .f32 one;
+    .shared .align 8 .b8 pair[16];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, tile;
+    add.s32 %r4, %r3, %r2;
+    st.shared.u32 [%r4], %r1;
+    cvt.rn.f32.u32 %f1, %r1;
+    st.shared.f32 [one], %f1;
+    barrier.sync.aligned 0;
+    ld.shared.u32 %r5, [%r4+4];
+    ld.shared.f32 %f2, [one];
+    st.shared.u32 [pair+8], %r5;
+    bar.sync 0;
+    ld.shared.u32 %r5, [pair+8];
+    st.global.u32 [%rd1], %r5;
+    st.global.f32 [%rd1+4], %f2;
+}
+"""
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_shared_variables_are_lds_with_barriers(processor):
+    # At -O0 LLVM keeps every variable; at -O2 it may drop one it proves unused, never add bytes.
+    result = translate(SHARED, Options(target=processor, opt_level=0))
+    assert [k.status for k in result.kernels] == ["ok"]
+    (descriptor,) = result.validated.descriptors
+    assert descriptor.group_segment_fixed_size == 1024  # tile 0–1000, one 1000–1004, pair 1008–1024
+    (kernel,) = result.validated.kernels
+    assert kernel.group_segment_size == descriptor.group_segment_fixed_size
+    lowered = STAGES[2][1](STAGES[1][1](parse_ptx(SHARED), result.options), result.options)
+    ir_text = lowered.kernels[0].llvm_ir
+    assert "addrspace(3)" in ir_text and ir_text.count("call void @\"llvm.amdgcn.s.barrier\"()") == 2
+    assert ir_text.count('fence syncscope("workgroup") release') == 2
+
+
+def test_nvcc_shared_reduction_runs_on_host():
+    # Without a barrier that holds each thread until the block arrives, thread 0 would add tile[64]
+    # before thread 64 stored it.
+    program = translate(SAMPLE.read_text(), Options(target="host")).product
+    assert program.with_barriers == {"_Z13reduce_sharedPKfPf"}
+    values = [float((i * 7) % 23) - 5.0 for i in range(3 * 128)]
+    source = (ctypes.c_float * len(values))(*values)
+    out = (ctypes.c_float * 3)()
+    program.launch("_Z13reduce_sharedPKfPf", [ctypes.addressof(source), ctypes.addressof(out)],
+                   grid=(3,), block=(128,))
+    assert list(out) == [sum(values[b * 128:(b + 1) * 128]) for b in range(3)]
+
+
+def test_shared_addresses_and_barriers_on_host():
+    # Each thread stores its id, waits, then reads its neighbour's slot through a 32-bit shared address,
+    # a generic pointer (cvta.shared) and back (cvta.to.shared).
+    ptx = HEADER + """
+.visible .entry neighbours(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<6>;
+    .shared .align 4 .b8 slots[64];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ntid.x;
+    shl.b32 %r3, %r1, 2;
+    mov.u32 %r4, slots;
+    add.s32 %r5, %r4, %r3;
+    add.s32 %r9, %r1, 100;
+    st.shared.u32 [%r5], %r9;
+    barrier.sync.aligned 0;
+    add.s32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, %r2;
+    @%p1 mov.u32 %r6, 0;
+    shl.b32 %r6, %r6, 2;
+    add.s32 %r7, %r4, %r6;
+    cvt.u64.u32 %rd2, %r7;
+    cvta.shared.u64 %rd3, %rd2;
+    ld.u32 %r8, [%rd3];
+    cvta.to.shared.u64 %rd4, %rd3;
+    cvt.u32.u64 %r7, %rd4;
+    ld.shared.u32 %r9, [%r7];
+    add.s32 %r8, %r8, %r9;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd5, %rd1, %rd5;
+    bar.sync 0;
+    st.global.u32 [%rd5], %r8;
+}
+"""
+    program = translate(ptx, Options(target="host")).product
+    out = (ctypes.c_uint32 * 16)()
+    program.launch("neighbours", [ctypes.addressof(out)], block=(16,))  # one block: no leftovers to read
+    assert list(out) == [2 * (100 + (t + 1) % 16) for t in range(16)]
+    for processor in ("gfx942", "gfx1100"):
+        assert translate(ptx, Options(target=processor)).validated.descriptors[0].group_segment_fixed_size == 64
+
+
+# --------------------------------------------------------------------------------------------------
 # unsupported PTX: reported with its line, only its kernel skipped
 
 TWO_KERNELS = HEADER + """
@@ -390,8 +760,7 @@ def test_amdgpu_code_object(processor, wave):
     ok = [k.name for k in result.kernels if k.status == "ok"]
     assert "_Z5saxpyfPKfPfi" in ok
     assert sorted(k.name for k in code_object.kernels) == sorted(ok)
-    unsupported = {k.name for k in result.kernels if k.status == "unsupported"}
-    assert unsupported == {"_Z13reduce_sharedPKfPf", "_Z11with_struct6ParamsPf"}
+    assert all(k.status == "ok" for k in result.kernels)
     module = parse_ptx(text)
     for kernel in code_object.kernels:
         signature = kernel_signature(module.function(kernel.name))
@@ -401,6 +770,10 @@ def test_amdgpu_code_object(processor, wave):
         assert kernel.wavefront_size == wave
     saxpy = next(k for k in code_object.kernels if k.name == "_Z5saxpyfPKfPfi")
     assert [a[".size"] for a in saxpy.args[:4]] == [4, 8, 8, 4]  # 28 bytes of PTX parameters
+    with_struct = next(k for k in code_object.kernels if k.name == "_Z11with_struct6ParamsPf")
+    assert [(a[".offset"], a[".size"]) for a in with_struct.args[:2]] == [(0, 16), (16, 8)]
+    lds = {d.name: d.group_segment_fixed_size for d in code_object.descriptors}
+    assert lds["_Z13reduce_sharedPKfPf"] == 512 and lds["_Z5saxpyfPKfPfi"] == 0
 
 
 def test_validate_rejects_a_code_object_missing_a_kernel():

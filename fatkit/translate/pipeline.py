@@ -85,12 +85,13 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     """Lower each kernel on its own into an LLVM module; unsupported ones are reported, not lowered."""
     target = target_named(options.target)
     kernels, reports = [], []
+    functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
     for kernel in prepared.module.kernels:
         registers = prepared.registers[kernel.name]
         try:
             if isinstance(registers, Unsupported):
                 raise registers
-            kernels.append(lower_kernel(kernel, registers, target))
+            kernels.append(lower_kernel(kernel, registers, target, prepared.module.variables, functions))
         except Unsupported as unsupported:
             reports.append(KernelReport(kernel.name, "unsupported", str(unsupported), unsupported.line))
         else:

@@ -1,7 +1,11 @@
 """The `amdgpu` target: `amdgcn-amd-amdhsa` code objects v5 for one processor, linked to ET_DYN with ld.lld.
 
 Kernels use the `amdgpu_kernel` calling convention with one explicit argument per PTX parameter of the
-same size and alignment, so the explicit kernarg segment is CUDA's parameter buffer byte for byte.
+same size and alignment, so the explicit kernarg segment is CUDA's parameter buffer byte for byte. An
+array parameter (`.param .align 8 .b8 p[16]`, a by-value struct) is a `byref([16 x i8]) align 8` pointer
+into the kernarg segment: LLVM lays it out with exactly that size and alignment (a plain `[16 x i8]`
+argument would be aligned to 1), and `ld.param [p+8]` becomes a load at an offset from the pointer.
+`.shared` variables are LDS (address space 3); `bar.sync 0` is s_barrier between workgroup fences.
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
 a child Python process; ziglang's ld.lld (PyPI) links the relocatable object it returns.
@@ -21,7 +25,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.hsaco import CodeObject, parse_code_object
-from fatkit.translate.targets.base import KernelSignature, LoweredKernel, Target
+from fatkit.translate.targets.base import LoweredKernel, Target
 
 TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
@@ -49,6 +53,8 @@ class AmdgpuTarget(Target):
     triple = TRIPLE
     stack_address_space = 5
     global_address_space = 1
+    constant_address_space = 4
+    shared_address_space = 3
 
     def __init__(self, processor: str) -> None:
         self.processor = processor
@@ -63,10 +69,14 @@ class AmdgpuTarget(Target):
         return wavefront_size(self.processor)
 
     def define_kernel(self, module, signature, param_types):
-        function = ir.Function(module, ir.FunctionType(ir.VoidType(), param_types), signature.name)
+        types = [_ByrefPointer(t) if isinstance(t, ir.ArrayType) else t for t in param_types]
+        function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
         function.calling_convention = "amdgpu_kernel"
         for argument, param in zip(function.args, signature.params):
             argument.name = param.name
+            if param.array:
+                argument.add_attribute("byref")
+                argument.attributes.align = param.align
         builder = ir.IRBuilder(function.append_basic_block("entry"))
         return function, builder, list(function.args)
 
@@ -85,6 +95,11 @@ class AmdgpuTarget(Target):
         slot = builder.gep(implicit, [ir.Constant(ir.IntType(64), _GROUP_SIZE_OFFSET[component])],
                            source_etype=i8)
         return builder.zext(builder.load(slot, typ=ir.IntType(16), align=2), i32)
+
+    def barrier(self, builder):
+        builder.fence("release", "workgroup")
+        builder.call(_intrinsic(builder.module, "llvm.amdgcn.s.barrier", ir.VoidType(), ()), [])
+        builder.fence("acquire", "workgroup")
 
     def finish_module(self, module: ir.Module) -> None:
         i32 = ir.IntType(32)
@@ -106,7 +121,7 @@ class AmdgpuTarget(Target):
         return link(child.stdout)
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
-        """Re-read the code object: processor, v5, kernel names, explicit kernarg layout and wave size."""
+        """Re-read the code object: processor, v5, kernel names, explicit kernarg layout, LDS size, wave size."""
         try:
             code_object = parse_code_object(product)
         except FormatError as error:
@@ -116,15 +131,24 @@ class AmdgpuTarget(Target):
         if code_object.code_object_version != 5:
             raise FatkitError(f"code object version {code_object.code_object_version}, expected 5")
         produced = {k.name: k for k in code_object.kernels}
-        expected = {k.signature.name: k.signature for k in kernels}
+        expected = {k.signature.name: k for k in kernels}
         if set(produced) != set(expected):
             raise FatkitError(f"code object holds kernels {sorted(produced)}, expected {sorted(expected)}")
-        for name, signature in expected.items():
-            _check_kernel(produced[name], signature, self.wavefront_size)
+        for name, lowered in expected.items():
+            _check_kernel(produced[name], lowered, self.wavefront_size)
         return code_object
 
 
-def _check_kernel(kernel, signature: KernelSignature, wave: int) -> None:
+class _ByrefPointer(ir.PointerType):
+    """`ptr addrspace(4)` that remembers the array it points at, for the `byref(<type>)` attribute."""
+
+    def __init__(self, pointee: ir.Type):
+        super().__init__(addrspace=4)
+        self.pointee = pointee
+
+
+def _check_kernel(kernel, lowered: LoweredKernel, wave: int) -> None:
+    signature = lowered.signature
     explicit = [(a.get(".offset"), a.get(".size")) for a in kernel.args
                 if not str(a.get(".value_kind", "")).startswith("hidden_")]
     layout = [(p.offset, p.size) for p in signature.params]
@@ -133,6 +157,9 @@ def _check_kernel(kernel, signature: KernelSignature, wave: int) -> None:
     if kernel.kernarg_size < signature.size:
         raise FatkitError(f"{signature.name}: kernarg segment of {kernel.kernarg_size} bytes is smaller than "
                           f"the {signature.size} bytes of PTX parameters")
+    if kernel.group_segment_size > lowered.shared_bytes:  # fewer where LLVM removed an unused variable
+        raise FatkitError(f"{signature.name}: {kernel.group_segment_size} bytes of LDS, more than the "
+                          f"{lowered.shared_bytes} bytes of .shared variables")
     if kernel.wavefront_size != wave:
         raise FatkitError(f"{signature.name}: wavefront size {kernel.wavefront_size}, expected {wave}")
 

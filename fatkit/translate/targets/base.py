@@ -21,6 +21,7 @@ class KernelParam:
     offset: int
     size: int
     align: int
+    array: bool = False  # a `.b8 p[N]` aggregate (a by-value struct), passed as bytes
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class LoweredKernel:
 
     signature: KernelSignature
     llvm_ir: str
+    shared_bytes: int = 0  # static .shared memory of the kernel (LDS on AMDGPU)
+    barriers: bool = False  # whether the kernel (or a function it calls) waits at bar.sync
 
 
 class Target(ABC):
@@ -47,6 +50,12 @@ class Target(ABC):
     triple: str
     stack_address_space: int = 0
     global_address_space: int = 0
+    constant_address_space: int = 0
+    # Leading arguments of every lowered function that calls pass on (what special registers read).
+    context_arguments: int = 0
+    # Where .shared variables live; None where the target cannot run a block's threads together.
+    shared_address_space: int | None = None
+    shared_window: bool = False  # .shared as offsets into one global (where pointers are wider than 32 bits)
 
     @property
     @abstractmethod
@@ -57,11 +66,18 @@ class Target(ABC):
     def define_kernel(
         self, module: ir.Module, signature: KernelSignature, param_types: list[ir.Type]
     ) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value]]:
-        """Declare the kernel and return it, a builder in its entry block and one value per parameter."""
+        """Declare the kernel and return it, a builder in its entry block and one value per parameter.
+
+        An array parameter comes as `[size x i8]`; its value is a pointer to its bytes in the kernarg segment.
+        """
 
     @abstractmethod
     def special_register(self, builder: ir.IRBuilder, register: str, component: str) -> ir.Value:
         """The i32 value of `%tid`/`%ntid`/`%ctaid`/`%nctaid` component `x`/`y`/`z`."""
+
+    def barrier(self, builder: ir.IRBuilder) -> None:
+        """`bar.sync 0`: wait for the block's threads, their shared-memory writes made visible."""
+        raise NotImplementedError(f"the {self.name} target has no barriers")
 
     def finish_module(self, module: ir.Module) -> None:
         """Add module-level settings (flags, metadata) once every function is in."""
