@@ -23,11 +23,11 @@ EXIT_INPUT = 1
 EXIT_GATE = 3
 
 
-COMMAND_ORDER = ("inspect", "extract", "lint")  # as `fatkit --help` lists them: the order a user needs them
+COMMAND_ORDER = ("inspect", "extract", "translate", "lint")  # as `fatkit --help` lists them: a user's order
 
 
 def _register() -> None:
-    from fatkit.cli import extract, inspect, lint  # noqa: F401  (commands register themselves on `app`)
+    from fatkit.cli import extract, inspect, lint, translate  # noqa: F401  (commands register themselves on `app`)
 
     app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.callback.__name__))
 

@@ -1,0 +1,242 @@
+"""`fatkit translate`: PTX files, or the PTX inside binaries, to AMD code objects, one per module and target."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fatkit.cli import EXIT_INPUT, app
+from fatkit.cli.progress import file_progress
+from fatkit.cli.render import console, short_path
+from fatkit.errors import FatkitError, InputError
+from fatkit.extract.scan import scan_paths
+from fatkit.extract.write import safe_component
+from fatkit.translate.pipeline import STAGES, Lowered, Options, Prepared, Translation
+from fatkit.translate.ptx import ast
+from fatkit.translate.ptx.printer import print_ptx
+
+STAGE_NAMES = tuple(name for name, _ in STAGES)
+
+
+@dataclass(frozen=True)
+class PtxModule:
+    """One PTX module to translate: where it came from and the file-name stem its outputs get."""
+
+    source: str
+    container: int | None  # container and entry index inside a binary; None for a .ptx file
+    entry: int | None
+    stem: str
+    text: str
+
+
+@app.command()
+def translate(
+    paths: List[Path] = typer.Argument(..., help=".ptx files, or binaries/directories/archives holding PTX."),
+    target: str = typer.Option(..., "--target", help="AMD processors, comma-separated: gfx942,gfx1100"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                          help="Directory for the code objects (created if missing)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any kernel is unsupported."),
+    dump_after: Optional[str] = typer.Option(None, "--dump-after", metavar="STAGE",
+                                             help=f"Print this stage's output per module and stop: "
+                                                  f"{', '.join(STAGE_NAMES)}."),
+    as_json: bool = typer.Option(False, "--json", help="Print the per-module, per-kernel report as JSON."),
+) -> None:
+    """Translate PTX to AMD code objects (`<name>.<target>.hsaco`); unsupported kernels are reported and skipped.
+
+    Every PTX entry of a binary is a module, named after the binary, container and entry as `fatkit extract` does.
+    """
+    targets = _targets(target)
+    if dump_after is not None and dump_after not in STAGE_NAMES:
+        raise typer.BadParameter(f"one of {', '.join(STAGE_NAMES)}, not {dump_after!r}", param_hint="--dump-after")
+    if dump_after is None and output is None:
+        raise typer.BadParameter("an output directory is needed (or --dump-after)", param_hint="-o")
+    with file_progress(paths, "translating") as on_file:
+        modules = list(_ptx_modules(scan_paths(paths, on_file=on_file)))
+    if dump_after is not None:
+        for module in modules:
+            _dump(module, targets, dump_after)
+        return
+    outdir = _output_dir(output)
+    reports = [_translate_module(module, name, outdir) for module in modules for name in targets]
+    if as_json:
+        sys.stdout.write(json.dumps({"modules": reports}, indent=2) + "\n")
+    else:
+        _render(reports, outdir)
+    kernels = [k for r in reports for k in r["kernels"]]
+    if any(r["error"] for r in reports) or any(k["status"] == "error" for k in kernels):
+        raise typer.Exit(EXIT_INPUT)
+    if strict and any(k["status"] == "unsupported" for k in kernels):
+        if not as_json:
+            unsupported = [k for k in kernels if k["status"] == "unsupported"]
+            console().print(f"[bold red]--strict:[/] {len(unsupported)} unsupported kernel(s), first: "
+                            f"{unsupported[0]['reason']}", highlight=False)
+        raise typer.Exit(EXIT_INPUT)
+
+
+def _targets(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if not re.fullmatch(r"gfx[0-9a-f]+", t)]
+    if not names or bad:
+        raise typer.BadParameter(f"AMD processors like gfx942,gfx1100, not {text!r}", param_hint="--target")
+    return list(dict.fromkeys(names))
+
+
+def _ptx_modules(binaries) -> Iterator[PtxModule]:
+    """Every PTX entry of every binary; a payload that cannot be read is reported as an error on stderr."""
+    used: set[str] = set()
+    for binary in binaries:
+        name = safe_component(re.split(r"[/!\\]", binary.path)[-1])
+        for error in binary.errors:
+            _warn(f"{binary.path}: {error}")
+        for container in binary.containers:
+            for entry in container.entries:
+                if entry.kind != "ptx":
+                    continue
+                in_file = binary.format == "ptx"
+                stem = (name.removesuffix(".ptx") if in_file
+                        else f"{name}.c{container.index}.e{entry.index}.{safe_component(entry.arch)}")
+                try:
+                    text = entry.payload.decode("utf-8", errors="replace")
+                except FatkitError as exc:
+                    _warn(f"{binary.path}: {exc}")
+                    continue
+                yield PtxModule(binary.path, None if in_file else container.index, None if in_file else entry.index,
+                                _unique(stem, used), text)
+
+
+def _warn(message: str) -> None:
+    Console(stderr=True).print(f"[yellow]! {message}[/]", highlight=False)
+
+
+def _unique(stem: str, used: set[str]) -> str:
+    candidate, n = stem, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{stem}-{n}"
+    used.add(candidate)
+    return candidate
+
+
+def _output_dir(output: Path) -> Path:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output directory: {exc.strerror}", path=str(output)) from None
+    return output.resolve()
+
+
+def _stage(name: str):
+    return dict(STAGES)[name]
+
+
+def _translate_module(module: PtxModule, target: str, outdir: Path) -> dict[str, Any]:
+    """Run the stages for one target; write the code object when any kernel translated."""
+    options = Options(target=target)
+    report: dict[str, Any] = {
+        "source": module.source, "container": module.container, "entry": module.entry,
+        "ptx_sha256": hashlib.sha256(module.text.encode()).hexdigest(), "target": target,
+        "output": None, "kernels": [], "error": None,
+    }
+    try:
+        lowered: Lowered = _stage("lower")(_stage("passes")(_stage("parse")(module.text, options), options), options)
+    except FatkitError as exc:
+        report["error"] = str(exc)
+        return report
+    report["kernels"] = [{"name": k.name, "status": k.status, "reason": k.reason, "line": k.line}
+                         for k in lowered.reports]
+    if not lowered.kernels:
+        return report
+    try:
+        translation: Translation = _stage("validate")(_stage("codegen")(lowered, options), options)
+    except FatkitError as exc:
+        for kernel in report["kernels"]:
+            if kernel["status"] == "ok":
+                kernel.update(status="error", reason=str(exc))
+        return report
+    path = outdir / f"{module.stem}.{target}.hsaco"
+    path.write_bytes(translation.product)
+    report["output"] = str(path)
+    return report
+
+
+def _dump(module: PtxModule, targets: list[str], stage: str) -> None:
+    """Print what `stage` produced for the module: once for target-independent stages, else per target."""
+    for target in targets[:1] if STAGE_NAMES.index(stage) < STAGE_NAMES.index("lower") else targets:
+        options = Options(target=target)
+        sys.stdout.write(f"; ==== {module.stem} ({module.source}) after {stage}"
+                         + (f" for {target}" if STAGE_NAMES.index(stage) >= STAGE_NAMES.index("lower") else "")
+                         + " ====\n")
+        value: Any = module.text
+        try:
+            for name, function in STAGES:
+                value = function(value, options)
+                if name == stage:
+                    break
+        except FatkitError as exc:
+            sys.stdout.write(f"; error: {exc}\n")
+            continue
+        sys.stdout.write(_dump_text(stage, value))
+
+
+def _dump_text(stage: str, value: Any) -> str:
+    if stage == "parse":
+        assert isinstance(value, ast.Module)
+        return print_ptx(value)
+    if stage == "passes":
+        assert isinstance(value, Prepared)
+        lines = []
+        for kernel, registers in value.registers.items():
+            lines.append(f"; kernel {kernel}")
+            if isinstance(registers, dict):
+                lines.extend(f";   {register}: .{ptx_type}" for register, ptx_type in registers.items())
+            else:
+                lines.append(f";   unsupported: {registers}")
+        return "\n".join(lines) + "\n"
+    if stage == "lower":
+        assert isinstance(value, Lowered)
+        unsupported = [f"; unsupported: {r.reason}\n" for r in value.reports if r.status != "ok"]
+        return "".join(unsupported) + "".join(k.llvm_ir.rstrip("\n") + "\n" for k in value.kernels)
+    if stage == "codegen":
+        _, product = value
+        return f"; code object: {len(product)} bytes, sha256 {hashlib.sha256(product).hexdigest()}\n"
+    code_object = value.validated
+    lines = [f"; code object v{code_object.code_object_version} for {code_object.target_id}"]
+    lines.extend(f";   {k.name}: kernarg {k.kernarg_size} bytes, LDS {k.group_segment_size} bytes, "
+                 f"wave{k.wavefront_size}, {k.vgpr_count} VGPRs, {k.sgpr_count} SGPRs" for k in code_object.kernels)
+    return "\n".join(lines) + "\n"
+
+
+def _render(reports: list[dict[str, Any]], outdir: Path) -> None:
+    out = console()
+    if not reports:
+        out.print("no PTX found", highlight=False)
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("module", "target", "ok", "unsupported", "output"):
+        table.add_column(col, justify="right" if col in ("ok", "unsupported") else "left", overflow="fold")
+    for r in reports:
+        counts = {s: sum(k["status"] == s for k in r["kernels"]) for s in ("ok", "unsupported", "error")}
+        where = short_path(r["source"]) + ("" if r["container"] is None else f" c{r['container']}.e{r['entry']}")
+        if r["error"] or counts["error"]:
+            written = "[bold red]error[/]"
+        else:
+            written = Path(r["output"]).name if r["output"] else "[yellow]none[/]"
+        table.add_row(where, r["target"], str(counts["ok"]), str(counts["unsupported"]), written)
+    out.print(table)
+    reasons = {k["reason"] for r in reports for k in r["kernels"] if k["status"] == "unsupported"}
+    for reason in sorted(reasons):
+        out.print(f"[yellow]unsupported:[/] {reason}", highlight=False)
+    errors = {r["error"] for r in reports if r["error"]} | {
+        k["reason"] for r in reports for k in r["kernels"] if k["status"] == "error"}
+    for error in sorted(errors):
+        out.print(f"[bold red]error:[/] {error}", highlight=False)
+    out.print(f"written to {outdir}", highlight=False)
