@@ -75,9 +75,9 @@ class Target(ABC):
     def special_register(self, builder: ir.IRBuilder, register: str, component: str) -> ir.Value:
         """The i32 value of `%tid`/`%ntid`/`%ctaid`/`%nctaid` component `x`/`y`/`z`."""
 
+    @abstractmethod
     def barrier(self, builder: ir.IRBuilder) -> None:
         """`bar.sync 0`: wait for the block's threads, their shared-memory writes made visible."""
-        raise NotImplementedError(f"the {self.name} target has no barriers")
 
     def finish_module(self, module: ir.Module) -> None:
         """Add module-level settings (flags, metadata) once every function is in."""
