@@ -93,3 +93,11 @@ def mapped(path: Path) -> Iterator[mmap.mmap]:
         pytest.skip(f"{path} not fetched")
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         yield data
+
+
+# The kernels of tests/samples/src/kern.cu, as in nv_kern_sm90.ptx/.cubin (the anonymous-namespace hash is of the
+# source path at build time).
+SAMPLE_KERNELS = frozenset({
+    "_Z5saxpyfPKfPfi", "_Z13static_kernelPi", "_Z13reduce_sharedPKfPf", "_Z11with_struct6ParamsPf",
+    "_Z4fillIfEvPT_S0_i", "_Z4fillIiEvPT_S0_i", "_ZN39_GLOBAL__N__1f753215_7_kern_cu_38f7764e13hidden_kernelEPf",
+})

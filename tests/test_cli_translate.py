@@ -9,15 +9,11 @@ from pathlib import Path
 import pytest
 
 from fatkit.formats.hsaco import parse_code_object
-from tests.helpers import sample
+from tests.helpers import SAMPLE_KERNELS, sample
 from tests.test_cli import fatkit
 
 SAMPLES = Path(__file__).parent / "samples"
 SAMPLE_PTX = SAMPLES / "nv_kern_sm90.ptx"
-SAMPLE_KERNELS = {
-    "_Z5saxpyfPKfPfi", "_Z13static_kernelPi", "_Z13reduce_sharedPKfPf", "_Z11with_struct6ParamsPf",
-    "_Z4fillIfEvPT_S0_i", "_Z4fillIiEvPT_S0_i", "_ZN39_GLOBAL__N__1f753215_7_kern_cu_38f7764e13hidden_kernelEPf",
-}
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 GOOD = """
 .visible .entry good(.param .u64 out)

@@ -15,12 +15,9 @@ from fatkit.formats.cubin import cubin_kernel_names
 from fatkit.formats.ptx_header import PtxHeader, parse_ptx_header
 from tests import oracles
 from tests.corpus import corpus_file
+from tests.helpers import SAMPLE_KERNELS
 from tests.helpers import cuobjdump13, cuobjdump_reading, nvcc, sample
 
-KERN_ENTRIES = {
-    "_Z5saxpyfPKfPfi", "_Z13static_kernelPi", "_Z13reduce_sharedPKfPf", "_Z11with_struct6ParamsPf",
-    "_Z4fillIfEvPT_S0_i", "_Z4fillIiEvPT_S0_i", "_ZN39_GLOBAL__N__1f753215_7_kern_cu_38f7764e13hidden_kernelEPf",
-}
 
 
 def without_path_hash(names) -> set[str]:
@@ -55,7 +52,7 @@ def test_nvcc_ptx_sample():
     header = check_against_reference(text)
     assert (header.version, header.target, header.modifiers, header.address_size) == ((9, 0), "sm_90", (), 64)
     assert header.arch == "compute_90"
-    assert set(header.entries) == KERN_ENTRIES and len(header.entries) == 7
+    assert set(header.entries) == SAMPLE_KERNELS and len(header.entries) == 7
     assert set(header.entries) == set(cubin_kernel_names(sample("nv_kern_sm90.cubin").read_bytes()))
 
 
@@ -65,7 +62,7 @@ def test_fatbin_form_ptx(tmp_path):
     assert text.startswith(b"\n" * 8) and b"//" not in text and b"\n\t" not in text  # stripped, de-indented
     header = check_against_reference(text)
     assert (header.version, header.target, header.address_size) == ((9, 0), "sm_90", 64)
-    assert set(header.entries) == KERN_ENTRIES
+    assert set(header.entries) == SAMPLE_KERNELS
     # As stored in the fatbin: one trailing NUL, padding may add more.
     assert parse_ptx_header(text + b"\0") == header == parse_ptx_header(text + b"\0" * 7)
 
@@ -76,7 +73,7 @@ def test_debug_ptx_entries_are_the_cubin_kernels(tmp_path):
     header = check_against_reference(text)
     assert (header.target, header.modifiers) == ("sm_90", ("debug",))
     # nvcc hashes the source path into anonymous-namespace names: compare them without it
-    assert header.functions == 1 and without_path_hash(header.entries) == without_path_hash(KERN_ENTRIES)
+    assert header.functions == 1 and without_path_hash(header.entries) == without_path_hash(SAMPLE_KERNELS)
     cubin = tmp_path / "k.cubin"
     subprocess.run([shutil.which("ptxas") or "ptxas", "-arch=sm_90", "-o", str(cubin), str(tmp_path / "k.ptx")],
                    check=True, capture_output=True, timeout=300)
