@@ -144,9 +144,10 @@ def _scan_archive(source: Source) -> Iterator[Binary]:
         yield scan_buffer(Source(f"{source.name}!{member.name}", view[member.offset:member.offset + member.size]))
 
 
-# What zipfile raises on corrupt archives: bad structure, unsupported versions/methods, broken streams.
-ZIP_ERRORS = (zipfile.BadZipFile, NotImplementedError, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError,
-              RuntimeError, IndexError, KeyError)
+# What zipfile raises on corrupt archives: bad structure, broken streams, and unsupported versions or methods
+# (RuntimeError covers those: zipfile raises its subclass for them).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError, RuntimeError,
+              IndexError, KeyError)
 
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
