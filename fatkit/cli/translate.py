@@ -6,9 +6,8 @@ import hashlib
 import json
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
@@ -19,23 +18,12 @@ from fatkit.cli.progress import file_progress
 from fatkit.cli.render import console, short_path
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.scan import scan_paths
-from fatkit.extract.write import safe_component
+from fatkit.extract.select import PtxModule, ptx_modules
 from fatkit.translate.pipeline import STAGES, Lowered, Options, Prepared, Translation
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
 
 STAGE_NAMES = tuple(name for name, _ in STAGES)
-
-
-@dataclass(frozen=True)
-class PtxModule:
-    """One PTX module to translate: where it came from and the file-name stem its outputs get."""
-
-    source: str
-    container: int | None  # container and entry index inside a binary; None for a .ptx file
-    entry: int | None
-    stem: str
-    text: str
 
 
 @app.command()
@@ -60,7 +48,7 @@ def translate(
     if dump_after is None and output is None:
         raise typer.BadParameter("an output directory is needed (or --dump-after)", param_hint="-o")
     with file_progress(paths, "translating") as on_file:
-        modules = list(_ptx_modules(scan_paths(paths, on_file=on_file)))
+        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
     if dump_after is not None:
         for module in modules:
             _dump(module, targets, dump_after)
@@ -90,40 +78,8 @@ def _targets(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _ptx_modules(binaries) -> Iterator[PtxModule]:
-    """Every PTX entry of every binary; a payload that cannot be read is reported as an error on stderr."""
-    used: set[str] = set()
-    for binary in binaries:
-        name = safe_component(re.split(r"[/!\\]", binary.path)[-1])
-        for error in binary.errors:
-            _warn(f"{binary.path}: {error}")
-        for container in binary.containers:
-            for entry in container.entries:
-                if entry.kind != "ptx":
-                    continue
-                in_file = binary.format == "ptx"
-                stem = (name.removesuffix(".ptx") if in_file
-                        else f"{name}.c{container.index}.e{entry.index}.{safe_component(entry.arch)}")
-                try:
-                    text = entry.payload.decode("utf-8", errors="replace")
-                except FatkitError as exc:
-                    _warn(f"{binary.path}: {exc}")
-                    continue
-                yield PtxModule(binary.path, None if in_file else container.index, None if in_file else entry.index,
-                                _unique(stem, used), text)
-
-
 def _warn(message: str) -> None:
     Console(stderr=True).print(f"[yellow]! {message}[/]", highlight=False)
-
-
-def _unique(stem: str, used: set[str]) -> str:
-    candidate, n = stem, 1
-    while candidate in used:
-        n += 1
-        candidate = f"{stem}-{n}"
-    used.add(candidate)
-    return candidate
 
 
 def _output_dir(output: Path) -> Path:

@@ -1,0 +1,407 @@
+"""The core of lowering: one PTX kernel or `.func` body → llvmlite IR for a `Target`.
+
+Every PTX register and every scalar kernel parameter is an alloca (LLVM's SROA/mem2reg makes SSA of them);
+labels start basic blocks; a guard `@p`/`@!p` becomes a conditional branch around its instruction.
+`Lowering` walks the body and hands each instruction to the handler registered for its opcode (and, where
+integer and floating-point forms are lowered apart, its type family) by the family modules beside this one:
+`@handles("add", family="int")`. Handlers read operands with `read`, write registers with `write` and report
+what they cannot lower with `raise lw.fail(why)`, which names the instruction, its PTX line and the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from fatkit.errors import FatkitError
+from fatkit.translate.ptx import ast
+from fatkit.translate.targets.base import DIM_REGISTERS, KernelParam, KernelSignature, Target
+
+
+class Unsupported(FatkitError):
+    """A kernel uses PTX outside what lowering handles; `kernel`, `instruction` and `line` say where."""
+
+    def __init__(self, kernel: str, what: str, line: int, why: str):
+        super().__init__(f"{kernel}: line {line}: {what}: {why}")
+        self.kernel, self.instruction, self.line, self.why = kernel, what, line, why
+
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F32, F64 = ir.FloatType(), ir.DoubleType()
+_INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64}
+_FLOAT_TYPES = {32: F32, 64: F64}
+
+_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", F32: "f32", F64: "f64"}
+
+
+def llvm_type(ptx_type: str) -> ir.Type | None:
+    """The LLVM type a PTX register or value of `ptx_type` lives in; None for types outside this slice."""
+    if ptx_type == "pred":
+        return I1
+    kind, bits = ptx_type[0], ptx_type[1:]
+    if not bits.isdigit():
+        return None
+    if kind in "bsu":
+        return _INT_TYPES.get(int(bits))
+    if kind == "f":
+        return _FLOAT_TYPES.get(int(bits))
+    return None
+
+
+def align_up(offset: int, alignment: int) -> int:
+    return (offset + alignment - 1) // alignment * alignment
+
+
+def array_size(variable: ast.Variable, element: int) -> int | None:
+    """Bytes of an array variable with every dimension given; None for `[]`."""
+    size = element
+    for dimension in variable.array:
+        if dimension is None:
+            return None
+        size *= dimension
+    return size
+
+
+def kernel_signature(kernel: ast.Function) -> KernelSignature:
+    """CUDA's parameter-buffer layout: each parameter at the next multiple of its alignment."""
+    params, offset = [], 0
+    for param in kernel.params:
+        element = ast.TYPE_SIZES.get(param.type)
+        size = element if element is None or not param.array else array_size(param, element)
+        if param.vector or size is None or llvm_type(param.type) is None:
+            raise Unsupported(kernel.name, f"parameter {param.name}", param.line or kernel.line,
+                              "only scalar integer/floating-point and sized array parameters are supported")
+        align = param.align or element
+        offset = align_up(offset, align)
+        params.append(KernelParam(param.name, param.type, offset, size, align, array=bool(param.array)))
+        offset += size
+    return KernelSignature(kernel.name, tuple(params), offset)
+
+
+def register_types(kernel: ast.Function) -> dict[str, str]:
+    """PTX type of every register the kernel declares, `%r<4>` expanded to `%r0` … `%r3`."""
+    registers: dict[str, str] = {}
+    for variable in kernel.variables():
+        if variable.state_space in ("shared", "local", "param"):
+            continue  # memory, lowered with the kernel
+        if variable.state_space != "reg":
+            raise Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line,
+                              f"variables in .{variable.state_space} are not supported yet")
+        if variable.vector or variable.array or llvm_type(variable.type) is None:
+            raise Unsupported(kernel.name, f".reg .{variable.type} {variable.name}", variable.line,
+                              "only scalar predicate, integer and f32/f64 registers are supported")
+        if variable.count is not None:
+            for i in range(variable.count):
+                registers[f"{variable.name}{i}"] = variable.type
+        else:
+            registers[variable.name] = variable.type
+    return registers
+
+
+Handler = Callable[["Lowering", ast.Instruction], None]
+# (opcode, family) → handler; family None serves every type, "int"/"float"/"half" split an opcode by type.
+HANDLERS: dict[tuple[str, str | None], Handler] = {}
+
+
+def handles(*opcodes: str, family: str | None = None) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the lowering of `opcodes` (of one type family, if given)."""
+    def register(handler: Handler) -> Handler:
+        for opcode in opcodes:
+            if (opcode, family) in HANDLERS:
+                raise RuntimeError(f"two lowerings of {opcode} ({family})")
+            HANDLERS[opcode, family] = handler
+        return handler
+    return register
+
+
+def type_family(ins: ast.Instruction) -> str:
+    """The family of the instruction's first type: "half" (f16, bf16 and their x2 pairs), "float" (f32, f64)
+    or "int" (everything else, and instructions without a type)."""
+    for modifier in ins.modifiers:
+        if modifier in ast.TYPES:
+            if modifier.startswith(("f16", "bf16")):
+                return "half"
+            return "float" if modifier[0] == "f" else "int"
+    return "int"
+
+
+class _StackAlloca(ir.instructions.AllocaInstr):
+    """`alloca` in the target's stack address space (5 on AMDGPU), which llvmlite's builder cannot express."""
+
+    def __init__(self, parent, allocated: ir.Type, address_space: int, name: str):
+        super().__init__(parent, allocated, None, name)
+        self.type = ir.PointerType(addrspace=address_space)
+        self.address_space = address_space
+
+    def descr(self, buf):
+        super().descr(buf)
+        if self.address_space:
+            buf.append(f", addrspace({self.address_space})")
+
+
+
+@dataclass(frozen=True)
+class SharedWindow:
+    """The host's shared memory: one global; a variable's shared address is its offset in it."""
+
+    base: ir.GlobalVariable
+    offsets: dict[str, int]
+
+
+@dataclass
+class _Slot:
+    pointer: ir.Value
+    type: ir.Type
+    ptx_type: str
+
+
+class Lowering:
+    """Lowers the body of a kernel or of a `.func` (then its parameters are all pointers, `array`)."""
+
+    def __init__(self, kernel: ast.Function, params: list[KernelParam], registers: dict[str, str],
+                 target: Target, function: ir.Function, builder: ir.IRBuilder, values: list[ir.Value],
+                 memory: dict[str, tuple[str, ir.Value]], callees):
+        self.kernel, self.target, self.function, self.builder = kernel, target, function, builder
+        self.callees = callees  # module._Callees: the called .func functions and the host's shared window
+        self.entry = builder.block
+        self.slots: dict[str, ir.Value] = {}
+        # The kernel's memory variables: name → (state space, pointer).
+        self.variables: dict[str, tuple[str, ir.Value]] = dict(memory)
+        for variable in kernel.variables():
+            if variable.state_space == "local":
+                self.variables[variable.name] = ("local", self._local(variable))
+        self._call_parameters(kernel)
+        self.registers: dict[str, _Slot] = {}
+        for name, ptx_type in registers.items():
+            self.registers[name] = _Slot(self.alloca(llvm_type(ptx_type), name), llvm_type(ptx_type), ptx_type)
+        self.params: dict[str, _Slot] = {}
+        for param, value in zip(params, values):
+            if param.array:  # already a pointer to the parameter's bytes
+                self.params[param.name] = _Slot(value, value.type, param.type)
+                continue
+            slot = self.alloca(value.type, param.name)
+            builder.store(value, slot, align=param.align)
+            self.params[param.name] = _Slot(slot, value.type, param.type)
+        self.labels = {s.name: function.append_basic_block(s.name.lstrip("$"))
+                       for s in kernel.statements() if type(s) is ast.Label}
+        self.ins: ast.Instruction | None = None
+
+    def alloca(self, llvm_ty: ir.Type, name: str) -> ir.Value:
+        """Stack memory among the allocas that open the entry block (so that a loop does not grow the stack)."""
+        instruction = _StackAlloca(self.entry, llvm_ty, self.target.stack_address_space, name)
+        instructions = self.entry.instructions
+        position = next((i for i, existing in enumerate(instructions) if not isinstance(existing, _StackAlloca)),
+                        len(instructions))
+        instructions.insert(position, instruction)
+        if self.builder.block is self.entry and self.builder._anchor >= position:
+            self.builder._anchor += 1  # the builder inserts at an index; keep it after the new alloca
+        return instruction
+
+    def slot(self, key: str, llvm_ty: ir.Type) -> ir.Value:
+        """A per-function stack slot made on first use (the carry flag of `.cc` chains, scratch buffers)."""
+        if key not in self.slots:
+            self.slots[key] = self.alloca(llvm_ty, key)
+        return self.slots[key]
+
+    def _local(self, variable: ast.Variable) -> ir.Value:
+        """A `.local` variable: per-thread stack bytes at its alignment."""
+        if variable.size_bytes is None:
+            raise Unsupported(self.kernel.name, f".local {variable.name}", variable.line,
+                              "only sized .local variables are supported")
+        storage = self.alloca(ir.ArrayType(I8, variable.size_bytes), variable.name)
+        storage.align = variable.align or variable.element_size
+        return storage
+
+    def _call_parameters(self, kernel: ast.Function) -> None:
+        """`.param` variables of call blocks: stack bytes. nvcc reuses names (`param0`) in block after
+        block with other types, so each name gets one buffer of its largest size and alignment."""
+        sizes: dict[str, tuple[int, int]] = {}
+        for variable in kernel.variables():
+            if variable.state_space != "param":
+                continue
+            if variable.size_bytes is None:
+                raise Unsupported(kernel.name, f".param {variable.name}", variable.line,
+                                  "only sized .param variables are supported")
+            size, align = sizes.get(variable.name, (0, 1))
+            sizes[variable.name] = (max(size, variable.size_bytes),
+                                    max(align, variable.align or variable.element_size))
+        for name, (size, align) in sizes.items():
+            storage = self.alloca(ir.ArrayType(I8, size), name)
+            storage.align = align
+            self.variables[name] = ("param", storage)
+
+    # ---------------------------------------------------------------------------------------- driver
+
+    def run(self) -> None:
+        for statement in self.kernel.statements():
+            kind = type(statement)
+            if kind is ast.Label:
+                self.start(self.labels[statement.name])
+            elif kind is ast.Instruction:
+                self.ins = statement
+                self._instruction(statement)
+            elif kind in (ast.Pragma, ast.Loc, ast.Block, ast.Variable):
+                continue  # hints, debug lines, scopes and (already declared) registers
+            else:
+                raise Unsupported(self.kernel.name, kind.__name__, getattr(statement, "line", 0),
+                                  "statement not supported yet")
+        if not self.builder.block.is_terminated:
+            self.builder.ret_void()
+
+    def start(self, block: ir.Block) -> None:
+        """Continue in `block`, falling through into it from the current block."""
+        if not self.builder.block.is_terminated:
+            self.builder.branch(block)
+        self.builder.position_at_end(block)
+
+    def fail(self, why: str) -> Unsupported:
+        return Unsupported(self.kernel.name, self.ins.name, self.ins.line, why)
+
+    def _instruction(self, ins: ast.Instruction) -> None:
+        handler = HANDLERS.get((ins.opcode, type_family(ins))) or HANDLERS.get((ins.opcode, None))
+        if handler is None:
+            raise self.fail("instruction not supported yet")
+        if self.builder.block.is_terminated:  # code after bra/ret without a label: unreachable
+            self.builder.position_at_end(self.function.append_basic_block("dead"))
+        if ins.guard is None:
+            handler(self, ins)
+            return
+        predicate = self.load_register(ins.guard.register, "pred")
+        if ins.guard.negated:
+            predicate = self.builder.not_(predicate)
+        if ins.opcode == "bra":
+            following = self.function.append_basic_block("next")
+            self.builder.cbranch(predicate, self.label(ins.operands[0]), following)
+            self.builder.position_at_end(following)
+            return
+        guarded = self.function.append_basic_block("guarded")
+        following = self.function.append_basic_block("next")
+        self.builder.cbranch(predicate, guarded, following)
+        self.builder.position_at_end(guarded)
+        handler(self, ins)
+        self.start(following)
+
+    # ---------------------------------------------------------------------------------------- operands
+
+    def types(self, ins: ast.Instruction, count: int) -> list[str]:
+        types = [m for m in ins.modifiers if m in ast.TYPES]
+        if len(types) != count:
+            raise self.fail(f"expected {count} type modifier(s)")
+        for t in types:
+            if llvm_type(t) is None:
+                raise self.fail(f"type .{t} not supported yet")
+        return types
+
+    def check_modifiers(self, ins: ast.Instruction, allowed: set[str]) -> None:
+        extra = [m for m in ins.modifiers if m not in allowed and m not in ast.TYPES]
+        if extra:
+            raise self.fail(f"modifier .{extra[0]} not supported yet")
+
+    def operands(self, ins: ast.Instruction, count: int) -> tuple[ast.Operand, ...]:
+        if len(ins.operands) != count:
+            raise self.fail(f"expected {count} operands, found {len(ins.operands)}")
+        return ins.operands
+
+    def register(self, operand: ast.Operand) -> _Slot:
+        if type(operand) is not ast.Name or operand.component is not None or operand.name not in self.registers:
+            raise self.fail(f"operand {operand} is not a declared scalar register")
+        return self.registers[operand.name]
+
+    def load_register(self, name: str, ptx_type: str) -> ir.Value:
+        if name not in self.registers:
+            raise self.fail(f"{name} is not a declared register")
+        slot = self.registers[name]
+        return self.convert(self.builder.load(slot.pointer, typ=slot.type), slot.ptx_type, ptx_type)
+
+    def convert(self, value: ir.Value, have: str, want: str) -> ir.Value:
+        """A register of PTX type `have` read or written as `want`: same size → bits; else resize by sign."""
+        source, target = llvm_type(have), llvm_type(want)
+        if source == target:
+            return value
+        if (source == I1) != (target == I1):
+            raise self.fail(f"a .{have} register used as .{want}")
+        if ast.TYPE_SIZES[have] == ast.TYPE_SIZES[want]:
+            return self.builder.bitcast(value, target)
+        if have[0] == "f" or want[0] == "f":
+            raise self.fail(f"a .{have} register used as .{want}")
+        if ast.TYPE_SIZES[have] > ast.TYPE_SIZES[want]:
+            return self.builder.trunc(value, target)
+        return (self.builder.sext if have[0] == "s" else self.builder.zext)(value, target)
+
+    def read(self, operand: ast.Operand, ptx_type: str) -> ir.Value:
+        """A source operand as a value of `ptx_type`."""
+        ty, kind = llvm_type(ptx_type), type(operand)
+        if kind is ast.IntImm and ty != I1:
+            if isinstance(ty, ir.IntType):
+                return ir.Constant(ty, operand.value & ((1 << ty.width) - 1))
+            return ir.Constant(ty, float(operand.value))
+        if kind is ast.FloatImm:
+            if ty in (F32, F64):
+                value = ast.FloatImm(operand.bits, operand.width).value
+                return ir.Constant(ty, value)
+            if isinstance(ty, ir.IntType) and ty.width == operand.width:
+                return ir.Constant(ty, operand.bits)
+            raise self.fail(f"a {operand.width}-bit float literal used as .{ptx_type}")
+        if kind is ast.Name and operand.name in DIM_REGISTERS:
+            if operand.component not in ("x", "y", "z"):
+                raise self.fail(f"special register {operand.name} needs .x/.y/.z")
+            value = self.target.special_register(self.builder, operand.name, operand.component)
+            return self.convert(value, "u32", ptx_type)
+        window = self.callees.window
+        if kind is ast.Name and operand.component is None and window and operand.name in window.offsets:
+            return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
+        if kind is ast.Name and operand.component is None and operand.name in self.variables:
+            return self.builder.ptrtoint(self.variables[operand.name][1], ty)  # its address in its space
+        if kind is ast.Name and operand.is_special_register:
+            raise self.fail(f"special register {operand.name} not supported yet")
+        if kind is ast.Name and operand.component is None and operand.name in self.registers:
+            return self.load_register(operand.name, ptx_type)
+        raise self.fail(f"operand {operand} not supported yet")
+
+    def write(self, operand: ast.Operand, value: ir.Value, ptx_type: str) -> None:
+        slot = self.register(operand)
+        self.builder.store(self.convert(value, ptx_type, slot.ptx_type), slot.pointer)
+
+    def intrinsic(self, name: str, args: list[ir.Value], result: ir.Type | None = None) -> ir.Value:
+        """Call an overloaded LLVM intrinsic; the overload is the result type (if it differs) and the
+        first argument's type, as for llvm.fma/floor/fptosi.sat."""
+        overloads = ([result] if result is not None else []) + [args[0].type]
+        full = name + "".join("." + _MANGLED[t] for t in overloads)
+        module = self.builder.module
+        function = module.globals.get(full) or ir.Function(
+            module, ir.FunctionType(result or args[0].type, [a.type for a in args]), full)
+        return self.builder.call(function, args)
+
+    def label(self, operand: ast.Operand) -> ir.Block:
+        if type(operand) is not ast.Name or operand.name not in self.labels:
+            raise self.fail(f"branch target {operand} is not a label of this kernel")
+        return self.labels[operand.name]
+
+    def address_space(self, space: str) -> int:
+        spaces = {"global": self.target.global_address_space, "shared": self.target.shared_address_space,
+                  "local": self.target.stack_address_space, "const": self.target.constant_address_space,
+                  "generic": 0}
+        if spaces[space] is None:
+            raise self.fail(f"the {self.target.name} target has no .{space} memory")
+        return spaces[space]
+
+    def address(self, operand: ast.Operand, space: str) -> ir.Value:
+        """A pointer for `[base+offset]`: base a parameter, a variable of this kernel or a register holding
+        an address of `space` (32-bit offsets for .shared/.local on AMDGPU, inttoptr truncates to them)."""
+        if type(operand) is not ast.Address or operand.base is None or operand.extra:
+            raise self.fail("address operand must be [base] or [base+offset]")
+        base, offset = operand.base, ir.Constant(I64, operand.offset)
+        if space == "param" and base.name in self.params:
+            pointer = self.params[base.name].pointer
+        elif base.name in self.variables:
+            variable_space, pointer = self.variables[base.name]
+            if variable_space != space:
+                raise self.fail(f"{base.name} is a .{variable_space} variable, accessed as .{space}")
+        elif space == "shared" and self.callees.window:
+            pointer = self.builder.gep(self.callees.window.base, [self.read(base, "u32")], source_etype=I8)
+        else:
+            integer = self.read(base, "u64")
+            pointer = self.builder.inttoptr(integer, ir.PointerType(addrspace=self.address_space(space)))
+        return self.builder.gep(pointer, [offset], source_etype=I8)
