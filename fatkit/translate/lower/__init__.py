@@ -5,7 +5,7 @@
 family modules below registers their handlers.
 """
 
-from fatkit.translate.lower import compare, control, convert, floating, integer, memory  # noqa: F401
+from fatkit.translate.lower import compare, control, convert, floating, integer, memory, special, sync  # noqa: F401
 from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type, register_types
 from fatkit.translate.lower.module import lower_kernel
 

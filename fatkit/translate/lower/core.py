@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError
 from fatkit.translate.ptx import ast
-from fatkit.translate.targets.base import DIM_REGISTERS, KernelParam, KernelSignature, Target
+from fatkit.translate.targets.base import KernelParam, KernelSignature, Target
 
 
 class Unsupported(FatkitError):
@@ -113,6 +113,22 @@ def handles(*opcodes: str, family: str | None = None) -> Callable[[Handler], Han
                 raise RuntimeError(f"two lowerings of {opcode} ({family})")
             HANDLERS[opcode, family] = handler
         return handler
+    return register
+
+
+SpecialReader = Callable[["Lowering", ast.Name], tuple[ir.Value, str]]
+# Special register name (`%tid`, `%laneid`, `%envreg3`) → its reader: the value and its PTX type (u32/u64).
+SPECIAL_REGISTERS: dict[str, SpecialReader] = {}
+
+
+def reads_special(*names: str) -> Callable[[SpecialReader], SpecialReader]:
+    """Register the decorated function as the reader of the special registers `names`."""
+    def register(reader: SpecialReader) -> SpecialReader:
+        for name in names:
+            if name in SPECIAL_REGISTERS:
+                raise RuntimeError(f"two readers of {name}")
+            SPECIAL_REGISTERS[name] = reader
+        return reader
     return register
 
 
@@ -344,11 +360,9 @@ class Lowering:
             if isinstance(ty, ir.IntType) and ty.width == operand.width:
                 return ir.Constant(ty, operand.bits)
             raise self.fail(f"a {operand.width}-bit float literal used as .{ptx_type}")
-        if kind is ast.Name and operand.name in DIM_REGISTERS:
-            if operand.component not in ("x", "y", "z"):
-                raise self.fail(f"special register {operand.name} needs .x/.y/.z")
-            value = self.target.special_register(self.builder, operand.name, operand.component)
-            return self.convert(value, "u32", ptx_type)
+        if kind is ast.Name and operand.name in SPECIAL_REGISTERS:
+            value, natural = SPECIAL_REGISTERS[operand.name](self, operand)
+            return self.convert(value, natural, ptx_type)
         window = self.callees.window
         if kind is ast.Name and operand.component is None and window and operand.name in window.offsets:
             return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
