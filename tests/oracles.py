@@ -1,4 +1,4 @@
-"""The peer tools fatkit is checked against: cuobjdump 13.x, cuobjdump 12.8 and clang-offload-bundler.
+"""The peer tools fatkit is checked against: cuobjdump 13.x, cuobjdump 12.8, clang-offload-bundler and LLVM 19.
 
 Each locator returns None when its tool is not available (tests then skip). Facts about what each tool
 lists, misses and fails on in the corpus are in tests/ORACLES.md.
@@ -135,6 +135,16 @@ def offload_bundler() -> Path | None:
         return BUNDLER_PATH
     found = shutil.which("clang-offload-bundler-22")
     return Path(found) if found else None
+
+
+@functools.cache
+def llvm19(tool: str) -> Path | None:
+    """`llvm-readelf`/`llvm-objdump` of LLVM 19 (Debian `llvm-19`), the oldest LLVM whose tools must read our
+    code objects."""
+    for candidate in (Path("/usr/lib/llvm-19/bin") / tool, shutil.which(f"{tool}-19")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------

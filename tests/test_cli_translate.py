@@ -126,3 +126,28 @@ def test_bad_options_are_usage_errors(tmp_path):
     fatkit("translate", str(SAMPLE_PTX), "--target", "sm_90", "-o", str(tmp_path), check=2)
     fatkit("translate", str(SAMPLE_PTX), "--target", "gfx942", "--dump-after", "nope", check=2)
     fatkit("translate", str(SAMPLE_PTX), "--target", "gfx942", check=2)  # neither -o nor --dump-after
+
+
+def test_emit_writes_objects_assembly_and_llvm_ir(tmp_path):
+    from llvmlite import binding as llvm
+
+    from fatkit.formats.elf import ET_REL, ElfView
+    from fatkit.formats.hsaco import EM_AMDGPU
+
+    outputs = {}
+    for kind in ("obj", "asm", "llvm"):
+        report = translate_json(str(SAMPLE_PTX), "--target", "gfx1100", "-o", str(tmp_path), "--emit", kind)
+        (module,) = report["modules"]
+        outputs[kind] = Path(module["output"])
+        assert outputs[kind].name == f"nv_kern_sm90.gfx1100.{ {'obj': 'o', 'asm': 's', 'llvm': 'll'}[kind] }"
+    relocatable = ElfView(outputs["obj"].read_bytes())
+    assert relocatable.e_type == ET_REL and relocatable.e_machine == EM_AMDGPU
+    assembly = outputs["asm"].read_text()
+    assert '.amdgcn_target "amdgcn-amd-amdhsa--gfx1100"' in assembly
+    ir = llvm.parse_assembly(outputs["llvm"].read_text())
+    kernels = {f.name for f in ir.functions if not f.is_declaration}
+    for name in SAMPLE_KERNELS:
+        assert f"\n{name}:" in assembly
+        assert name in kernels
+    assert fatkit("translate", str(SAMPLE_PTX), "--target", "gfx1100", "-o", str(tmp_path), "--emit", "exe",
+                  check=2).returncode == 2

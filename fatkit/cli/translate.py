@@ -24,6 +24,7 @@ from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
 
 STAGE_NAMES = tuple(name for name, _ in STAGES)
+EMIT_SUFFIX = {"hsaco": "hsaco", "obj": "o", "asm": "s", "llvm": "ll"}  # --emit kind → file suffix
 
 
 @app.command()
@@ -36,6 +37,9 @@ def translate(
     dump_after: Optional[str] = typer.Option(None, "--dump-after", metavar="STAGE",
                                              help=f"Print this stage's output per module and stop: "
                                                   f"{', '.join(STAGE_NAMES)}."),
+    emit: str = typer.Option("hsaco", "--emit", metavar="KIND",
+                             help="What to write per module and target: hsaco (linked, validated code object), "
+                                  "obj (relocatable object), asm (AMDGPU assembly) or llvm (optimised LLVM IR)."),
     as_json: bool = typer.Option(False, "--json", help="Print the per-module, per-kernel report as JSON."),
 ) -> None:
     """Translate PTX to AMD code objects (`<name>.<target>.hsaco`); unsupported kernels are reported and skipped.
@@ -43,6 +47,8 @@ def translate(
     Every PTX entry of a binary is a module, named after the binary, container and entry as `fatkit extract` does.
     """
     targets = _targets(target)
+    if emit not in EMIT_SUFFIX:
+        raise typer.BadParameter(f"one of {', '.join(EMIT_SUFFIX)}, not {emit!r}", param_hint="--emit")
     if dump_after is not None and dump_after not in STAGE_NAMES:
         raise typer.BadParameter(f"one of {', '.join(STAGE_NAMES)}, not {dump_after!r}", param_hint="--dump-after")
     if dump_after is None and output is None:
@@ -54,7 +60,7 @@ def translate(
             _dump(module, targets, dump_after)
         return
     outdir = _output_dir(output)
-    reports = [_translate_module(module, name, outdir) for module in modules for name in targets]
+    reports = [_translate_module(module, name, outdir, emit) for module in modules for name in targets]
     if as_json:
         sys.stdout.write(json.dumps({"modules": reports}, indent=2) + "\n")
     else:
@@ -94,8 +100,8 @@ def _stage(name: str):
     return dict(STAGES)[name]
 
 
-def _translate_module(module: PtxModule, target: str, outdir: Path) -> dict[str, Any]:
-    """Run the stages for one target; write the code object when any kernel translated."""
+def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str) -> dict[str, Any]:
+    """Run the stages for one target; write the code object (or what --emit asks for) when any kernel lowered."""
     options = Options(target=target)
     report: dict[str, Any] = {
         "source": module.source, "container": module.container, "entry": module.entry,
@@ -112,14 +118,18 @@ def _translate_module(module: PtxModule, target: str, outdir: Path) -> dict[str,
     if not lowered.kernels:
         return report
     try:
-        translation: Translation = _stage("validate")(_stage("codegen")(lowered, options), options)
+        if emit == "hsaco":
+            translation: Translation = _stage("validate")(_stage("codegen")(lowered, options), options)
+            product = translation.product
+        else:
+            product = lowered.target.emit(list(lowered.kernels), options.opt_level, emit)
     except FatkitError as exc:
         for kernel in report["kernels"]:
             if kernel["status"] == "ok":
                 kernel.update(status="error", reason=str(exc))
         return report
-    path = outdir / f"{module.stem}.{target}.hsaco"
-    path.write_bytes(translation.product)
+    path = outdir / f"{module.stem}.{target}.{EMIT_SUFFIX[emit]}"
+    path.write_bytes(product)
     report["output"] = str(path)
     return report
 

@@ -34,6 +34,7 @@ _WORKGROUP_ID = {c: f"llvm.amdgcn.workgroup.id.{c}" for c in "xyz"}
 _BLOCK_COUNT_OFFSET = {"x": 0, "y": 4, "z": 8}  # i32 hidden_block_count_*
 _GROUP_SIZE_OFFSET = {"x": 12, "y": 14, "z": 16}  # i16 hidden_group_size_*
 _CODEGEN_TIMEOUT_S = 300
+EMIT_KINDS = ("obj", "asm", "llvm")  # what `emit` writes besides linked code objects
 
 
 def wavefront_size(processor: str) -> int:
@@ -109,16 +110,23 @@ class AmdgpuTarget(Target):
 
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """Compile in a child process to a relocatable object, then link it to an ET_DYN code object."""
+        return link(self.emit(kernels, opt_level, "obj"))
+
+    def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
+        """The kernels linked into one LLVM module, optimised and compiled in a child process, as `kind`:
+        "obj" (a relocatable object), "asm" (AMDGPU assembly) or "llvm" (the optimised IR)."""
+        if kind not in EMIT_KINDS:
+            raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
         child = subprocess.run(
             [sys.executable, "-c", "from fatkit.translate.targets.amdgpu import codegen_child; codegen_child()",
-             self.processor, str(opt_level)],
+             self.processor, str(opt_level), kind],
             input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         if child.returncode != 0:
             detail = child.stderr.decode(errors="replace").strip().splitlines()[-5:]
             raise FatkitError(f"LLVM codegen for {self.processor} failed (exit {child.returncode}): "
                               + " | ".join(detail))
-        return link(child.stdout)
+        return child.stdout
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
         """Re-read the code object: processor, v5, kernel names, explicit kernarg layout, LDS size, wave size."""
@@ -185,8 +193,8 @@ def link(relocatable: bytes) -> bytes:
 
 
 def codegen_child() -> None:
-    """Child process entry: NUL-separated LLVM modules on stdin → one relocatable object on stdout."""
-    processor, opt_level = sys.argv[1], int(sys.argv[2])
+    """Child process entry: NUL-separated LLVM modules on stdin → what argv[3] asks for on stdout."""
+    processor, opt_level, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     texts = sys.stdin.buffer.read().decode().split("\0")
     machine = _target_machine(processor, opt_level)
     module = llvm.parse_assembly(texts[0])
@@ -197,4 +205,9 @@ def codegen_child() -> None:
         tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         builder = llvm.create_pass_builder(machine, tuning)
         builder.getModulePassManager().run(module, builder)
-    sys.stdout.buffer.write(machine.emit_object(module))
+    if kind == "llvm":
+        sys.stdout.buffer.write(str(module).encode())
+    elif kind == "asm":
+        sys.stdout.buffer.write(machine.emit_assembly(module).encode())
+    else:
+        sys.stdout.buffer.write(machine.emit_object(module))

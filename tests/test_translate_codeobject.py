@@ -1,0 +1,72 @@
+"""Structural checks of produced AMD code objects with LLVM's own tools, per processor family.
+
+Every code object must decode with LLVM 19's `llvm-readelf --notes` and `llvm-objdump -d` (the oldest LLVM
+whose tools ROCm users have), not only with fatkit's reader and the LLVM 22 that wrote it. LLVM 19 does not
+know gfx950 (added in LLVM 20); that processor is checked with LLVM 22's tools.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fatkit.formats.hsaco import parse_code_object
+from fatkit.translate.pipeline import Options, translate
+from tests import oracles
+from tests.helpers import LLVM_BIN
+
+SAMPLES = Path(__file__).parent / "samples"
+MODULES = (SAMPLES / "nv_kern_sm90.ptx", SAMPLES / "ptx" / "basics.sm_80.ptx")
+# processor → wave size LLVM compiles it for
+PROCESSORS = {"gfx90a": 64, "gfx942": 64, "gfx950": 64, "gfx1030": 32, "gfx1100": 32, "gfx1201": 32}
+LLVM19_LACKS = {"gfx950"}
+
+
+def _tool(name: str, processor: str) -> Path:
+    if processor in LLVM19_LACKS:
+        return LLVM_BIN / name
+    tool = oracles.llvm19(name)
+    if tool is None:
+        pytest.skip(f"{name}-19 not installed (Debian llvm-19)")
+    return tool
+
+
+def _run(argv: list) -> str:
+    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr.lower(), result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("processor", PROCESSORS)
+def test_code_objects_decode_with_llvm_tools(processor, tmp_path):
+    wave = PROCESSORS[processor]
+    for module in MODULES:
+        translation = translate(module.read_text(), Options(target=processor))
+        path = tmp_path / f"{module.stem}.{processor}.hsaco"
+        path.write_bytes(translation.product)
+        kernels = [k.name for k in translation.kernels if k.status == "ok"]
+        assert kernels
+
+        code_object = parse_code_object(translation.product)  # fatkit's own reader agrees
+        assert code_object.processor == processor and code_object.code_object_version == 5
+        assert sorted(k.name for k in code_object.kernels) == sorted(kernels)
+
+        notes = _run([_tool("llvm-readelf", processor), "--notes", path])
+        assert "NT_AMDGPU_METADATA" in notes
+        assert re.search(r"amdhsa\.target:\s+amdgcn-amd-amdhsa--" + processor, notes)
+        assert re.search(r"amdhsa\.version:\s+-\s+1\s+-\s+2", notes)  # code object v5
+        for name in kernels:
+            assert f".name:           {name}\n" in notes
+            assert f".symbol:         {name}.kd" in notes
+        assert set(re.findall(r"\.wavefront_size:\s+(\d+)", notes)) == {str(wave)}
+
+        disassembly = _run([_tool("llvm-objdump", processor), "-d", f"--mcpu={processor}", path])
+        assert "<unknown>" not in disassembly
+        for name in kernels:
+            body = re.search(rf"^[0-9a-f]+ <{re.escape(name)}>:\n((?:\t.*\n)+)", disassembly, re.M)
+            assert body, f"{name} not disassembled"
+            assert re.search(r"\ts_endpgm\b", body.group(1))
