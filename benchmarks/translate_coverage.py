@@ -18,14 +18,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from corpus import corpus_files  # noqa: E402
 
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
 from fatkit.translate.pipeline import Options, lower, parse, passes  # noqa: E402
+from tests.corpus import corpus_files  # noqa: E402
 
 
 def main() -> None:
