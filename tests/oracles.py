@@ -81,20 +81,34 @@ def _release(tool: Path) -> str | None:
 # locating the tools
 
 
-@functools.cache
-def cuobjdump13() -> Path | None:
-    """cuobjdump 13.x from the PyPI package nvidia-cuda-cuobjdump."""
+def _packaged_tool(distribution: str, name: str) -> Path | None:
+    """`bin/<name>` of an installed PyPI distribution (NVIDIA ships its tools as wheels)."""
     try:
-        dist = importlib.metadata.distribution("nvidia-cuda-cuobjdump")
+        dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
     for file in dist.files or ():
-        if file.name == "cuobjdump" and file.parent.name == "bin":
-            path = Path(dist.locate_file(file))
-            release = _release(path)
-            if release and release.startswith("13."):
-                return path
+        if file.name == name and file.parent.name == "bin":
+            return Path(dist.locate_file(file))
     return None
+
+
+@functools.cache
+def cuobjdump13() -> Path | None:
+    """cuobjdump 13.x from the PyPI package nvidia-cuda-cuobjdump."""
+    path = _packaged_tool("nvidia-cuda-cuobjdump", "cuobjdump")
+    release = _release(path) if path else None
+    return path if release and release.startswith("13.") else None
+
+
+@functools.cache
+def ptxas() -> Path | None:
+    """ptxas 13.x: the CUDA toolkit's on PATH, else the one of the PyPI package nvidia-cuda-nvcc."""
+    found = shutil.which("ptxas")
+    path = Path(found) if found else _packaged_tool("nvidia-cuda-nvcc", "ptxas")
+    if path is not None and not os.access(path, os.X_OK):
+        path.chmod(path.stat().st_mode | 0o111)  # wheels do not always keep the executable bit
+    return path
 
 
 @functools.cache

@@ -22,6 +22,7 @@ from fatkit.extract.select import PtxModule, ptx_modules
 from fatkit.translate.pipeline import STAGES, Lowered, Options, Prepared, Translation
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
+from fatkit.translate.targets.nvptx import is_nvptx_target
 
 STAGE_NAMES = tuple(name for name, _ in STAGES)
 EMIT_SUFFIX = {"hsaco": "hsaco", "obj": "o", "asm": "s", "llvm": "ll"}  # --emit kind → file suffix
@@ -30,7 +31,9 @@ EMIT_SUFFIX = {"hsaco": "hsaco", "obj": "o", "asm": "s", "llvm": "ll"}  # --emit
 @app.command()
 def translate(
     paths: List[Path] = typer.Argument(..., help=".ptx files, or binaries/directories/archives holding PTX."),
-    target: str = typer.Option(..., "--target", help="AMD processors, comma-separated: gfx942,gfx1100"),
+    target: str = typer.Option(..., "--target",
+                               help="AMD processors, comma-separated: gfx942,gfx1100. An NVIDIA sm_XX (sm_90) "
+                                    "writes fatkit's re-lowered PTX instead: a verification target."),
     output: Optional[Path] = typer.Option(None, "-o", "--output",
                                           help="Directory for the code objects (created if missing)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any kernel is unsupported."),
@@ -49,6 +52,8 @@ def translate(
     targets = _targets(target)
     if emit not in EMIT_SUFFIX:
         raise typer.BadParameter(f"one of {', '.join(EMIT_SUFFIX)}, not {emit!r}", param_hint="--emit")
+    if emit != "hsaco" and any(is_nvptx_target(t) for t in targets):
+        raise typer.BadParameter("obj/asm/llvm are for AMD targets; an sm_XX target writes PTX", param_hint="--emit")
     if dump_after is not None and dump_after not in STAGE_NAMES:
         raise typer.BadParameter(f"one of {', '.join(STAGE_NAMES)}, not {dump_after!r}", param_hint="--dump-after")
     if dump_after is None and output is None:
@@ -78,9 +83,10 @@ def translate(
 
 def _targets(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in names if not re.fullmatch(r"gfx[0-9a-f]+", t)]
+    bad = [t for t in names if not re.fullmatch(r"gfx[0-9a-f]+", t) and not is_nvptx_target(t)]
     if not names or bad:
-        raise typer.BadParameter(f"AMD processors like gfx942,gfx1100, not {text!r}", param_hint="--target")
+        raise typer.BadParameter(f"AMD processors like gfx942,gfx1100 (or sm_90 for verification), not {text!r}",
+                                 param_hint="--target")
     return list(dict.fromkeys(names))
 
 
@@ -128,7 +134,7 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str) -
             if kernel["status"] == "ok":
                 kernel.update(status="error", reason=str(exc))
         return report
-    path = outdir / f"{module.stem}.{target}.{EMIT_SUFFIX[emit]}"
+    path = outdir / f"{module.stem}.{target}.{'ptx' if is_nvptx_target(target) else EMIT_SUFFIX[emit]}"
     path.write_bytes(product)
     report["output"] = str(path)
     return report

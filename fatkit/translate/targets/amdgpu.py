@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.hsaco import CodeObject, parse_code_object
-from fatkit.translate.targets.base import LoweredKernel, Target
+from fatkit.translate.targets.base import LoweredKernel, PointerTo, Target
 
 TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
@@ -70,7 +70,7 @@ class AmdgpuTarget(Target):
         return wavefront_size(self.processor)
 
     def define_kernel(self, module, signature, param_types):
-        types = [_ByrefPointer(t) if isinstance(t, ir.ArrayType) else t for t in param_types]
+        types = [PointerTo(t, addrspace=4) if isinstance(t, ir.ArrayType) else t for t in param_types]
         function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
         function.calling_convention = "amdgpu_kernel"
         for argument, param in zip(function.args, signature.params):
@@ -145,14 +145,6 @@ class AmdgpuTarget(Target):
         for name, lowered in expected.items():
             _check_kernel(produced[name], lowered, self.wavefront_size)
         return code_object
-
-
-class _ByrefPointer(ir.PointerType):
-    """`ptr addrspace(4)` that remembers the array it points at, for the `byref(<type>)` attribute."""
-
-    def __init__(self, pointee: ir.Type):
-        super().__init__(addrspace=4)
-        self.pointee = pointee
 
 
 def _check_kernel(kernel, lowered: LoweredKernel, wave: int) -> None:
