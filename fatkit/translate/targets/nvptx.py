@@ -76,6 +76,13 @@ class NvptxTarget(Target):
             builder.module, ir.FunctionType(ir.VoidType(), ()), name)
         builder.call(function, [])
 
+    def approximate(self, builder, function, value):
+        # The PTX instruction itself (inline assembly): the re-lowered kernel then computes exactly what
+        # the original does, so the differential harness compares bit for bit.
+        f32 = value.type
+        instruction = ir.InlineAsm(ir.FunctionType(f32, [f32]), f"{function}.approx.f32 $0, $1;", "=f,f")
+        return builder.call(instruction, [value])
+
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
         we want to see, and this target only runs in verification."""

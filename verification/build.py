@@ -1,0 +1,131 @@
+"""Builds the differential suite: original PTX and fatkit's re-lowered PTX for every case, plus a manifest.
+
+    python verification/build.py [-o verification/build] [--only SUBSTRING]
+
+Cases: one kernel per instruction form (verification/families.py) and the CUDA programs of
+verification/programs.py, compiled by nvcc to PTX for several compute_* versions and optimisation levels.
+Each is translated by fatkit for the `sm_90` verification target; a case fatkit cannot translate is kept
+in the manifest with the reason (the report counts it as not passing). Then, on the GPU machine:
+
+    python verification/runner.py verification/build      # needs numpy + cupy only
+    python verification/report.py verification/build/results.json   # here: REPORT.md + results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from families import all_cases, table_module  # noqa: E402
+from programs import PROGRAMS, VARIANTS  # noqa: E402
+
+from fatkit.errors import FatkitError  # noqa: E402
+from fatkit.translate.pipeline import Options, translate  # noqa: E402
+
+TARGET = "sm_90"
+TABLE_THREADS = 4096
+# 64-bit input patterns every table case sees in every (a, b) pair: integer boundaries, f32 values in the
+# low word (±0, ±1, ±inf, NaNs, subnormals, extremes, ties), f64 values, f16/bf16 values in the low half.
+EDGES = [
+    0, 1, 2, 31, 32, 33, 63, 64, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
+    0x100000000, 0x7FFFFFFFFFFFFFFF, 0x8000000000000000, 0xFFFFFFFFFFFFFFFF,
+    0x3F800000, 0xBF800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0x00000001, 0x007FFFFF,
+    0x00800000, 0x80000001, 0x7F7FFFFF, 0x3F000000, 0x3FC00000, 0x40200000, 0xC0200000, 0x4B000001,
+    0x3FF0000000000000, 0x7FF0000000000000, 0xFFF0000000000000, 0x7FF8000000000000, 0x000FFFFFFFFFFFFF,
+    0x0010000000000000, 0x7FEFFFFFFFFFFFFF, 0x3FE0000000000000, 0x4330000000000001,
+    0x3C00, 0x7C00, 0xFC00, 0x7E00, 0x03FF, 0x0400, 0x7BFF, 0x3800, 0x3C007E00, 0x7F80, 0x3F80BF80,
+]
+
+
+def _translate(text: str) -> tuple[bytes | None, dict[str, str]]:
+    """The re-lowered PTX and each kernel's status ("ok" or the reason it is not)."""
+    try:
+        translation = translate(text, Options(target=TARGET))
+    except FatkitError as exc:
+        return None, {"*": str(exc)}
+    except Exception as exc:  # a translator bug: recorded as the case's failure, the suite goes on
+        return None, {"*": f"translator crashed: {type(exc).__name__}: {exc}"}
+    return translation.product, {k.name: "ok" if k.status == "ok" else (k.reason or k.status)
+                                 for k in translation.kernels}
+
+
+def _case_record(name: str, family: str, kernel: str, original: Path, product: bytes | None,
+                 statuses: dict[str, str], out: Path) -> dict:
+    status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
+    record = {"name": name, "family": family, "kernel": kernel, "original": original.name}
+    if product is None or status != "ok":
+        record.update(status="not-translated", reason=status)
+        return record
+    relowered = out / f"{original.stem.removesuffix('.orig')}.fatkit.ptx"
+    if not relowered.exists():
+        relowered.write_bytes(product)
+    record.update(status="translated", relowered=relowered.name)
+    return record
+
+
+def build_tables(out: Path, only: str | None) -> list[dict]:
+    records = []
+    for case in all_cases():
+        if only and only not in case.name:
+            continue
+        text = table_module(case, TARGET)
+        original = out / f"{case.name}.orig.ptx"
+        original.write_text(text)
+        product, statuses = _translate(text)
+        record = _case_record(case.name, case.family, case.name, original, product, statuses, out)
+        record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp)
+        records.append(record)
+    return records
+
+
+def build_programs(out: Path, only: str | None) -> list[dict]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("nvcc not on PATH: the CUDA program cases need it")
+    records = []
+    for program in PROGRAMS:
+        for variant, arch, flags in VARIANTS:
+            stem = f"{program.name}.{arch}.{variant}"
+            if only and only not in stem:
+                continue
+            original = out / f"{stem}.orig.ptx"
+            subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(HERE / "cuda" / program.source), "-o",
+                            str(original)], check=True, capture_output=True)
+            product, statuses = _translate(original.read_text())
+            for launch in program.launches:
+                record = _case_record(f"{stem}.{launch.kernel}", f"program:{program.name}", launch.kernel,
+                                      original, product, statuses, out)
+                record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
+                              params=[p.manifest() for p in launch.params])
+                records.append(record)
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-o", "--output", type=Path, default=HERE / "build")
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    if args.output.exists():
+        shutil.rmtree(args.output)
+    args.output.mkdir(parents=True)
+    started = time.perf_counter()
+    cases = build_tables(args.output, args.only) + build_programs(args.output, args.only)
+    meta = {"target": TARGET, "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": "python verification/build.py" + (f" --only {args.only}" if args.only else "")}
+    (args.output / "manifest.json").write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))
+    translated = sum(c["status"] == "translated" for c in cases)
+    print(f"{len(cases)} cases, {translated} translated, in {time.perf_counter() - started:.0f} s → {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""The instruction-family cases of the differential suite: one small PTX kernel per instruction form.
+
+Every case is a snippet dropped into `table_module`'s kernel, where thread i has its inputs a[i], b[i],
+c[i] (64 bits each) in %rd1..%rd3, their low 32 bits in %r1..%r3, as f32 in %f1..%f3, as f64 in
+%fd1..%fd3, their low 16 bits in %h1..%h3 and `a < b` (unsigned) in %p1; the snippet leaves its result in
+%rd20 (64 bits, stored as is) or %r20 (32 bits, stored zero-extended). Temporaries: %r21–%r29, %rd21–%rd29,
+%f21–%f29, %fd21–%fd29, %h21–%h29, %p2–%p9. The GPU runs the original PTX and fatkit's re-lowered PTX on
+the same inputs; the outputs must agree bit for bit, or within `ulp` for `.approx` forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str
+    name: str  # also the kernel's name
+    snippet: str
+    ulp: int = 0  # allowed distance in f32 units in the last place (.approx forms only), 0 = bit-exact
+
+
+def table_module(case: Case, target: str = "sm_90") -> str:
+    """The whole PTX module of one case."""
+    store = "" if "%rd20," in case.snippet else "cvt.u64.u32 %rd20, %r20;\n    "
+    return f""".version 8.0
+.target {target}
+.address_size 64
+
+.visible .entry {case.name}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pout, .param .u32 n)
+{{
+    .reg .pred %p<10>;
+    .reg .b16 %h<30>;
+    .reg .b32 %r<30>;
+    .reg .f32 %f<30>;
+    .reg .b64 %rd<30>;
+    .reg .f64 %fd<30>;
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mov.u32 %r6, %tid.x;
+    mad.lo.u32 %r7, %r4, %r5, %r6;
+    ld.param.u32 %r8, [n];
+    setp.ge.u32 %p9, %r7, %r8;
+    @%p9 bra DONE;
+    mul.wide.u32 %rd4, %r7, 8;
+    ld.param.u64 %rd5, [pa];
+    add.u64 %rd5, %rd5, %rd4;
+    ld.global.u64 %rd1, [%rd5];
+    ld.param.u64 %rd5, [pb];
+    add.u64 %rd5, %rd5, %rd4;
+    ld.global.u64 %rd2, [%rd5];
+    ld.param.u64 %rd5, [pc];
+    add.u64 %rd5, %rd5, %rd4;
+    ld.global.u64 %rd3, [%rd5];
+    cvt.u32.u64 %r1, %rd1;
+    cvt.u32.u64 %r2, %rd2;
+    cvt.u32.u64 %r3, %rd3;
+    mov.b32 %f1, %r1;
+    mov.b32 %f2, %r2;
+    mov.b32 %f3, %r3;
+    mov.b64 %fd1, %rd1;
+    mov.b64 %fd2, %rd2;
+    mov.b64 %fd3, %rd3;
+    cvt.u16.u32 %h1, %r1;
+    cvt.u16.u32 %h2, %r2;
+    cvt.u16.u32 %h3, %r3;
+    setp.lo.u32 %p1, %r1, %r2;
+    mov.u64 %rd20, 0;
+    mov.u32 %r20, 0;
+    {case.snippet}
+    {store}ld.param.u64 %rd5, [pout];
+    add.u64 %rd5, %rd5, %rd4;
+    st.global.u64 [%rd5], %rd20;
+DONE:
+    ret;
+}}
+"""
+
+
+def _name(*parts: str) -> str:
+    return "_".join(p.replace(".", "_").replace("::", "_") for p in parts if p)
+
+
+def integer_cases() -> list[Case]:
+    cases = []
+
+    def add(form: str, snippet: str) -> None:
+        cases.append(Case("integer", _name("int", form), snippet))
+
+    for t, r, a, b, c in (("32", "%r20", "%r1", "%r2", "%r3"), ("64", "%rd20", "%rd1", "%rd2", "%rd3")):
+        for sign in ("s", "u"):
+            ty = f"{sign}{t}"
+            add(f"add.{ty}", f"add.{ty} {r}, {a}, {b};")
+            add(f"sub.{ty}", f"sub.{ty} {r}, {a}, {b};")
+            add(f"mul.lo.{ty}", f"mul.lo.{ty} {r}, {a}, {b};")
+            add(f"mul.hi.{ty}", f"mul.hi.{ty} {r}, {a}, {b};")
+            add(f"mad.lo.{ty}", f"mad.lo.{ty} {r}, {a}, {b}, {c};")
+            add(f"mad.hi.{ty}", f"mad.hi.{ty} {r}, {a}, {b}, {c};")
+            add(f"min.{ty}", f"min.{ty} {r}, {a}, {b};")
+            add(f"max.{ty}", f"max.{ty} {r}, {a}, {b};")
+            add(f"div.{ty}", f"div.{ty} {r}, {a}, {b};")
+            add(f"rem.{ty}", f"rem.{ty} {r}, {a}, {b};")
+            add(f"shr.{ty}", f"shr.{ty} {r}, {a}, %r2;")
+            add(f"setp.lt.{ty}", f"setp.{'lt' if sign == 's' else 'lo'}.{ty} %p2, {a}, {b};\nselp.b32 %r20, 1, 0, %p2;")
+        add(f"abs.s{t}", f"abs.s{t} {r}, {a};")
+        add(f"neg.s{t}", f"neg.s{t} {r}, {a};")
+        for op in ("and", "or", "xor"):
+            add(f"{op}.b{t}", f"{op}.b{t} {r}, {a}, {b};")
+        add(f"not.b{t}", f"not.b{t} {r}, {a};")
+        add(f"cnot.b{t}", f"cnot.b{t} {r}, {a};")
+        add(f"shl.b{t}", f"shl.b{t} {r}, {a}, %r2;")
+        add(f"popc.b{t}", f"popc.b{t} %r20, {a};")
+        add(f"clz.b{t}", f"clz.b{t} %r20, {a};")
+        add(f"brev.b{t}", f"brev.b{t} {r}, {a};")
+        add(f"bfind.u{t}", f"bfind.u{t} %r20, {a};")
+        add(f"bfind.s{t}", f"bfind.s{t} %r20, {a};")
+        add(f"bfind.shiftamt.u{t}", f"bfind.shiftamt.u{t} %r20, {a};")
+        add(f"bfe.u{t}", f"bfe.u{t} {r}, {a}, %r2, %r3;")
+        add(f"bfe.s{t}", f"bfe.s{t} {r}, {a}, %r2, %r3;")
+        add(f"bfi.b{t}", f"bfi.b{t} {r}, {a}, {b}, %r3, %r2;")
+    add("mul.wide.s32", "mul.wide.s32 %rd20, %r1, %r2;")
+    add("mul.wide.u32", "mul.wide.u32 %rd20, %r1, %r2;")
+    add("mad.wide.s32", "mad.wide.s32 %rd20, %r1, %r2, %rd3;")
+    add("mul24.lo.s32", "mul24.lo.s32 %r20, %r1, %r2;")
+    add("mul24.hi.u32", "mul24.hi.u32 %r20, %r1, %r2;")
+    add("mad24.lo.u32", "mad24.lo.u32 %r20, %r1, %r2, %r3;")
+    add("sad.u32", "sad.u32 %r20, %r1, %r2, %r3;")
+    add("sad.s32", "sad.s32 %r20, %r1, %r2, %r3;")
+    add("add.sat.s32", "add.sat.s32 %r20, %r1, %r2;")
+    add("sub.sat.s32", "sub.sat.s32 %r20, %r1, %r2;")
+    add("max.relu.s32", "max.relu.s32 %r20, %r1, %r2;")
+    add("min.u16x2", "min.u16x2 %r20, %r1, %r2;")
+    add("max.s16x2", "max.s16x2 %r20, %r1, %r2;")
+    add("add.s16", "add.s16 %h20, %h1, %h2;\ncvt.u32.u16 %r20, %h20;")
+    add("mul.wide.u16", "mul.wide.u16 %r20, %h1, %h2;")
+    add("shf.l.wrap", "shf.l.wrap.b32 %r20, %r1, %r2, %r3;")
+    add("shf.r.clamp", "shf.r.clamp.b32 %r20, %r1, %r2, %r3;")
+    add("shf.r.wrap", "shf.r.wrap.b32 %r20, %r1, %r2, %r3;")
+    add("fns.b32", "fns.b32 %r20, %r1, %r2, %r3;")
+    add("bmsk.clamp", "bmsk.clamp.b32 %r20, %r1, %r2;")
+    add("bmsk.wrap", "bmsk.wrap.b32 %r20, %r1, %r2;")
+    add("szext.clamp.s32", "szext.clamp.s32 %r20, %r1, %r2;")
+    add("szext.wrap.u32", "szext.wrap.u32 %r20, %r1, %r2;")
+    for mode in ("", ".f4e", ".b4e", ".rc8", ".ecl", ".ecr", ".rc16"):
+        add(f"prmt{mode}", f"prmt.b32{mode} %r20, %r1, %r2, %r3;")
+    for lut in (0x96, 0xE8, 0xCA, 0x01, 0xFE):
+        add(f"lop3_{lut:02x}", f"lop3.b32 %r20, %r1, %r2, %r3, {lut};")
+    for mode in ("lo", "hi"):
+        add(f"dp2a.{mode}.s32.u32", f"dp2a.{mode}.s32.u32 %r20, %r1, %r2, %r3;")
+    for a_sign in ("s", "u"):
+        for b_sign in ("s", "u"):
+            add(f"dp4a.{a_sign}32.{b_sign}32", f"dp4a.{a_sign}32.{b_sign}32 %r20, %r1, %r2, %r3;")
+    add("add.cc.addc", "add.cc.u32 %r21, %r1, %r2;\naddc.cc.u32 %r22, %r3, %r1;\naddc.u32 %r23, 0, 0;\n"
+        "xor.b32 %r20, %r21, %r22;\nadd.u32 %r20, %r20, %r23;")
+    add("sub.cc.subc", "sub.cc.u32 %r21, %r1, %r2;\nsubc.cc.u32 %r22, %r3, %r1;\nsubc.u32 %r23, 0, 0;\n"
+        "xor.b32 %r20, %r21, %r22;\nadd.u32 %r20, %r20, %r23;")
+    add("mad.cc.madc", "mad.lo.cc.u32 %r21, %r1, %r2, %r3;\nmadc.hi.u32 %r22, %r1, %r2, 0;\n"
+        "xor.b32 %r20, %r21, %r22;")
+    add("add.cc.u64", "add.cc.u64 %rd21, %rd1, %rd2;\naddc.u64 %rd20, %rd3, 0;\nxor.b64 %rd20, %rd20, %rd21;")
+    return cases
+
+
+def float_cases() -> list[Case]:
+    cases = []
+
+    def add(form: str, snippet: str, ulp: int = 0) -> None:
+        cases.append(Case("float", _name("fp", form), snippet, ulp))
+
+    for t, d, a, b, c in (("f32", "%f20", "%f1", "%f2", "%f3"), ("f64", "%fd20", "%fd1", "%fd2", "%fd3")):
+        out = "mov.b32 %r20, %f20;" if t == "f32" else "mov.b64 %rd20, %fd20;"
+        for rnd in ("rn", "rz", "rm", "rp"):
+            for op in ("add", "sub", "mul"):
+                add(f"{op}.{rnd}.{t}", f"{op}.{rnd}.{t} {d}, {a}, {b};\n{out}")
+            add(f"fma.{rnd}.{t}", f"fma.{rnd}.{t} {d}, {a}, {b}, {c};\n{out}")
+            add(f"div.{rnd}.{t}", f"div.{rnd}.{t} {d}, {a}, {b};\n{out}")
+            add(f"sqrt.{rnd}.{t}", f"sqrt.{rnd}.{t} {d}, {a};\n{out}")
+            add(f"rcp.{rnd}.{t}", f"rcp.{rnd}.{t} {d}, {a};\n{out}")
+        for op in ("min", "max"):
+            add(f"{op}.{t}", f"{op}.{t} {d}, {a}, {b};\n{out}")
+        add(f"abs.{t}", f"abs.{t} {d}, {a};\n{out}")
+        add(f"neg.{t}", f"neg.{t} {d}, {a};\n{out}")
+        add(f"copysign.{t}", f"copysign.{t} {d}, {a}, {b};\n{out}")
+        for cmp in ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"):
+            add(f"setp.{cmp}.{t}", f"setp.{cmp}.{t} %p2, {a}, {b};\nselp.b32 %r20, 1, 0, %p2;")
+        for test in ("finite", "infinite", "number", "notanumber", "normal", "subnormal"):
+            add(f"testp.{test}.{t}", f"testp.{test}.{t} %p2, {a};\nselp.b32 %r20, 1, 0, %p2;")
+    for ftz in ("", ".ftz"):
+        add(f"add{ftz}.f32", f"add{ftz}.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
+        add(f"mul{ftz}.f32", f"mul{ftz}.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
+        add(f"fma.rn{ftz}.sat.f32", f"fma.rn{ftz}.sat.f32 %f20, %f1, %f2, %f3;\nmov.b32 %r20, %f20;")
+        add(f"min{ftz}.NaN.f32", f"min{ftz}.NaN.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
+        add(f"max{ftz}.xorsign.abs.f32", f"max{ftz}.xorsign.abs.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
+        add(f"div.full{ftz}.f32", f"div.full{ftz}.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;", ulp=2)
+        add(f"div.approx{ftz}.f32", f"div.approx{ftz}.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;", ulp=2)
+        for fn, ulp in (("rcp", 1), ("sqrt", 1), ("rsqrt", 2), ("ex2", 2), ("lg2", 2), ("sin", 2), ("cos", 2)):
+            add(f"{fn}.approx{ftz}.f32", f"{fn}.approx{ftz}.f32 %f20, %f1;\nmov.b32 %r20, %f20;", ulp=ulp)
+    add("setp.lt.ftz.f32", "setp.lt.ftz.f32 %p2, %f1, %f2;\nselp.b32 %r20, 1, 0, %p2;")
+    add("tanh.approx.f32", "tanh.approx.f32 %f20, %f1;\nmov.b32 %r20, %f20;", ulp=4)
+    add("rcp.approx.ftz.f64", "rcp.approx.ftz.f64 %fd20, %fd1;\nmov.b64 %rd20, %fd20;")
+    add("set.lt.u32.f32", "set.lt.u32.f32 %r20, %f1, %f2;")
+    add("set.gtu.f32.f32", "set.gtu.f32.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
+    add("slct.f32.s32", "slct.f32.s32 %f20, %f1, %f2, %r3;\nmov.b32 %r20, %f20;")
+    add("setp.and", "setp.lt.and.f32 %p2|%p3, %f1, %f2, %p1;\nselp.b32 %r21, 1, 0, %p2;\nselp.b32 %r22, 2, 0, %p3;\n"
+        "or.b32 %r20, %r21, %r22;")
+    return cases
+
+
+def conversion_cases() -> list[Case]:
+    cases = []
+
+    def add(form: str, snippet: str) -> None:
+        cases.append(Case("convert", _name("cvt", form), snippet))
+
+    ints = ("s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64")
+    source = {"s8": "%r1", "u8": "%r1", "s16": "%h1", "u16": "%h1", "s32": "%r1", "u32": "%r1",
+              "s64": "%rd1", "u64": "%rd1"}
+    for i in ints:
+        for f, reg, out in (("f32", "%f20", "mov.b32 %r20, %f20;"), ("f64", "%fd20", "mov.b64 %rd20, %fd20;")):
+            for rnd in ("rn", "rz", "rm", "rp"):
+                src = source[i]
+                if i in ("s8", "u8"):
+                    src = "%h1"
+                add(f"{rnd}.{f}.{i}", f"cvt.{rnd}.{f}.{i} {reg}, {src};\n{out}")
+            for rnd in ("rni", "rzi", "rmi", "rpi"):
+                dst = "%rd20" if i in ("s64", "u64") else "%r20"
+                add(f"{rnd}.{i}.{f}", f"cvt.{rnd}.{i}.{f} {dst}, {'%f1' if f == 'f32' else '%fd1'};"
+                    if i not in ("s8", "u8", "s16", "u16")
+                    else f"cvt.{rnd}.{i}.{f} %h20, {'%f1' if f == 'f32' else '%fd1'};\ncvt.u32.u16 %r20, %h20;")
+    for rnd in ("rn", "rz", "rm", "rp"):
+        add(f"{rnd}.f32.f64", f"cvt.{rnd}.f32.f64 %f20, %fd1;\nmov.b32 %r20, %f20;")
+        add(f"{rnd}.f16.f32", f"cvt.{rnd}.f16.f32 %h20, %f1;\ncvt.u32.u16 %r20, %h20;")
+    add("f64.f32", "cvt.f64.f32 %fd20, %f1;\nmov.b64 %rd20, %fd20;")
+    add("ftz.f64.f32", "cvt.ftz.f64.f32 %fd20, %f1;\nmov.b64 %rd20, %fd20;")
+    add("f32.f16", "cvt.f32.f16 %f20, %h1;\nmov.b32 %r20, %f20;")
+    add("f32.bf16", "cvt.f32.bf16 %f20, %h1;\nmov.b32 %r20, %f20;")
+    add("rn.bf16.f32", "cvt.rn.bf16.f32 %h20, %f1;\ncvt.u32.u16 %r20, %h20;")
+    add("rz.bf16.f32", "cvt.rz.bf16.f32 %h20, %f1;\ncvt.u32.u16 %r20, %h20;")
+    add("sat.f32.f32", "cvt.sat.f32.f32 %f20, %f1;\nmov.b32 %r20, %f20;")
+    add("rzi.sat.f32.f32", "cvt.rzi.sat.f32.f32 %f20, %f1;\nmov.b32 %r20, %f20;")
+    add("rni.f32.f32", "cvt.rni.f32.f32 %f20, %f1;\nmov.b32 %r20, %f20;")
+    add("rzi.ftz.f32.f32", "cvt.rzi.ftz.f32.f32 %f20, %f1;\nmov.b32 %r20, %f20;")
+    add("rn.f16x2.f32", "cvt.rn.f16x2.f32 %r20, %f1, %f2;")
+    add("rn.relu.f16x2.f32", "cvt.rn.relu.f16x2.f32 %r20, %f1, %f2;")
+    add("rn.bf16x2.f32", "cvt.rn.bf16x2.f32 %r20, %f1, %f2;")
+    add("rna.tf32.f32", "cvt.rna.tf32.f32 %r20, %f1;")
+    add("rn.satfinite.e4m3x2.f32", "cvt.rn.satfinite.e4m3x2.f32 %h20, %f1, %f2;\ncvt.u32.u16 %r20, %h20;")
+    add("rn.satfinite.e5m2x2.f32", "cvt.rn.satfinite.e5m2x2.f32 %h20, %f1, %f2;\ncvt.u32.u16 %r20, %h20;")
+    add("rn.f16x2.e4m3x2", "cvt.rn.f16x2.e4m3x2 %r20, %h1;")
+    add("rn.f16x2.e5m2x2", "cvt.rn.f16x2.e5m2x2 %r20, %h1;")
+    add("sat.s8.s32", "cvt.sat.s8.s32 %r20, %r1;")
+    add("u16.s64", "cvt.u16.s64 %h20, %rd1;\ncvt.u32.u16 %r20, %h20;")
+    return cases
+
+
+def half_cases() -> list[Case]:
+    cases = []
+
+    def add(form: str, snippet: str, ulp: int = 0) -> None:
+        cases.append(Case("half", _name("h", form), snippet, ulp))
+
+    for t, reg, a, b, c, out in (("f16", "%h20", "%h1", "%h2", "%h3", "cvt.u32.u16 %r20, %h20;"),
+                                 ("bf16", "%h20", "%h1", "%h2", "%h3", "cvt.u32.u16 %r20, %h20;"),
+                                 ("f16x2", "%r20", "%r1", "%r2", "%r3", ""),
+                                 ("bf16x2", "%r20", "%r1", "%r2", "%r3", "")):
+        for op in ("add", "sub", "mul"):
+            add(f"{op}.rn.{t}", f"{op}.rn.{t} {reg}, {a}, {b};\n{out}")
+        add(f"fma.rn.{t}", f"fma.rn.{t} {reg}, {a}, {b}, {c};\n{out}")
+        add(f"fma.rn.relu.{t}", f"fma.rn.relu.{t} {reg}, {a}, {b}, {c};\n{out}")
+        add(f"neg.{t}", f"neg.{t} {reg}, {a};\n{out}")
+        add(f"abs.{t}", f"abs.{t} {reg}, {a};\n{out}")
+        add(f"min.{t}", f"min.{t} {reg}, {a}, {b};\n{out}")
+        add(f"max.NaN.{t}", f"max.NaN.{t} {reg}, {a}, {b};\n{out}")
+        if t in ("f16", "f16x2"):
+            add(f"add.rn.ftz.sat.{t}", f"add.rn.ftz.sat.{t} {reg}, {a}, {b};\n{out}")
+            add(f"fma.rn.sat.{t}", f"fma.rn.sat.{t} {reg}, {a}, {b}, {c};\n{out}")
+            add(f"ex2.approx.{t}", f"ex2.approx.{t} {reg}, {a};\n{out}", ulp=0)
+    add("setp.lt.f16", "setp.lt.f16 %p2, %h1, %h2;\nselp.b32 %r20, 1, 0, %p2;")
+    add("setp.gtu.bf16", "setp.gtu.bf16 %p2, %h1, %h2;\nselp.b32 %r20, 1, 0, %p2;")
+    add("set.eq.f16x2.f16x2", "set.eq.f16x2.f16x2 %r20, %r1, %r2;")
+    return cases
+
+
+ALL_FAMILIES = (integer_cases, float_cases, conversion_cases, half_cases)
+
+
+def all_cases() -> list[Case]:
+    cases = [case for family in ALL_FAMILIES for case in family()]
+    names = [c.name for c in cases]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"duplicate case names: {sorted(duplicates)}")
+    return cases

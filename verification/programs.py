@@ -1,0 +1,118 @@
+"""The CUDA-program cases of the differential suite: sources in verification/cuda/, how each kernel is launched.
+
+Each program is compiled by nvcc to PTX in every VARIANT (compute_* version × optimisation level), so the
+same patterns reach fatkit as nvcc writes them at -O3, at lower NVVM optimisation, with -G and with
+--use_fast_math. Inputs are drawn afresh on every run (runner.py); only deterministic outputs are compared
+(integer atomics; no float atomics, whose order the hardware chooses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+N = 1 << 16  # elements of a 1-D problem
+BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: str  # in | out | inout | scalar
+    dtype: str = "u32"
+    count: int = N  # elements (in/inout) or bytes (out)
+    random: str = "bits"  # bits | uniform | range
+    low: float = 0
+    high: float = 1
+    value: float = 0
+
+    def manifest(self) -> dict:
+        spec = {"kind": self.kind, "dtype": self.dtype}
+        if self.kind in ("in", "inout"):
+            spec.update(count=self.count, random=self.random, low=self.low, high=self.high)
+        elif self.kind == "out":
+            spec.update(bytes=self.count)
+        else:
+            spec.update(value=self.value)
+        return spec
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    params: tuple[Param, ...]
+    grid: tuple[int, int, int] = (N // BLOCK, 1, 1)
+    block: tuple[int, int, int] = (BLOCK, 1, 1)
+    shared: int = 0
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    source: str
+    launches: tuple[Launch, ...] = field(default_factory=tuple)
+
+
+def _in(dtype: str, random: str = "bits", low: float = 0, high: float = 1, count: int = N) -> Param:
+    return Param("in", dtype, count, random, low, high)
+
+
+def _out(nbytes: int) -> Param:
+    return Param("out", count=nbytes)
+
+
+def _n(value: int = N) -> Param:
+    return Param("scalar", "s32", value=value)
+
+
+FLOATS = dict(random="uniform", low=-8.0, high=8.0)
+BLOCKS = N // BLOCK
+
+PROGRAMS = (
+    Program("reduce", "reduce.cu", (
+        Launch("block_sum_f32", (_in("f32", **FLOATS), _out(4 * BLOCKS), _n())),
+        Launch("block_minmax_i32", (_in("s32"), _out(8 * BLOCKS), _n())),
+        Launch("block_scan_u32", (_in("u32", "range", 0, 1000), _out(4 * N), _n())),
+        Launch("dot_f64", (_in("f64", **FLOATS), _in("f64", **FLOATS), _out(8 * 64), _n()), grid=(64, 1, 1)),
+    )),
+    Program("warp", "warp.cu", (
+        Launch("warp_sum_shfl_down", (_in("s32", "range", -1000, 1000), _out(4 * N // 32), _n())),
+        Launch("warp_scan_shfl_up", (_in("u32"), _out(4 * N), _n())),
+        Launch("warp_max_xor_f32", (_in("f32", **FLOATS), _out(4 * N), _n())),
+        Launch("warp_rotate_idx", (_in("u32"), _out(4 * N), _n(), Param("scalar", "s32", value=5))),
+        Launch("ballot_compact", (_in("s32"), _out(4 * N), _out(4 * N // 32), _n())),
+        Launch("votes", (_in("s32", "range", -10, 2000000), _out(4 * N), _n(N - 40))),
+        Launch("divergent_ballot", (_in("s32"), _out(4 * N), _n(N - 13)), block=(96, 1, 1), grid=(N // 96 + 1, 1, 1)),
+        Launch("match_groups", (_in("s32"), _out(4 * N), _n())),
+        Launch("redux", (_in("u32"), _out(4 * N), _n())),
+    )),
+    Program("memory", "memory.cu", (
+        Launch("histogram_shared", (_in("u32"), _out(4 * 64), _n()), grid=(32, 1, 1)),
+        Launch("atomics_mix", (_in("s32", "range", 0, 1 << 30), Param("inout", "s32", 8, "range", 0, 1),
+                               Param("inout", "u64", 1, "range", 0, 1), _n())),
+        Launch("stencil7", (_in("f32", **FLOATS), _out(4 * N), _n(N - 100))),
+        Launch("transpose32", (_in("f32", **FLOATS, count=512 * 512), _out(4 * 512 * 512), _n(512)),
+               grid=(16, 16, 1), block=(32, 8, 1)),
+        Launch("sgemm_tiled", (_in("f32", **FLOATS, count=256 * 256), _in("f32", **FLOATS, count=256 * 256),
+                               _out(4 * 256 * 256), _n(256)), grid=(16, 16, 1), block=(16, 16, 1)),
+        Launch("bitonic_sort512", (Param("inout", "u32", 512 * 64),), grid=(64, 1, 1)),
+    )),
+    Program("control", "control.cu", (
+        Launch("divergent", (_in("s32"), _out(4 * N), _n())),
+        Launch("calls", (_in("s32"), _in("f32", **FLOATS), _out(4 * N), _out(4 * N), _n())),
+        Launch("early_exit", (_in("f32", **FLOATS), _out(4 * N), _n(), Param("scalar", "f32", value=40.0))),
+    )),
+    Program("math", "math.cu", (
+        Launch("int_mix", (_in("u32"), _out(4 * N), _n())),
+        Launch("float_libm", (_in("f32", **FLOATS), _out(24 * N), _n())),
+        Launch("double_libm", (_in("f64", **FLOATS), _out(32 * N), _n())),
+        Launch("conversions", (_in("f32", **FLOATS), _out(16 * N), _out(4 * N), _out(8 * N), _n())),
+    )),
+)
+
+# (name, nvcc -arch, extra nvcc flags)
+VARIANTS = (
+    ("O3", "compute_90", ()),
+    ("O3", "compute_80", ()),
+    ("O1", "compute_75", ("-Xcicc", "-O1")),
+    ("G", "compute_90", ("-G",)),
+    ("fastmath", "compute_86", ("--use_fast_math",)),
+)

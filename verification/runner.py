@@ -1,0 +1,198 @@
+"""Runs the differential suite on an NVIDIA GPU: original PTX against fatkit's re-lowered PTX.
+
+    python verification/runner.py BUILD_DIR [--out results.json] [--repeat 20] [--only SUBSTRING]
+
+BUILD_DIR is what `verification/build.py` wrote: `manifest.json` and, per case, `<case>.orig.ptx` and
+`<case>.fatkit.ptx`. Needs only numpy and cupy (the GPU machine has them; fatkit itself is not needed
+there). For every case: fresh random inputs (plus the edge values the manifest lists), outputs poisoned
+with 0xA5 bytes before each run, both modules loaded through the CUDA driver (the PTX is JIT-compiled by
+the driver), launched with the same arguments, outputs compared bit for bit (or within `ulp` units in the
+last place of f32 results, for `.approx` forms), and each kernel timed with CUDA events (median of
+`--repeat` runs after a warm-up). Writes one JSON record per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+POISON = 0xA5
+DTYPES = {"u8": np.uint8, "s8": np.int8, "u16": np.uint16, "s16": np.int16, "u32": np.uint32, "s32": np.int32,
+          "u64": np.uint64, "s64": np.int64, "f32": np.float32, "f64": np.float64}
+
+
+def generate(spec: dict, rng: np.random.Generator) -> np.ndarray:
+    """An input array: `edge` values first (cycled as the manifest says), the rest random of the dtype."""
+    dtype, count = np.dtype(DTYPES[spec["dtype"]]), spec["count"]
+    kind = spec.get("random", "bits")
+    if kind == "bits":
+        data = rng.integers(0, 256, size=count * dtype.itemsize, dtype=np.uint8).view(dtype)
+    elif kind == "uniform":
+        low, high = spec.get("low", 0.0), spec.get("high", 1.0)
+        data = rng.uniform(low, high, size=count).astype(dtype)
+    elif kind == "range":
+        low, high = spec.get("low", 0), spec.get("high", 1 << 16)
+        data = rng.integers(low, high, size=count).astype(dtype)
+    else:
+        raise ValueError(f"unknown random kind {kind}")
+    edges = spec.get("edges")
+    if edges:
+        raw = np.array(edges, dtype=np.uint64)
+        pattern = np.resize(raw, min(count, len(raw) * spec.get("edge_repeat", 1)))
+        head = data[: len(pattern)].view(np.uint8).reshape(len(pattern), dtype.itemsize)
+        head[:] = pattern.view(np.uint8).reshape(-1, 8)[:, : dtype.itemsize]
+    return data
+
+
+def table_inputs(count: int, edges: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    """a, b, c of a table case: every (edge, edge) pair first, then random 64-bit patterns."""
+    a = rng.integers(0, 1 << 64, size=count, dtype=np.uint64)
+    b = rng.integers(0, 1 << 64, size=count, dtype=np.uint64)
+    c = rng.integers(0, 1 << 64, size=count, dtype=np.uint64)
+    pairs = np.array([(x, y) for x in edges for y in edges], dtype=np.uint64)[:count]
+    a[: len(pairs)], b[: len(pairs)] = pairs[:, 0], pairs[:, 1]
+    c[: len(pairs)] = np.resize(np.array(edges, dtype=np.uint64), len(pairs))[::-1]
+    # small values too: shift counts, bit positions and lane numbers live in the low bits
+    a[len(pairs): len(pairs) + 256] %= 70
+    b[len(pairs) + 128: len(pairs) + 512] %= 70
+    c[len(pairs) + 256: len(pairs) + 768] %= 70
+    return [a, b, c]
+
+
+class Launch:
+    """One kernel with its arguments, run from a loaded module."""
+
+    def __init__(self, module: cp.RawModule, case: dict, arrays: list, outputs: list[int]):
+        self.kernel = module.get_function(case["kernel"])
+        self.case, self.arrays, self.outputs = case, arrays, outputs
+
+    def args(self) -> tuple:
+        values = []
+        for spec, array in zip(self.case["params"], self.arrays):
+            if spec["kind"] == "scalar":
+                values.append(DTYPES[spec["dtype"]](spec["value"]))
+            else:
+                values.append(array)
+        return tuple(values)
+
+    def run(self) -> None:
+        self.kernel(tuple(self.case["grid"]), tuple(self.case["block"]), self.args(),
+                    shared_mem=self.case.get("shared", 0))
+
+
+def ulp_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Distance in f32 units in the last place between f32 bit patterns (NaN against NaN is 0)."""
+    def ordered(bits: np.ndarray) -> np.ndarray:  # bit patterns → integers in the order of their values
+        bits = bits.astype(np.int64)
+        return np.where(bits >= 0x80000000, 0xFFFFFFFF - bits, bits + 0x80000000)
+    both_nan = np.isnan(x.view(np.float32)) & np.isnan(y.view(np.float32))
+    distance = np.abs(ordered(x) - ordered(y))
+    return np.where(both_nan, 0, distance)
+
+
+def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str]:
+    if expected == got:
+        return True, ""
+    if len(expected) % 8:
+        return False, "outputs differ"
+    e, g = np.frombuffer(expected, dtype=np.uint64), np.frombuffer(got, dtype=np.uint64)
+    ulp = case.get("ulp", 0)
+    if ulp and case["kind"] == "table":  # the f32 result is the low word; the high word must match
+        distance = ulp_distance((e & 0xFFFFFFFF).astype(np.uint32), (g & 0xFFFFFFFF).astype(np.uint32))
+        if np.all((e >> 32) == (g >> 32)) and int(distance.max()) <= ulp:
+            return True, f"within {int(distance.max())} ulp"
+    bad = np.nonzero(e != g)[0]
+    first = [f"[{i}] nvidia {int(e[i]):#018x} fatkit {int(g[i]):#018x}" for i in bad[:4]]
+    return False, f"{len(bad)} of {len(e)} words differ: " + "; ".join(first)
+
+
+def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> dict:
+    record = {"name": case["name"], "family": case["family"], "kernel": case["kernel"]}
+    if case.get("status") != "translated":
+        record.update(status="not-translated", reason=case.get("reason"))
+        return record
+    try:
+        original = cp.RawModule(path=str(build / case["original"]))
+        relowered = cp.RawModule(path=str(build / case["relowered"]))
+        if case["kind"] == "table":
+            host_inputs = table_inputs(case["count"], case["edges"], rng)
+            params = [{"kind": "in"}] * 3 + [{"kind": "out", "bytes": case["count"] * 8}]
+            case = {**case, "params": params + [{"kind": "scalar", "dtype": "u32", "value": case["count"]}]}
+        else:
+            host_inputs = [generate(p, rng) if p["kind"] in ("in", "inout") else None for p in case["params"]]
+        results = []
+        timings = []
+        for module in (original, relowered):
+            arrays, outputs = [], []
+            for index, spec in enumerate(case["params"]):
+                if spec["kind"] in ("in", "inout"):
+                    arrays.append(cp.asarray(host_inputs[index]))
+                    if spec["kind"] == "inout":
+                        outputs.append(index)
+                elif spec["kind"] == "out":
+                    arrays.append(cp.full(spec["bytes"], POISON, dtype=cp.uint8))
+                    outputs.append(index)
+                else:
+                    arrays.append(None)
+            launch = Launch(module, case, arrays, outputs)
+            launch.run()
+            cp.cuda.runtime.deviceSynchronize()
+            results.append(b"".join(cp.asnumpy(arrays[i]).tobytes() for i in outputs))
+            timings.append(time_launch(launch, case, host_inputs, repeat))
+        ok, detail = compare(case, results[0], results[1])
+        record.update(status="pass" if ok else "fail", detail=detail, original_ms=timings[0],
+                      relowered_ms=timings[1])
+    except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
+        record.update(status="error", detail=f"{type(exc).__name__}: {exc}"[:500])
+    return record
+
+
+def time_launch(launch: Launch, case: dict, host_inputs: list, repeat: int) -> float:
+    """Median milliseconds of `repeat` launches (in-place kernels re-run on their own output: time only)."""
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    launch.run()
+    for _ in range(repeat):
+        start.record()
+        launch.run()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("build", type=Path)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    manifest = json.loads((args.build / "manifest.json").read_text())
+    seed = time.time_ns() & 0xFFFFFFFF
+    rng = np.random.default_rng(seed)
+    records, started = [], time.perf_counter()
+    device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    for case in manifest["cases"]:
+        if args.only and args.only not in case["name"]:
+            continue
+        record = run_case(case, args.build, args.repeat, rng)
+        records.append(record)
+        if record["status"] not in ("pass", "not-translated"):
+            print(f"{record['status']:5s} {record['name']}: {record.get('detail', '')}", flush=True)
+    counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "error", "not-translated")}
+    print(f"{len(records)} cases on {device} in {time.perf_counter() - started:.0f} s (seed {seed}): {counts}")
+    result = {"device": device, "seed": seed, "manifest": manifest["meta"], "cases": records}
+    out = args.out or args.build / "results.json"
+    out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
