@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-N = 1 << 16  # elements of a 1-D problem
+N = 1 << 20  # elements of a 1-D problem: enough work per launch to time more than the launch
 BLOCK = 256
 
 

@@ -24,6 +24,7 @@ import cupy as cp
 import numpy as np
 
 POISON = 0xA5
+TABLE_BLOCK = 256  # threads per block of the table cases (their thread count is a multiple)
 DTYPES = {"u8": np.uint8, "s8": np.int8, "u16": np.uint16, "s16": np.int16, "u32": np.uint32, "s32": np.int32,
           "u64": np.uint64, "s64": np.int64, "f32": np.float32, "f64": np.float64}
 
@@ -124,7 +125,8 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> 
         if case["kind"] == "table":
             host_inputs = table_inputs(case["count"], case["edges"], rng)
             params = [{"kind": "in"}] * 3 + [{"kind": "out", "bytes": case["count"] * 8}]
-            case = {**case, "params": params + [{"kind": "scalar", "dtype": "u32", "value": case["count"]}]}
+            case = {**case, "params": params + [{"kind": "scalar", "dtype": "u32", "value": case["count"]}],
+                    "grid": [case["count"] // TABLE_BLOCK, 1, 1], "block": [TABLE_BLOCK, 1, 1]}
         else:
             host_inputs = [generate(p, rng) if p["kind"] in ("in", "inout") else None for p in case["params"]]
         results = []
