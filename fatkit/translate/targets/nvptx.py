@@ -20,11 +20,14 @@ from llvmlite import ir
 from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.ptx.errors import PtxSyntaxError
-from fatkit.translate.targets.base import LoweredKernel, PointerTo, Target
+from fatkit.translate.targets.base import LaneExchange, LoweredKernel, PointerTo, Target, Unavailable
 
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURE = "+ptx80"  # PTX ISA 8.0: what ptxas 12.0+ reads, enough for sm_90
 _SREG = {"%tid": "tid", "%ntid": "ntid", "%ctaid": "ctaid", "%nctaid": "nctaid"}
+# Machine registers (`Target.machine_register`) and the widths NVVM reads them at.
+_MACHINE_REGISTERS = {"%clock64": ("clock64", 64), "%globaltimer": ("globaltimer", 64), "%smid": ("smid", 32),
+                      "%nsmid": ("nsmid", 32), "%gridid": ("gridid", 64)}
 
 
 def is_nvptx_target(name: str) -> bool:
@@ -66,15 +69,11 @@ class NvptxTarget(Target):
 
     def special_register(self, builder, register, component):
         name = f"llvm.nvvm.read.ptx.sreg.{_SREG[register]}.{component}"
-        function = builder.module.globals.get(name) or ir.Function(
-            builder.module, ir.FunctionType(ir.IntType(32), ()), name)
-        return builder.call(function, [])
+        return builder.call(_function(builder.module, name, ir.IntType(32), ()), [])
 
     def barrier(self, builder):
-        name = "llvm.nvvm.barrier0"  # bar.sync 0 (LLVM upgrades the name to its current spelling)
-        function = builder.module.globals.get(name) or ir.Function(
-            builder.module, ir.FunctionType(ir.VoidType(), ()), name)
-        builder.call(function, [])
+        # bar.sync 0 (LLVM upgrades the name to its current spelling)
+        builder.call(_function(builder.module, "llvm.nvvm.barrier0", ir.VoidType(), ()), [])
 
     def approximate(self, builder, function, value):
         # The PTX instruction itself (inline assembly): the re-lowered kernel then computes exactly what
@@ -82,6 +81,34 @@ class NvptxTarget(Target):
         f32 = value.type
         instruction = ir.InlineAsm(ir.FunctionType(f32, [f32]), f"{function}.approx.f32 $0, $1;", "=f,f")
         return builder.call(instruction, [value])
+
+    # The hardware-lane interface, natively: a wave is a 32-thread warp whose lanes may run apart (Volta's
+    # independent scheduling), so exchanges and ballots are the .sync instructions over the members.
+    wave_size = 32
+
+    def lane_id(self, builder):
+        return builder.call(_function(builder.module, "llvm.nvvm.read.ptx.sreg.laneid", ir.IntType(32), ()), [])
+
+    def exchange(self, builder, value, members):
+        return _WarpExchange(value, members)
+
+    def ballot(self, builder, predicate, members):
+        i32 = ir.IntType(32)
+        ballot = _function(builder.module, "llvm.nvvm.vote.ballot.sync", i32, (i32, ir.IntType(1)))
+        return builder.call(ballot, [members, predicate]), members
+
+    def active_lanes(self, builder):
+        return builder.call(_function(builder.module, "llvm.nvvm.activemask", ir.IntType(32), ()), [])
+
+    def wave_barrier(self, builder, members):
+        i32 = ir.IntType(32)
+        builder.call(_function(builder.module, "llvm.nvvm.bar.warp.sync", ir.VoidType(), (i32,)), [members])
+
+    def machine_register(self, builder, register):
+        if register not in _MACHINE_REGISTERS:
+            raise Unavailable(f"the {self.name} target does not provide {register}")
+        name, width = _MACHINE_REGISTERS[register]
+        return builder.call(_function(builder.module, f"llvm.nvvm.read.ptx.sreg.{name}", ir.IntType(width), ()), [])
 
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
@@ -113,3 +140,29 @@ class NvptxTarget(Target):
             if produced != expected:
                 raise FatkitError(f"{signature.name}: parameters {produced} differ from CUDA's layout {expected}")
         return module
+
+
+class _WarpExchange(LaneExchange):
+    """A value read across the warp with shfl.sync.idx over the members (64-bit values as two halves)."""
+
+    def __init__(self, value: ir.Value, members: ir.Value):
+        self.value, self.lanes, self.uniform_lanes = value, members, members
+
+    def read(self, builder, lane, uniform):
+        i32 = ir.IntType(32)
+        shuffle = _function(builder.module, "llvm.nvvm.shfl.sync.idx.i32", i32, (i32, i32, i32, i32))
+        every_lane = ir.Constant(i32, 0x1F)  # c operand: clamp at lane 31, one 32-lane segment
+
+        def read32(word: ir.Value) -> ir.Value:
+            return builder.call(shuffle, [self.lanes, word, lane, every_lane])
+
+        if self.value.type.width == 32:
+            return read32(self.value)
+        i64 = self.value.type
+        low = read32(builder.trunc(self.value, i32))
+        high = read32(builder.trunc(builder.lshr(self.value, ir.Constant(i64, 32)), i32))
+        return builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ir.Constant(i64, 32)))
+
+
+def _function(module: ir.Module, name: str, result: ir.Type, args: tuple[ir.Type, ...]) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(result, args), name)
