@@ -4,8 +4,9 @@
 
 Cases: one kernel per instruction form (verification/families.py) and the CUDA programs of
 verification/programs.py, compiled by nvcc to PTX for several compute_* versions and optimisation levels.
-Each is translated by fatkit for the `sm_90` verification target; a case fatkit cannot translate is kept
-in the manifest with the reason (the report counts it as not passing). Then, on the GPU machine:
+Each is translated by fatkit for the `sm_90` verification target (and, where it uses warp collectives or
+lane registers, for `sm_90:wave64` too: an emulated 64-lane wave running the CDNA algorithm); a case fatkit
+cannot translate is kept in the manifest with the reason (the report counts it as not passing). Then, on the GPU machine:
 
     python verification/runner.py verification/build      # needs numpy + cupy only
     python verification/report.py verification/build/results.json   # here: REPORT.md + results.json
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +34,9 @@ from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.translate.pipeline import Options, translate  # noqa: E402
 
 TARGET = "sm_90"
+# Cases with warp collectives or lane registers also run as an emulated 64-lane wave (the CDNA algorithm).
+WAVE64_TARGET = "sm_90:wave64"
+WARP_LEVEL = re.compile(r"\b(?:shfl|vote|match|redux|activemask|elect)\.|%laneid|%lanemask_")
 TABLE_THREADS = 4096
 # 64-bit input patterns every table case sees in every (a, b) pair: integer boundaries, f32 values in the
 # low word (±0, ±1, ±inf, NaNs, subnormals, extremes, ties), f64 values, f16/bf16 values in the low half.
@@ -46,10 +51,10 @@ EDGES = [
 ]
 
 
-def _translate(text: str) -> tuple[bytes | None, dict[str, str]]:
+def _translate(text: str, target: str) -> tuple[bytes | None, dict[str, str]]:
     """The re-lowered PTX and each kernel's status ("ok" or the reason it is not)."""
     try:
-        translation = translate(text, Options(target=TARGET))
+        translation = translate(text, Options(target=target))
     except FatkitError as exc:
         return None, {"*": str(exc)}
     except Exception as exc:  # a translator bug: recorded as the case's failure, the suite goes on
@@ -58,18 +63,26 @@ def _translate(text: str) -> tuple[bytes | None, dict[str, str]]:
                                  for k in translation.kernels}
 
 
-def _case_record(name: str, family: str, kernel: str, original: Path, product: bytes | None,
-                 statuses: dict[str, str], out: Path) -> dict:
-    status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
-    record = {"name": name, "family": family, "kernel": kernel, "original": original.name}
-    if product is None or status != "ok":
-        record.update(status="not-translated", reason=status)
-        return record
-    relowered = out / f"{original.stem.removesuffix('.orig')}.fatkit.ptx"
-    if not relowered.exists():
-        relowered.write_bytes(product)
-    record.update(status="translated", relowered=relowered.name)
-    return record
+def _records(name: str, family: str, kernels: list[str], original: Path, out: Path) -> list[dict]:
+    """One record per kernel and target: the native one, and the emulated wave64 for warp-level code."""
+    text = original.read_text()
+    records = []
+    for target in (TARGET, WAVE64_TARGET) if WARP_LEVEL.search(text) else (TARGET,):
+        product, statuses = _translate(text, target)
+        tag = "" if target == TARGET else "@wave64"
+        relowered = out / f"{original.name.removesuffix('.orig.ptx')}{tag}.fatkit.ptx"
+        for kernel in kernels:
+            status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
+            record = {"name": f"{name}{'.' + kernel if kernel != name else ''}{tag}", "family": family,
+                      "target": target, "kernel": kernel, "original": original.name}
+            if product is None or status != "ok":
+                record.update(status="not-translated", reason=status)
+            else:
+                if not relowered.exists():
+                    relowered.write_bytes(product)
+                record.update(status="translated", relowered=relowered.name)
+            records.append(record)
+    return records
 
 
 def build_tables(out: Path, only: str | None) -> list[dict]:
@@ -77,13 +90,11 @@ def build_tables(out: Path, only: str | None) -> list[dict]:
     for case in all_cases():
         if only and only not in case.name:
             continue
-        text = table_module(case, TARGET)
         original = out / f"{case.name}.orig.ptx"
-        original.write_text(text)
-        product, statuses = _translate(text)
-        record = _case_record(case.name, case.family, case.name, original, product, statuses, out)
-        record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp)
-        records.append(record)
+        original.write_text(table_module(case, TARGET))
+        for record in _records(case.name, case.family, [case.name], original, out):
+            record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp)
+            records.append(record)
     return records
 
 
@@ -100,10 +111,9 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
             original = out / f"{stem}.orig.ptx"
             subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(HERE / "cuda" / program.source), "-o",
                             str(original)], check=True, capture_output=True)
-            product, statuses = _translate(original.read_text())
-            for launch in program.launches:
-                record = _case_record(f"{stem}.{launch.kernel}", f"program:{program.name}", launch.kernel,
-                                      original, product, statuses, out)
+            launches = {launch.kernel: launch for launch in program.launches}
+            for record in _records(stem, f"program:{program.name}", list(launches), original, out):
+                launch = launches[record["kernel"]]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
                               params=[p.manifest() for p in launch.params])
                 records.append(record)
@@ -120,7 +130,7 @@ def main() -> None:
     args.output.mkdir(parents=True)
     started = time.perf_counter()
     cases = build_tables(args.output, args.only) + build_programs(args.output, args.only)
-    meta = {"target": TARGET, "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    meta = {"targets": [TARGET, WAVE64_TARGET], "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": "python verification/build.py" + (f" --only {args.only}" if args.only else "")}
     (args.output / "manifest.json").write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))
     translated = sum(c["status"] == "translated" for c in cases)

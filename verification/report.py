@@ -26,13 +26,14 @@ def main() -> None:
     cases = results["cases"]
     by_family: dict[str, list[dict]] = defaultdict(list)
     for case in cases:
-        by_family[case["family"].split(":")[0] if case["family"].startswith("program") else case["family"]].append(case)
+        family = case["family"] + (" (wave64)" if case["name"].endswith("@wave64") else "")
+        by_family[family].append(case)
     ratios = [c["original_ms"] / c["relowered_ms"] for c in cases
               if c["status"] == "pass" and c.get("relowered_ms") and c.get("original_ms")]
     lines = [
         "# Differential verification on an NVIDIA GPU",
         "",
-        f"Original PTX against fatkit's re-lowered PTX (`--target {results['manifest']['target']}`), run on "
+        f"Original PTX against fatkit's re-lowered PTX (`--target {', '.join(results['manifest']['targets'])}`), run on "
         f"**{results['device']}**. Suite built {results['manifest']['built']} with "
         f"`{results['manifest']['command']}`; run with `{args.command}` (input seed {results['seed']}).",
         "",

@@ -7,6 +7,13 @@ size and alignment, so the re-lowered kernel launches with the original's parame
 parameter (a by-value struct) is a `byval([N x i8]) align A` pointer, which NVPTX declares as
 `.param .align A .b8 name[N]` exactly as nvcc does. Allocas live in the generic address space (NVPTX
 moves them to .local itself), `.shared` variables in address space 3, `bar.sync 0` is the CTA barrier.
+
+The hardware-lane interface of lower/warp.py is implemented twice. `sm_90`: natively, a wave is the 32-lane
+warp (the wave32 algorithm). `sm_90:wave64`: an emulated 64-lane wave made of two consecutive warps of the
+block, so that NVIDIA runs the wave64 algorithm AMD's CDNA GPUs run: the hardware lane is the thread's
+linear index mod 64, wave masks are 64 bits, and exchanges go through a .shared buffer of 64 slots per wave
+between two warp barriers over the member lanes (PTX's collectives never span warps, so the members of one
+exchange are one warp's; a read of the other half, which would be a bug, reads that half's last values).
 """
 
 from __future__ import annotations
@@ -30,8 +37,12 @@ _MACHINE_REGISTERS = {"%clock64": ("clock64", 64), "%globaltimer": ("globaltimer
                       "%nsmid": ("nsmid", 32), "%gridid": ("gridid", 64)}
 
 
+WAVE64_SUFFIX = ":wave64"
+MAX_BLOCK_THREADS = 1024  # CUDA's limit: the emulated waves' exchange buffer is sized for it
+
+
 def is_nvptx_target(name: str) -> bool:
-    return re.fullmatch(r"sm_\d+[af]?", name) is not None
+    return re.fullmatch(r"sm_\d+[af]?(:wave64)?", name) is not None
 
 
 class NvptxTarget(Target):
@@ -40,10 +51,13 @@ class NvptxTarget(Target):
     constant_address_space = 4
     shared_address_space = 3
 
-    def __init__(self, arch: str) -> None:
-        if not is_nvptx_target(arch):
-            raise UsageError(f"unknown NVIDIA target {arch!r} (expected sm_XX, e.g. sm_90)")
-        self.arch = self.name = arch
+    def __init__(self, name: str) -> None:
+        if not is_nvptx_target(name):
+            raise UsageError(f"unknown NVIDIA target {name!r} (expected sm_XX or sm_XX:wave64, e.g. sm_90)")
+        self.name = name
+        self.arch = name.removesuffix(WAVE64_SUFFIX)
+        self.emulated_wave64 = name.endswith(WAVE64_SUFFIX)
+        self.wave_size = 64 if self.emulated_wave64 else 32
 
     @cached_property
     def _machine(self) -> llvm.TargetMachine:
@@ -68,8 +82,7 @@ class NvptxTarget(Target):
         return function, builder, list(function.args)
 
     def special_register(self, builder, register, component):
-        name = f"llvm.nvvm.read.ptx.sreg.{_SREG[register]}.{component}"
-        return builder.call(_function(builder.module, name, ir.IntType(32), ()), [])
+        return _sreg(builder, f"{_SREG[register]}.{component}", 32)
 
     def barrier(self, builder):
         # bar.sync 0 (LLVM upgrades the name to its current spelling)
@@ -82,33 +95,43 @@ class NvptxTarget(Target):
         instruction = ir.InlineAsm(ir.FunctionType(f32, [f32]), f"{function}.approx.f32 $0, $1;", "=f,f")
         return builder.call(instruction, [value])
 
-    # The hardware-lane interface, natively: a wave is a 32-thread warp whose lanes may run apart (Volta's
+    # The hardware-lane interface. Natively a wave is a 32-thread warp whose lanes may run apart (Volta's
     # independent scheduling), so exchanges and ballots are the .sync instructions over the members.
-    wave_size = 32
-
     def lane_id(self, builder):
-        return builder.call(_function(builder.module, "llvm.nvvm.read.ptx.sreg.laneid", ir.IntType(32), ()), [])
+        if self.emulated_wave64:
+            return builder.urem(_linear_thread(builder, self), ir.Constant(ir.IntType(32), 64))
+        return _sreg(builder, "laneid", 32)
 
     def exchange(self, builder, value, members):
+        if self.emulated_wave64:
+            return _EmulatedWaveExchange(builder, self, value, members)
         return _WarpExchange(value, members)
 
     def ballot(self, builder, predicate, members):
         i32 = ir.IntType(32)
         ballot = _function(builder.module, "llvm.nvvm.vote.ballot.sync", i32, (i32, ir.IntType(1)))
-        return builder.call(ballot, [members, predicate]), members
+        if not self.emulated_wave64:
+            return builder.call(ballot, [members, predicate]), members
+        base, warp_members = _warp_half(builder, self, members)
+        votes = builder.call(ballot, [warp_members, predicate])
+        return builder.shl(builder.zext(votes, ir.IntType(64)), base), members
 
     def active_lanes(self, builder):
-        return builder.call(_function(builder.module, "llvm.nvvm.activemask", ir.IntType(32), ()), [])
+        active = builder.call(_function(builder.module, "llvm.nvvm.activemask", ir.IntType(32), ()), [])
+        if not self.emulated_wave64:
+            return active
+        base = builder.zext(builder.and_(self.lane_id(builder), ir.Constant(ir.IntType(32), 32)), ir.IntType(64))
+        return builder.shl(builder.zext(active, ir.IntType(64)), base)
 
     def wave_barrier(self, builder, members):
-        i32 = ir.IntType(32)
-        builder.call(_function(builder.module, "llvm.nvvm.bar.warp.sync", ir.VoidType(), (i32,)), [members])
+        if self.emulated_wave64:
+            members = _warp_half(builder, self, members)[1]
+        _warp_sync(builder, members)
 
     def machine_register(self, builder, register):
         if register not in _MACHINE_REGISTERS:
             raise Unavailable(f"the {self.name} target does not provide {register}")
-        name, width = _MACHINE_REGISTERS[register]
-        return builder.call(_function(builder.module, f"llvm.nvvm.read.ptx.sreg.{name}", ir.IntType(width), ()), [])
+        return _sreg(builder, *_MACHINE_REGISTERS[register])
 
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
@@ -152,16 +175,82 @@ class _WarpExchange(LaneExchange):
         i32 = ir.IntType(32)
         shuffle = _function(builder.module, "llvm.nvvm.shfl.sync.idx.i32", i32, (i32, i32, i32, i32))
         every_lane = ir.Constant(i32, 0x1F)  # c operand: clamp at lane 31, one 32-lane segment
+        return _by_words(builder, self.value, lambda word: builder.call(shuffle, [self.lanes, word, lane, every_lane]))
 
-        def read32(word: ir.Value) -> ir.Value:
-            return builder.call(shuffle, [self.lanes, word, lane, every_lane])
 
-        if self.value.type.width == 32:
-            return read32(self.value)
-        i64 = self.value.type
-        low = read32(builder.trunc(self.value, i32))
-        high = read32(builder.trunc(builder.lshr(self.value, ir.Constant(i64, 32)), i32))
-        return builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ir.Constant(i64, 32)))
+class _EmulatedWaveExchange(LaneExchange):
+    """An emulated 64-lane wave's exchange: every member lane stores its value in its wave's slot of a .shared
+    buffer, the members wait for each other (bar.warp.sync, which also orders their memory accesses), read
+    the slots they ask for, and wait again so that the next exchange cannot overwrite a slot still read."""
+
+    def __init__(self, builder: ir.IRBuilder, target: NvptxTarget, value: ir.Value, members: ir.Value):
+        self.value, self.lanes, self.uniform_lanes = value, members, members
+        self.target = target
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        slots = _exchange_buffer(builder.module)
+        wave = builder.udiv(_linear_thread(builder, target), ir.Constant(i32, 64))
+        self.row = builder.gep(slots, [ir.Constant(i32, 0), wave], source_etype=slots.value_type)
+        self.warp_members = _warp_half(builder, target, members)[1]
+        mine = builder.gep(self.row, [ir.Constant(i32, 0), target.lane_id(builder)],
+                           source_etype=slots.value_type.element)
+        builder.store(builder.zext(value, i64) if value.type.width == 32 else value, mine)
+        _warp_sync(builder, self.warp_members)
+
+    def read(self, builder, lane, uniform):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        slot = builder.gep(self.row, [ir.Constant(i32, 0), builder.and_(lane, ir.Constant(i32, 63))],
+                           source_etype=_exchange_buffer(builder.module).value_type.element)
+        value = builder.load(slot, typ=i64)
+        _warp_sync(builder, self.warp_members)
+        return builder.trunc(value, i32) if self.value.type.width == 32 else value
+
+
+def _exchange_buffer(module: ir.Module) -> ir.GlobalVariable:
+    """The .shared slots of the emulated waves: [waves of the largest block][64 lanes] × 64 bits."""
+    name = "fatkit.wave64.exchange"
+    if name in module.globals:
+        return module.globals[name]
+    row = ir.ArrayType(ir.IntType(64), 64)
+    buffer = ir.GlobalVariable(module, ir.ArrayType(row, MAX_BLOCK_THREADS // 64), name, addrspace=3)
+    buffer.type = ir.PointerType(addrspace=3)
+    buffer.linkage = "internal"
+    buffer.initializer = ir.Constant(buffer.value_type, ir.Undefined)
+    buffer.align = 8
+    return buffer
+
+
+def _linear_thread(builder: ir.IRBuilder, target: NvptxTarget) -> ir.Value:
+    """The thread's linear index in its block: x + ntid.x * (y + ntid.y * z), as warps are formed."""
+    tid = [target.special_register(builder, "%tid", c) for c in "xyz"]
+    ntid = [target.special_register(builder, "%ntid", c) for c in "xy"]
+    return builder.add(tid[0], builder.mul(ntid[0], builder.add(tid[1], builder.mul(ntid[1], tid[2]))))
+
+
+def _warp_half(builder: ir.IRBuilder, target: NvptxTarget, members: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(base, warp members): the i64 base lane of the thread's warp in its emulated wave, and the 32 bits of
+    the wave mask `members` that are that warp's lanes."""
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    base = builder.zext(builder.and_(target.lane_id(builder), ir.Constant(i32, 32)), i64)
+    return base, builder.trunc(builder.lshr(members, base), i32)
+
+
+def _warp_sync(builder: ir.IRBuilder, members: ir.Value) -> None:
+    i32 = ir.IntType(32)
+    builder.call(_function(builder.module, "llvm.nvvm.bar.warp.sync", ir.VoidType(), (i32,)), [members])
+
+
+def _by_words(builder: ir.IRBuilder, value: ir.Value, read32) -> ir.Value:
+    """`read32` applied to a 32-bit value, or to each half of a 64-bit one."""
+    if value.type.width == 32:
+        return read32(value)
+    i32, i64 = ir.IntType(32), value.type
+    low = read32(builder.trunc(value, i32))
+    high = read32(builder.trunc(builder.lshr(value, ir.Constant(i64, 32)), i32))
+    return builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ir.Constant(i64, 32)))
+
+
+def _sreg(builder: ir.IRBuilder, name: str, width: int) -> ir.Value:
+    return builder.call(_function(builder.module, f"llvm.nvvm.read.ptx.sreg.{name}", ir.IntType(width), ()), [])
 
 
 def _function(module: ir.Module, name: str, result: ir.Type, args: tuple[ir.Type, ...]) -> ir.Function:
