@@ -103,18 +103,26 @@ class NvptxTarget(Target):
         return _sreg(builder, "laneid", 32)
 
     def exchange(self, builder, value, members):
+        lanes = self._voting(builder, members)
         if self.emulated_wave64:
-            return _EmulatedWaveExchange(builder, self, value, members)
-        return _WarpExchange(value, members)
+            return _EmulatedWaveExchange(builder, self, value, lanes)
+        return _WarpExchange(value, lanes)
 
     def ballot(self, builder, predicate, members):
-        i32 = ir.IntType(32)
-        ballot = _function(builder.module, "llvm.nvvm.vote.ballot.sync", i32, (i32, ir.IntType(1)))
         if not self.emulated_wave64:
-            return builder.call(ballot, [members, predicate]), members
+            return _vote_ballot(builder, members, predicate), self._voting(builder, members)
         base, warp_members = _warp_half(builder, self, members)
-        votes = builder.call(ballot, [warp_members, predicate])
-        return builder.shl(builder.zext(votes, ir.IntType(64)), base), members
+        votes = builder.shl(builder.zext(_vote_ballot(builder, warp_members, predicate), ir.IntType(64)), base)
+        return votes, self._voting(builder, members)
+
+    def _voting(self, builder, members):
+        """The members that take part: those that have not exited (a warp's exited lanes still count in a
+        membermask, and vote for nothing)."""
+        if not self.emulated_wave64:
+            return _vote_ballot(builder, members, ir.Constant(ir.IntType(1), 1))
+        base, warp_members = _warp_half(builder, self, members)
+        voting = _vote_ballot(builder, warp_members, ir.Constant(ir.IntType(1), 1))
+        return builder.shl(builder.zext(voting, ir.IntType(64)), base)
 
     def active_lanes(self, builder):
         active = builder.call(_function(builder.module, "llvm.nvvm.activemask", ir.IntType(32), ()), [])
@@ -232,6 +240,12 @@ def _warp_half(builder: ir.IRBuilder, target: NvptxTarget, members: ir.Value) ->
     i32, i64 = ir.IntType(32), ir.IntType(64)
     base = builder.zext(builder.and_(target.lane_id(builder), ir.Constant(i32, 32)), i64)
     return base, builder.trunc(builder.lshr(members, base), i32)
+
+
+def _vote_ballot(builder: ir.IRBuilder, members: ir.Value, predicate: ir.Value) -> ir.Value:
+    i32 = ir.IntType(32)
+    ballot = _function(builder.module, "llvm.nvvm.vote.ballot.sync", i32, (i32, ir.IntType(1)))
+    return builder.call(ballot, [members, predicate])
 
 
 def _warp_sync(builder: ir.IRBuilder, members: ir.Value) -> None:
