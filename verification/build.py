@@ -93,7 +93,7 @@ def build_tables(out: Path, only: str | None) -> list[dict]:
         original = out / f"{case.name}.orig.ptx"
         original.write_text(table_module(case, TARGET))
         for record in _records(case.name, case.family, [case.name], original, out):
-            record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp)
+            record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp, ulp_type=case.ulp_type)
             records.append(record)
     return records
 
@@ -115,7 +115,8 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
             for record in _records(stem, f"program:{program.name}", list(launches), original, out):
                 launch = launches[record["kernel"]]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
-                              params=[p.manifest() for p in launch.params])
+                              params=[p.manifest() for p in launch.params],
+                              ulp=launch.fast_math_ulp if "--use_fast_math" in flags else 0)
                 records.append(record)
     return records
 

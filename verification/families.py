@@ -18,7 +18,8 @@ class Case:
     family: str
     name: str  # also the kernel's name
     snippet: str
-    ulp: int = 0  # allowed distance in f32 units in the last place (.approx forms only), 0 = bit-exact
+    ulp: int = 0  # allowed distance in units in the last place (.approx forms only), 0 = bit-exact
+    ulp_type: str = "f32"  # what the ulps count: the result's low word as f32, or the whole word as f64
 
 
 def table_module(case: Case, target: str = "sm_90") -> str:
@@ -137,7 +138,7 @@ def integer_cases() -> list[Case]:
     add("shf.l.wrap", "shf.l.wrap.b32 %r20, %r1, %r2, %r3;")
     add("shf.r.clamp", "shf.r.clamp.b32 %r20, %r1, %r2, %r3;")
     add("shf.r.wrap", "shf.r.wrap.b32 %r20, %r1, %r2, %r3;")
-    add("fns.b32", "fns.b32 %r20, %r1, %r2, %r3;")
+    add("fns.b32", "and.b32 %r21, %r2, 31;\nfns.b32 %r20, %r1, %r21, %r3;")  # base > 31 is undefined
     add("bmsk.clamp", "bmsk.clamp.b32 %r20, %r1, %r2;")
     add("bmsk.wrap", "bmsk.wrap.b32 %r20, %r1, %r2;")
     add("szext.clamp.s32", "szext.clamp.s32 %r20, %r1, %r2;")
@@ -197,7 +198,9 @@ def float_cases() -> list[Case]:
             add(f"{fn}.approx{ftz}.f32", f"{fn}.approx{ftz}.f32 %f20, %f1;\nmov.b32 %r20, %f20;", ulp=ulp)
     add("setp.lt.ftz.f32", "setp.lt.ftz.f32 %p2, %f1, %f2;\nselp.b32 %r20, 1, 0, %p2;")
     add("tanh.approx.f32", "tanh.approx.f32 %f20, %f1;\nmov.b32 %r20, %f20;", ulp=4)
-    add("rcp.approx.ftz.f64", "rcp.approx.ftz.f64 %fd20, %fd1;\nmov.b64 %rd20, %fd20;")
+    # 1 in the last bit of the upper word the ISA computes this from
+    cases.append(Case("float", "fp_rcp_approx_ftz_f64", "rcp.approx.ftz.f64 %fd20, %fd1;\nmov.b64 %rd20, %fd20;",
+                      ulp=1 << 32, ulp_type="f64"))
     add("set.lt.u32.f32", "set.lt.u32.f32 %r20, %f1, %f2;")
     add("set.gtu.f32.f32", "set.gtu.f32.f32 %f20, %f1, %f2;\nmov.b32 %r20, %f20;")
     add("slct.f32.s32", "slct.f32.s32 %f20, %f1, %f2, %r3;\nmov.b32 %r20, %f20;")

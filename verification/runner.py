@@ -88,30 +88,43 @@ class Launch:
                     shared_mem=self.case.get("shared", 0))
 
 
-def ulp_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Distance in f32 units in the last place between f32 bit patterns (NaN against NaN is 0)."""
-    def ordered(bits: np.ndarray) -> np.ndarray:  # bit patterns → integers in the order of their values
-        bits = bits.astype(np.int64)
-        return np.where(bits >= 0x80000000, 0xFFFFFFFF - bits, bits + 0x80000000)
-    both_nan = np.isnan(x.view(np.float32)) & np.isnan(y.view(np.float32))
-    distance = np.abs(ordered(x) - ordered(y))
+def ulp_distance(x: np.ndarray, y: np.ndarray, width: int) -> np.ndarray:
+    """Distance in units in the last place between float bit patterns of `width` bits (NaN to NaN: 0)."""
+    unsigned, floating = (np.uint32, np.float32) if width == 32 else (np.uint64, np.float64)
+    sign = 1 << (width - 1)
+
+    def ordered(bits: np.ndarray) -> list[int]:  # bit patterns → integers in the order of their values
+        return [(sign - 1 - (v - sign)) if v >= sign else v + sign for v in (int(b) for b in bits)]
+    both_nan = np.isnan(x.astype(unsigned).view(floating)) & np.isnan(y.astype(unsigned).view(floating))
+    distance = np.array([abs(p - q) for p, q in zip(ordered(x), ordered(y))], dtype=object)
     return np.where(both_nan, 0, distance)
 
 
-def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str]:
+def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str, np.ndarray]:
+    """(equal within the case's tolerance, what differs, the indices of differing 64-bit words)."""
     if expected == got:
-        return True, ""
+        return True, "", np.array([], dtype=np.int64)
     if len(expected) % 8:
-        return False, "outputs differ"
+        return False, "outputs differ", np.array([], dtype=np.int64)
     e, g = np.frombuffer(expected, dtype=np.uint64), np.frombuffer(got, dtype=np.uint64)
-    ulp = case.get("ulp", 0)
-    if ulp and case["kind"] == "table":  # the f32 result is the low word; the high word must match
-        distance = ulp_distance((e & 0xFFFFFFFF).astype(np.uint32), (g & 0xFFFFFFFF).astype(np.uint32))
-        if np.all((e >> 32) == (g >> 32)) and int(distance.max()) <= ulp:
-            return True, f"within {int(distance.max())} ulp"
     bad = np.nonzero(e != g)[0]
+    ulp, kind = case.get("ulp", 0), case.get("ulp_type", "f32")
+    if ulp and kind == "f64":
+        distance = ulp_distance(e[bad], g[bad], 64)
+        if distance.max() <= ulp:
+            return True, f"within {int(distance.max())} ulp (f64)", bad
+    elif ulp and case["kind"] == "table":  # the f32 result is the low word; the high word must match
+        distance = ulp_distance((e[bad] & 0xFFFFFFFF).astype(np.uint32), (g[bad] & 0xFFFFFFFF).astype(np.uint32), 32)
+        if np.all((e[bad] >> 32) == (g[bad] >> 32)) and distance.max() <= ulp:
+            return True, f"within {int(distance.max())} ulp", bad
+    elif ulp:  # a program whose outputs are all f32
+        e32, g32 = np.frombuffer(expected, dtype=np.uint32), np.frombuffer(got, dtype=np.uint32)
+        words = np.nonzero(e32 != g32)[0]
+        distance = ulp_distance(e32[words], g32[words], 32)
+        if distance.max() <= ulp:
+            return True, f"within {int(distance.max())} ulp (f32)", bad
     first = [f"[{i}] nvidia {int(e[i]):#018x} fatkit {int(g[i]):#018x}" for i in bad[:4]]
-    return False, f"{len(bad)} of {len(e)} words differ: " + "; ".join(first)
+    return False, f"{len(bad)} of {len(e)} words differ: " + "; ".join(first), bad
 
 
 def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> dict:
@@ -148,9 +161,12 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> 
             cp.cuda.runtime.deviceSynchronize()
             results.append(b"".join(cp.asnumpy(arrays[i]).tobytes() for i in outputs))
             timings.append(time_launch(launch, case, host_inputs, repeat))
-        ok, detail = compare(case, results[0], results[1])
+        ok, detail, bad = compare(case, results[0], results[1])
         record.update(status="pass" if ok else "fail", detail=detail, original_ms=timings[0],
                       relowered_ms=timings[1])
+        if not ok and case["kind"] == "table":  # the inputs of the first differing threads, to reproduce them
+            a, b, c = host_inputs
+            record["inputs"] = [[hex(int(a[i])), hex(int(b[i])), hex(int(c[i]))] for i in bad[:16]]
     except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
         record.update(status="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     return record

@@ -23,11 +23,13 @@ EXIT_INPUT = 1
 EXIT_GATE = 3
 
 
-COMMAND_ORDER = ("inspect", "extract", "translate", "lint")  # as `fatkit --help` lists them: a user's order
+# as `fatkit --help` lists them: a user's order (the `cache` group follows the commands)
+COMMAND_ORDER = ("inspect", "extract", "translate", "lint", "precompile")
 
 
 def _register() -> None:
-    from fatkit.cli import extract, inspect, lint, translate  # noqa: F401  (commands register themselves on `app`)
+    # commands register themselves on `app`
+    from fatkit.cli import cache, extract, inspect, lint, precompile, translate  # noqa: F401
 
     app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.callback.__name__))
 

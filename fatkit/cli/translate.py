@@ -19,12 +19,14 @@ from fatkit.cli.render import console, short_path
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import PtxModule, ptx_modules
+from fatkit.translate.passes import PASS_NAMES, describe, run_passes
 from fatkit.translate.pipeline import STAGES, Lowered, Options, Prepared, Translation
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
 from fatkit.translate.targets.nvptx import is_nvptx_target
 
 STAGE_NAMES = tuple(name for name, _ in STAGES)
+DUMP_POINTS = STAGE_NAMES + PASS_NAMES  # a stage, or one pass of the passes stage
 EMIT_SUFFIX = {"hsaco": "hsaco", "obj": "o", "asm": "s", "llvm": "ll"}  # --emit kind → file suffix
 
 
@@ -39,7 +41,8 @@ def translate(
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any kernel is unsupported."),
     dump_after: Optional[str] = typer.Option(None, "--dump-after", metavar="STAGE",
                                              help=f"Print this stage's output per module and stop: "
-                                                  f"{', '.join(STAGE_NAMES)}."),
+                                                  f"{', '.join(STAGE_NAMES)}, or one pass: "
+                                                  f"{', '.join(PASS_NAMES)}."),
     emit: str = typer.Option("hsaco", "--emit", metavar="KIND",
                              help="What to write per module and target: hsaco (linked, validated code object), "
                                   "obj (relocatable object), asm (AMDGPU assembly) or llvm (optimised LLVM IR)."),
@@ -54,8 +57,8 @@ def translate(
         raise typer.BadParameter(f"one of {', '.join(EMIT_SUFFIX)}, not {emit!r}", param_hint="--emit")
     if emit != "hsaco" and any(is_nvptx_target(t) for t in targets):
         raise typer.BadParameter("obj/asm/llvm are for AMD targets; an sm_XX target writes PTX", param_hint="--emit")
-    if dump_after is not None and dump_after not in STAGE_NAMES:
-        raise typer.BadParameter(f"one of {', '.join(STAGE_NAMES)}, not {dump_after!r}", param_hint="--dump-after")
+    if dump_after is not None and dump_after not in DUMP_POINTS:
+        raise typer.BadParameter(f"one of {', '.join(DUMP_POINTS)}, not {dump_after!r}", param_hint="--dump-after")
     if dump_after is None and output is None:
         raise typer.BadParameter("an output directory is needed (or --dump-after)", param_hint="-o")
     with file_progress(paths, "translating") as on_file:
@@ -134,24 +137,28 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str) -
             if kernel["status"] == "ok":
                 kernel.update(status="error", reason=str(exc))
         return report
-    path = outdir / f"{module.stem}.{target}.{'ptx' if is_nvptx_target(target) else EMIT_SUFFIX[emit]}"
+    suffix = "ptx" if is_nvptx_target(target) else EMIT_SUFFIX[emit]
+    path = outdir / f"{module.stem}.{target.replace(':', '-')}.{suffix}"  # sm_90:wave64 → sm_90-wave64
     path.write_bytes(product)
     report["output"] = str(path)
     return report
 
 
 def _dump(module: PtxModule, targets: list[str], stage: str) -> None:
-    """Print what `stage` produced for the module: once for target-independent stages, else per target."""
-    for target in targets[:1] if STAGE_NAMES.index(stage) < STAGE_NAMES.index("lower") else targets:
+    """Print what `stage` (or one pass) produced for the module: once for target-independent stages, else per
+    target."""
+    index = STAGE_NAMES.index("passes" if stage in PASS_NAMES else stage)
+    for target in targets[:1] if index < STAGE_NAMES.index("lower") else targets:
         options = Options(target=target)
         sys.stdout.write(f"; ==== {module.stem} ({module.source}) after {stage}"
-                         + (f" for {target}" if STAGE_NAMES.index(stage) >= STAGE_NAMES.index("lower") else "")
+                         + (f" for {target}" if index >= STAGE_NAMES.index("lower") else "")
                          + " ====\n")
         value: Any = module.text
         try:
             for name, function in STAGES:
-                value = function(value, options)
-                if name == stage:
+                value = run_passes(value, until=stage) if stage in PASS_NAMES and name == "passes" else \
+                    function(value, options)
+                if name == stage or (stage in PASS_NAMES and name == "passes"):
                     break
         except FatkitError as exc:
             sys.stdout.write(f"; error: {exc}\n")
@@ -163,16 +170,9 @@ def _dump_text(stage: str, value: Any) -> str:
     if stage == "parse":
         assert isinstance(value, ast.Module)
         return print_ptx(value)
-    if stage == "passes":
+    if stage == "passes" or stage in PASS_NAMES:
         assert isinstance(value, Prepared)
-        lines = []
-        for kernel, registers in value.registers.items():
-            lines.append(f"; kernel {kernel}")
-            if isinstance(registers, dict):
-                lines.extend(f";   {register}: .{ptx_type}" for register, ptx_type in registers.items())
-            else:
-                lines.append(f";   unsupported: {registers}")
-        return "\n".join(lines) + "\n"
+        return describe(value)
     if stage == "lower":
         assert isinstance(value, Lowered)
         unsupported = [f"; unsupported: {r.reason}\n" for r in value.reports if r.status != "ok"]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fatkit.errors import FatkitError, UsageError
-from fatkit.translate.lower import Unsupported, lower_kernel, register_types
+from fatkit.translate.lower import Unsupported, lower_kernel
+from fatkit.translate.passes import PassError, Prepared, run_passes
 from fatkit.translate.ptx import ast, parse_ptx
 from fatkit.translate.targets import Target, target_named
 from fatkit.translate.targets.base import LoweredKernel
@@ -35,15 +36,6 @@ class KernelReport:
     status: str  # ok | unsupported
     reason: str | None = None
     line: int | None = None  # the PTX line of the unsupported instruction
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """The module after the passes: each kernel with the PTX type of every register it declares,
-    or the reason it cannot be lowered."""
-
-    module: ast.Module
-    registers: dict[str, dict[str, str] | Unsupported]
 
 
 @dataclass(frozen=True)
@@ -71,14 +63,8 @@ def parse(text: str, options: Options) -> ast.Module:
 
 
 def passes(module: ast.Module, options: Options) -> Prepared:
-    """Resolve every kernel's register declarations (`%r<N>` expanded) to their PTX types."""
-    registers: dict[str, dict[str, str] | Unsupported] = {}
-    for kernel in module.kernels:
-        try:
-            registers[kernel.name] = register_types(kernel)
-        except Unsupported as unsupported:
-            registers[kernel.name] = unsupported
-    return Prepared(module, registers)
+    """The normalisation passes of fatkit.translate.passes, in order (PASSES)."""
+    return run_passes(module)
 
 
 def lower(prepared: Prepared, options: Options) -> Lowered:
@@ -87,12 +73,13 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     kernels, reports = [], []
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
     for kernel in prepared.module.kernels:
-        registers = prepared.registers[kernel.name]
         try:
-            if isinstance(registers, Unsupported):
-                raise registers
-            kernels.append(lower_kernel(kernel, registers, target, prepared.module.variables, functions))
-        except Unsupported as unsupported:
+            failure = prepared.failure(kernel.name)
+            if failure is not None:
+                raise failure
+            registers = prepared.storage[kernel.name].registers
+            kernels.append(lower_kernel(kernel, registers, target, prepared.module.variables, functions, prepared))
+        except (Unsupported, PassError) as unsupported:
             reports.append(KernelReport(kernel.name, "unsupported", str(unsupported), unsupported.line))
         else:
             reports.append(KernelReport(kernel.name, "ok"))

@@ -5,8 +5,11 @@
 family modules below registers their handlers.
 """
 
-from fatkit.translate.lower import compare, control, convert, floating, integer, memory, special, sync  # noqa: F401
-from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type, register_types
+from fatkit.translate.lower import (  # noqa: F401
+    atomic, compare, control, convert, floating, half, integer, memory, special, sync, warp,
+)
+from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type
 from fatkit.translate.lower.module import lower_kernel
+from fatkit.translate.passes.base import register_types  # a body's registers, as the storage pass lists them
 
 __all__ = ["Unsupported", "kernel_signature", "llvm_type", "lower_kernel", "register_types"]

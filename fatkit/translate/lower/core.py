@@ -1,7 +1,8 @@
 """The core of lowering: one PTX kernel or `.func` body → llvmlite IR for a `Target`.
 
-Every PTX register and every scalar kernel parameter is an alloca (LLVM's SROA/mem2reg makes SSA of them);
-labels start basic blocks; a guard `@p`/`@!p` becomes a conditional branch around its instruction.
+The body comes out of the passes (fatkit/translate/passes): flat, uniquely named, only `bra` guarded.
+Every PTX register and every scalar kernel parameter is an alloca (LLVM's SROA/mem2reg makes SSA of them),
+as the `storage` pass lists them; labels start basic blocks; `@p bra` becomes a conditional branch.
 `Lowering` walks the body and hands each instruction to the handler registered for its opcode (and, where
 integer and floating-point forms are lowered apart, its type family) by the family modules beside this one:
 `@handles("add", family="int")`. Handlers read operands with `read`, write registers with `write` and report
@@ -10,12 +11,15 @@ what they cannot lower with `raise lw.fail(why)`, which names the instruction, i
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
 from typing import Callable
 
 from llvmlite import ir
 
 from fatkit.errors import FatkitError
+from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, KernelSignature, Target
 
@@ -29,17 +33,23 @@ class Unsupported(FatkitError):
 
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
-F32, F64 = ir.FloatType(), ir.DoubleType()
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+F16X2 = ir.VectorType(F16, 2)
 _INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64}
-_FLOAT_TYPES = {32: F32, 64: F64}
+_FLOAT_TYPES = {16: F16, 32: F32, 64: F64}
+# Formats LLVM has no portable type for (llvmlite lacks bfloat) live as their bits; lower/half.py and
+# lower/convert.py compute on them through f32.
+_BIT_TYPES = {"bf16": I16, "bf16x2": I32, "f16x2": F16X2, "tf32": I32, "e4m3x2": I16, "e5m2x2": I16}
 
-_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", F32: "f32", F64: "f64"}
+_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", F16: "f16", F32: "f32", F64: "f64", F16X2: "v2f16"}
 
 
 def llvm_type(ptx_type: str) -> ir.Type | None:
     """The LLVM type a PTX register or value of `ptx_type` lives in; None for types outside this slice."""
     if ptx_type == "pred":
         return I1
+    if ptx_type in _BIT_TYPES:
+        return _BIT_TYPES[ptx_type]
     kind, bits = ptx_type[0], ptx_type[1:]
     if not bits.isdigit():
         return None
@@ -48,6 +58,10 @@ def llvm_type(ptx_type: str) -> ir.Type | None:
     if kind == "f":
         return _FLOAT_TYPES.get(int(bits))
     return None
+
+
+def _is_integer(ptx_type: str) -> bool:
+    return ptx_type[0] in "bsu" and ptx_type[1:].isdigit()
 
 
 def align_up(offset: int, alignment: int) -> int:
@@ -78,26 +92,6 @@ def kernel_signature(kernel: ast.Function) -> KernelSignature:
         params.append(KernelParam(param.name, param.type, offset, size, align, array=bool(param.array)))
         offset += size
     return KernelSignature(kernel.name, tuple(params), offset)
-
-
-def register_types(kernel: ast.Function) -> dict[str, str]:
-    """PTX type of every register the kernel declares, `%r<4>` expanded to `%r0` … `%r3`."""
-    registers: dict[str, str] = {}
-    for variable in kernel.variables():
-        if variable.state_space in ("shared", "local", "param"):
-            continue  # memory, lowered with the kernel
-        if variable.state_space != "reg":
-            raise Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line,
-                              f"variables in .{variable.state_space} are not supported yet")
-        if variable.vector or variable.array or llvm_type(variable.type) is None:
-            raise Unsupported(kernel.name, f".reg .{variable.type} {variable.name}", variable.line,
-                              "only scalar predicate, integer and f32/f64 registers are supported")
-        if variable.count is not None:
-            for i in range(variable.count):
-                registers[f"{variable.name}{i}"] = variable.type
-        else:
-            registers[variable.name] = variable.type
-    return registers
 
 
 Handler = Callable[["Lowering", ast.Instruction], None]
@@ -174,9 +168,11 @@ class _Slot:
 
 
 class Lowering:
-    """Lowers the body of a kernel or of a `.func` (then its parameters are all pointers, `array`)."""
+    """Lowers the body of a kernel or of a `.func` (then its parameters are all pointers, `array`, and its
+    last argument points to the caller's stop flag: an i8 set when the thread ended inside the call by
+    `exit` or `trap`). `storage` (the `storage` pass) lists its registers and local/param buffers."""
 
-    def __init__(self, kernel: ast.Function, params: list[KernelParam], registers: dict[str, str],
+    def __init__(self, kernel: ast.Function, params: list[KernelParam], storage: Storage,
                  target: Target, function: ir.Function, builder: ir.IRBuilder, values: list[ir.Value],
                  memory: dict[str, tuple[str, ir.Value]], callees):
         self.kernel, self.target, self.function, self.builder = kernel, target, function, builder
@@ -185,13 +181,22 @@ class Lowering:
         self.slots: dict[str, ir.Value] = {}
         # The kernel's memory variables: name → (state space, pointer).
         self.variables: dict[str, tuple[str, ir.Value]] = dict(memory)
-        for variable in kernel.variables():
-            if variable.state_space == "local":
-                self.variables[variable.name] = ("local", self._local(variable))
-        self._call_parameters(kernel)
+        for buffer in storage.buffers:
+            pointer = self.alloca(ir.ArrayType(I8, buffer.size), buffer.name)
+            pointer.align = buffer.align
+            self.variables[buffer.name] = (buffer.space, pointer)
         self.registers: dict[str, _Slot] = {}
-        for name, ptx_type in registers.items():
+        for name, ptx_type in storage.registers.items():
+            if llvm_type(ptx_type) is None:
+                line = next((v.line for v in kernel.variables() if v.name == name), kernel.line)
+                raise Unsupported(kernel.name, f".reg .{ptx_type} {name}", line,
+                                  f"registers of type .{ptx_type} are not supported yet")
             self.registers[name] = _Slot(self.alloca(llvm_type(ptx_type), name), llvm_type(ptx_type), ptx_type)
+        if kernel.is_kernel:
+            self.stop_flag = self.alloca(I8, "stopped")
+            builder.store(ir.Constant(I8, 0), self.stop_flag)
+        else:
+            self.stop_flag = function.args[-1]
         self.params: dict[str, _Slot] = {}
         for param, value in zip(params, values):
             if param.array:  # already a pointer to the parameter's bytes
@@ -221,36 +226,10 @@ class Lowering:
             self.slots[key] = self.alloca(llvm_ty, key)
         return self.slots[key]
 
-    def _local(self, variable: ast.Variable) -> ir.Value:
-        """A `.local` variable: per-thread stack bytes at its alignment."""
-        if variable.size_bytes is None:
-            raise Unsupported(self.kernel.name, f".local {variable.name}", variable.line,
-                              "only sized .local variables are supported")
-        storage = self.alloca(ir.ArrayType(I8, variable.size_bytes), variable.name)
-        storage.align = variable.align or variable.element_size
-        return storage
-
-    def _call_parameters(self, kernel: ast.Function) -> None:
-        """`.param` variables of call blocks: stack bytes. nvcc reuses names (`param0`) in block after
-        block with other types, so each name gets one buffer of its largest size and alignment."""
-        sizes: dict[str, tuple[int, int]] = {}
-        for variable in kernel.variables():
-            if variable.state_space != "param":
-                continue
-            if variable.size_bytes is None:
-                raise Unsupported(kernel.name, f".param {variable.name}", variable.line,
-                                  "only sized .param variables are supported")
-            size, align = sizes.get(variable.name, (0, 1))
-            sizes[variable.name] = (max(size, variable.size_bytes),
-                                    max(align, variable.align or variable.element_size))
-        for name, (size, align) in sizes.items():
-            storage = self.alloca(ir.ArrayType(I8, size), name)
-            storage.align = align
-            self.variables[name] = ("param", storage)
-
     # ---------------------------------------------------------------------------------------- driver
 
     def run(self) -> None:
+        self._receive_register_params()
         for statement in self.kernel.statements():
             kind = type(statement)
             if kind is ast.Label:
@@ -258,13 +237,41 @@ class Lowering:
             elif kind is ast.Instruction:
                 self.ins = statement
                 self._instruction(statement)
-            elif kind in (ast.Pragma, ast.Loc, ast.Block, ast.Variable):
-                continue  # hints, debug lines, scopes and (already declared) registers
+            elif kind in (ast.Pragma, ast.Loc, ast.Block, ast.Variable, ast.CallPrototype, ast.TargetList):
+                continue  # hints, debug lines, scopes and declarations (registers, call/branch signatures)
             else:
                 raise Unsupported(self.kernel.name, kind.__name__, getattr(statement, "line", 0),
                                   "statement not supported yet")
         if not self.builder.block.is_terminated:
-            self.builder.ret_void()
+            self.return_()
+
+    def _receive_register_params(self) -> None:
+        """`.reg` parameters of a `.func` arrive, like all, as pointers to the caller's bytes: copied in."""
+        for param in self.kernel.params:
+            if param.state_space == "reg":
+                slot = self.registers[param.name]
+                self.builder.store(self.builder.load(self.params[param.name].pointer, typ=slot.type), slot.pointer)
+
+    def return_(self) -> None:
+        """Return normally: a `.func` first copies its `.reg` return values out to the caller's bytes."""
+        for result in self.kernel.returns:
+            if result.state_space == "reg":
+                slot = self.registers[result.name]
+                value = self.builder.load(slot.pointer, typ=slot.type)
+                self.builder.store(value, self.params[result.name].pointer)
+        self.builder.ret_void()
+
+    def stop_thread(self) -> None:
+        """End the thread (`exit`, or after a trap): a `.func` sets its caller's stop flag, which every caller
+        up to the kernel checks after the call."""
+        if not self.kernel.is_kernel:
+            self.builder.store(ir.Constant(I8, 1), self.stop_flag)
+        self.builder.ret_void()
+
+    def float_mode(self, ins: ast.Instruction):
+        """The instruction's rounding, ftz and saturation with PTX's defaults (passes.FloatMode), or None
+        when it does no floating-point arithmetic or the body did not go through the passes."""
+        return self.callees.prepared.float_mode(ins) if self.callees.prepared is not None else None
 
     def start(self, block: ir.Block) -> None:
         """Continue in `block`, falling through into it from the current block."""
@@ -284,20 +291,14 @@ class Lowering:
         if ins.guard is None:
             handler(self, ins)
             return
+        if ins.opcode != "bra":  # the guards pass turned every other guard into a branch
+            raise self.fail("a guarded instruction other than bra (the body has not been through the passes)")
         predicate = self.load_register(ins.guard.register, "pred")
         if ins.guard.negated:
             predicate = self.builder.not_(predicate)
-        if ins.opcode == "bra":
-            following = self.function.append_basic_block("next")
-            self.builder.cbranch(predicate, self.label(ins.operands[0]), following)
-            self.builder.position_at_end(following)
-            return
-        guarded = self.function.append_basic_block("guarded")
         following = self.function.append_basic_block("next")
-        self.builder.cbranch(predicate, guarded, following)
-        self.builder.position_at_end(guarded)
-        handler(self, ins)
-        self.start(following)
+        self.builder.cbranch(predicate, self.label(ins.operands[0]), following)
+        self.builder.position_at_end(following)
 
     # ---------------------------------------------------------------------------------------- operands
 
@@ -336,11 +337,11 @@ class Lowering:
         source, target = llvm_type(have), llvm_type(want)
         if source == target:
             return value
-        if (source == I1) != (target == I1):
+        if bool(source == I1) != bool(target == I1):  # (llvmlite's vector types answer None to ==)
             raise self.fail(f"a .{have} register used as .{want}")
         if ast.TYPE_SIZES[have] == ast.TYPE_SIZES[want]:
             return self.builder.bitcast(value, target)
-        if have[0] == "f" or want[0] == "f":
+        if not (_is_integer(have) and _is_integer(want)):
             raise self.fail(f"a .{have} register used as .{want}")
         if ast.TYPE_SIZES[have] > ast.TYPE_SIZES[want]:
             return self.builder.trunc(value, target)
@@ -349,6 +350,8 @@ class Lowering:
     def read(self, operand: ast.Operand, ptx_type: str) -> ir.Value:
         """A source operand as a value of `ptx_type`."""
         ty, kind = llvm_type(ptx_type), type(operand)
+        if kind is ast.IntImm and ty == I1:  # the operands pass made .pred immediates 0 or 1
+            return ir.Constant(I1, operand.value != 0)
         if kind is ast.IntImm and ty != I1:
             if isinstance(ty, ir.IntType):
                 return ir.Constant(ty, operand.value & ((1 << ty.width) - 1))
@@ -357,6 +360,11 @@ class Lowering:
             if ty in (F32, F64):
                 value = ast.FloatImm(operand.bits, operand.width).value
                 return ir.Constant(ty, value)
+            if ty == F16:  # only literals that f16 holds exactly: PTX has no f16 literal to round
+                value = ast.FloatImm(operand.bits, operand.width).value
+                if math.isfinite(value) and abs(value) <= 65504 and struct.unpack("<e", struct.pack("<e", value))[0] == value:
+                    return ir.Constant(ty, value)
+                raise self.fail(f"float literal {value!r} used as .f16 is not exactly an f16 value")
             if isinstance(ty, ir.IntType) and ty.width == operand.width:
                 return ir.Constant(ty, operand.bits)
             raise self.fail(f"a {operand.width}-bit float literal used as .{ptx_type}")
@@ -368,6 +376,8 @@ class Lowering:
             return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
         if kind is ast.Name and operand.component is None and operand.name in self.variables:
             return self.builder.ptrtoint(self.variables[operand.name][1], ty)  # its address in its space
+        if kind is ast.Name and operand.component is None and operand.name in self.callees.functions:
+            return self.builder.ptrtoint(self.callees.get(operand.name)[0], ty)  # a function's address
         if kind is ast.Name and operand.is_special_register:
             raise self.fail(f"special register {operand.name} not supported yet")
         if kind is ast.Name and operand.component is None and operand.name in self.registers:

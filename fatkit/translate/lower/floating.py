@@ -1,41 +1,340 @@
-"""Floating-point arithmetic: add/sub/mul, fma and mad on f32/f64 (round to nearest even)."""
+"""Floating-point instructions on f32 and f64, as the PTX ISA defines them.
+
+add/sub/mul/fma/mad/div/rcp/sqrt with IEEE rounding (.rn/.rz/.rm/.rp, exact: see `rounding`), .ftz
+(f32: subnormal inputs, and results whose exact value is subnormal, become zeros of their sign) and .sat
+(clamp to [0, 1], NaN → +0);
+the .approx/.full functions (div, rcp, rsqrt, sqrt, ex2, lg2, sin, cos, tanh) through the target's
+`approximate`; min/max with their NaN rules, .NaN and .xorsign.abs; abs, neg, copysign and testp.
+"""
 
 from __future__ import annotations
 
-from fatkit.translate.lower.core import handles
+from llvmlite import ir
+
+from fatkit.translate.lower import rounding
+from fatkit.translate.lower.core import F32, F64, I64, handles
+from fatkit.translate.ptx import ast
+
+_ROUNDINGS = set(rounding.ROUNDINGS)
 
 
-def _rounding(lw, ins, required: bool) -> None:
-    lw.check_modifiers(ins, {"rn"})
-    if required and "rn" not in ins.modifiers:
-        raise lw.fail("only the .rn rounding is supported yet")
-
-
-def _binary(lw, ins, op: str):
+def _type(lw, ins) -> str:
     (t,) = lw.types(ins, 1)
-    _rounding(lw, ins, required=False)
-    d, a, b = lw.operands(ins, 3)
-    lw.write(d, getattr(lw.builder, op)(lw.read(a, t), lw.read(b, t)), t)
+    if t not in ("f32", "f64"):
+        raise lw.fail(f"type .{t} is not a floating-point type of this instruction")
+    return t
+
+
+def _one_rounding(lw, ins) -> str | None:
+    modes = [m for m in ins.modifiers if m in _ROUNDINGS]
+    if len(modes) > 1:
+        raise lw.fail("more than one rounding modifier")
+    return modes[0] if modes else None
+
+
+def _ftz(lw, ins) -> bool:
+    """.ftz as written, or implied: the rounding pass writes out PTX's defaults (f32 flushes on sm_1x)."""
+    mode = lw.float_mode(ins)
+    return "ftz" in ins.modifiers or bool(mode and mode.ftz)
+
+
+def _kind(lw, ins) -> tuple[str | None, str | None]:
+    """div/rcp/sqrt: (rounding, "approx" | "full" | None) as written or, in PTX 1.0–1.3 modules, by default
+    (.f32 .approx.ftz, .f64 .rn, as the rounding pass wrote them out)."""
+    rounding = _one_rounding(lw, ins)
+    kind = [m for m in ("approx", "full") if m in ins.modifiers]
+    if len(kind) > 1 or (kind and rounding):
+        raise lw.fail(f"{ins.opcode} takes one of .approx, .full or a rounding")
+    mode = lw.float_mode(ins)
+    if rounding is None and not kind and mode is not None:
+        return mode.rounding, "approx" if mode.approx else None
+    return rounding, kind[0] if kind else None
+
+
+def _options(lw, ins, t: str, allowed: set[str]) -> tuple[bool, bool]:
+    """Check the modifiers against `allowed`; returns (.ftz, .sat), which only f32 may carry."""
+    lw.check_modifiers(ins, allowed)
+    if t == "f64" and ("ftz" in ins.modifiers or "sat" in ins.modifiers):
+        raise lw.fail(".ftz and .sat are defined for .f32 only")
+    return _ftz(lw, ins), "sat" in ins.modifiers
+
+
+def _sources(lw, ins, t: str, ftz: bool, count: int) -> tuple:
+    d, *sources = lw.operands(ins, count + 1)
+    values = [lw.read(s, t) for s in sources]
+    if ftz:
+        values = [rounding.flush(lw.builder, v) for v in values]
+    return d, values
+
+
+def _finish(lw, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> None:
+    if ftz:
+        value = rounding.flush(lw.builder, value)
+    if sat:
+        value = rounding.saturate(lw.builder, value)
+    lw.write(d, value, t)
+
+
+def _arithmetic(lw, ins, count: int, compute) -> None:
+    """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given."""
+    t = _type(lw, ins)
+    mode = _one_rounding(lw, ins) or "rn"
+    ftz, sat = _options(lw, ins, t, _ROUNDINGS | {"ftz", "sat"})
+    d, values = _sources(lw, ins, t, ftz, count)
+    _finish(lw, d, compute(lw.builder, mode, *values, **({"ftz": True} if ftz else {})), t, ftz, sat)
 
 
 @handles("add", family="float")
 def add(lw, ins):
-    _binary(lw, ins, "fadd")
+    _arithmetic(lw, ins, 2, rounding.add)
 
 
 @handles("sub", family="float")
 def sub(lw, ins):
-    _binary(lw, ins, "fsub")
+    _arithmetic(lw, ins, 2, lambda b, mode, x, y, **ftz: rounding.add(b, mode, x, b.fneg(y), **ftz))
 
 
 @handles("mul", family="float")
 def mul(lw, ins):
-    _binary(lw, ins, "fmul")
+    _arithmetic(lw, ins, 2, rounding.mul)
 
 
 @handles("fma", "mad", family="float")
 def fma(lw, ins):
-    (t,) = lw.types(ins, 1)
-    _rounding(lw, ins, required=True)
-    d, a, b, c = lw.operands(ins, 4)
-    lw.write(d, lw.intrinsic("llvm.fma", [lw.read(a, t), lw.read(b, t), lw.read(c, t)]), t)
+    if _one_rounding(lw, ins) is None:  # (mad.f32 without one is sm_1x's, with a truncated product)
+        raise lw.fail(f"{ins.opcode} needs a rounding modifier (.rn/.rz/.rm/.rp)")
+    t = _type(lw, ins)
+    _arithmetic(lw, ins, 3, rounding.fma_f32 if t == "f32" else rounding.fma_f64)
+
+
+def _divide_approximately(lw, a: ir.Value, b: ir.Value) -> ir.Value:
+    """a·(1/b). A subnormal b is scaled by 2^24 first (and the quotient after), as NVIDIA GPUs do: its
+    reciprocal would overflow, and 0/b would become NaN where an H200 gives 0."""
+    builder, scale = lw.builder, ir.Constant(F32, 2.0 ** 24)
+    subnormal = builder.fcmp_ordered("<", lw.intrinsic("llvm.fabs", [b]), ir.Constant(F32, 2.0 ** -126))
+    divisor = builder.select(subnormal, builder.fmul(b, scale), b)
+    quotient = builder.fmul(a, rounding.flush(builder, lw.target.approximate(builder, "rcp", divisor)))
+    return builder.select(subnormal, builder.fmul(quotient, scale), quotient)
+
+
+@handles("div", family="float")
+def div(lw, ins):
+    t = _type(lw, ins)
+    mode, kind = _kind(lw, ins)
+    if mode is None and kind is None:
+        raise lw.fail("div of floats needs one of .approx, .full or a rounding")
+    ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "full", "ftz"})
+    if kind and t != "f32":
+        raise lw.fail(f"div.{kind} is defined for .f32 only")
+    d, (a, b) = _sources(lw, ins, t, ftz, 2)
+    if mode is not None:
+        value = rounding.div(lw.builder, mode, a, b, ftz)
+    elif kind == "full":  # at most 2 ulp over the full range: an IEEE division is within that
+        value = lw.builder.fdiv(a, b)
+    else:  # a·(1/b), the reciprocal flushed: for 2^126 < |b| < 2^128 a zero of a's sign, or NaN for a = inf
+        value = _divide_approximately(lw, a, b)
+    _finish(lw, d, value, t, ftz)
+
+
+def _upper_word(lw, a: ir.Value, compute) -> ir.Value:
+    """rcp/rsqrt.approx.ftz.f64: `compute` of a's upper 32 bits (1.11.20), the result truncated to its
+    upper 32 bits, subnormals flushed and every NaN the canonical 0x7fffffff00000000."""
+    b = lw.builder
+    upper = ir.Constant(I64, 0xFFFFFFFF00000000)
+    operand = rounding.flush(b, b.bitcast(b.and_(rounding.bits(b, a), upper), F64))
+    result = rounding.flush(b, compute(operand))
+    truncated = b.and_(rounding.bits(b, result), upper)
+    nan = b.or_(rounding.is_nan(b, operand), rounding.is_nan(b, result))
+    return b.bitcast(b.select(nan, ir.Constant(I64, 0x7FFFFFFF00000000), truncated), F64)
+
+
+def _sqrt(b, value: ir.Value) -> ir.Value:
+    return rounding.sqrt(b, "rn", value)
+
+
+@handles("rcp", family="float")
+def rcp(lw, ins):
+    t = _type(lw, ins)
+    mode, kind = _kind(lw, ins)
+    approx = kind == "approx"
+    if approx == (mode is not None) or kind == "full":
+        raise lw.fail("rcp needs one of .approx or a rounding")
+    b, one = lw.builder, ir.Constant(F32 if t == "f32" else F64, 1.0)
+    if t == "f64" and approx:
+        lw.check_modifiers(ins, {"approx", "ftz"})
+        if "ftz" not in ins.modifiers:
+            raise lw.fail("rcp.approx.f64 exists only as rcp.approx.ftz.f64")
+        d, a = lw.operands(ins, 2)
+        lw.write(d, _upper_word(lw, lw.read(a, t), lambda x: b.fdiv(one, x)), t)
+        return
+    ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    d, (a,) = _sources(lw, ins, t, ftz, 1)
+    value = lw.target.approximate(b, "rcp", a) if approx else rounding.div(b, mode, one, a, ftz)
+    _finish(lw, d, value, t, ftz)
+
+
+@handles("sqrt", family="float")
+def sqrt(lw, ins):
+    t = _type(lw, ins)
+    mode, kind = _kind(lw, ins)
+    approx = kind == "approx"
+    if approx == (mode is not None) or (approx and t != "f32") or kind == "full":
+        raise lw.fail("sqrt needs one of .approx (f32) or a rounding")
+    ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    d, (a,) = _sources(lw, ins, t, ftz, 1)
+    value = lw.target.approximate(lw.builder, "sqrt", a) if approx else rounding.sqrt(lw.builder, mode, a)
+    _finish(lw, d, value, t, ftz)
+
+
+@handles("rsqrt", family="float")
+def rsqrt(lw, ins):
+    t = _type(lw, ins)
+    if _kind(lw, ins)[1] != "approx":
+        raise lw.fail("rsqrt needs .approx")
+    lw.check_modifiers(ins, {"approx", "ftz"})
+    b = lw.builder
+    if t == "f64":
+        d, a = lw.operands(ins, 2)
+        one = ir.Constant(F64, 1.0)
+        if "ftz" in ins.modifiers:
+            value = _upper_word(lw, lw.read(a, t), lambda x: b.fdiv(one, _sqrt(b, x)))
+        else:  # rsqrt.approx.f64 is a software sequence; 1/sqrt in IEEE f64 is within anything it promises
+            value = b.fdiv(one, _sqrt(b, lw.read(a, t)))
+        lw.write(d, value, t)
+        return
+    ftz = _ftz(lw, ins)
+    d, (a,) = _sources(lw, ins, t, ftz, 1)
+    _finish(lw, d, lw.target.approximate(b, "rsqrt", a), t, ftz)
+
+
+@handles("ex2", "lg2", "sin", "cos", "tanh", family="float")
+def transcendental(lw, ins):
+    """ex2/lg2/sin/cos.approx{.ftz}.f32 and tanh.approx.f32 (no .ftz: it keeps subnormals)."""
+    t = _type(lw, ins)
+    if t != "f32" or _kind(lw, ins)[1] != "approx":
+        raise lw.fail(f"{ins.opcode} exists as {ins.opcode}.approx.f32 only")
+    lw.check_modifiers(ins, {"approx"} if ins.opcode == "tanh" else {"approx", "ftz"})
+    ftz = _ftz(lw, ins) and ins.opcode != "tanh"
+    d, (a,) = _sources(lw, ins, t, ftz, 1)
+    _finish(lw, d, lw.target.approximate(lw.builder, ins.opcode, a), t, ftz)
+
+
+def _unary(lw, ins, compute) -> None:
+    t = _type(lw, ins)
+    ftz, _ = _options(lw, ins, t, {"ftz"})
+    d, (a,) = _sources(lw, ins, t, ftz, 1)
+    _finish(lw, d, compute(lw.builder, a), t, ftz)
+
+
+def _sign_op(b, a: ir.Value, result: ir.Value) -> ir.Value:
+    """abs/neg's result; an f32 NaN becomes the canonical NaN, as an H200 gives (f64 NaNs keep their bits
+    but the sign, as there)."""
+    if a.type != F32:
+        return result
+    return b.select(rounding.is_nan(b, a), rounding.canonical_nan(F32), result)
+
+
+@handles("abs", family="float")
+def abs_(lw, ins):
+    _unary(lw, ins, lambda b, a: _sign_op(b, a, lw.intrinsic("llvm.fabs", [a])))
+
+
+@handles("neg", family="float")
+def neg(lw, ins):
+    _unary(lw, ins, lambda b, a: _sign_op(b, a, b.fneg(a)))
+
+
+@handles("copysign", family="float")
+def copysign(lw, ins):
+    t = _type(lw, ins)
+    lw.check_modifiers(ins, set())
+    d, a, b = lw.operands(ins, 3)
+    # copysign d, a, b: b's value with a's sign.
+    lw.write(d, lw.intrinsic("llvm.copysign", [lw.read(b, t), lw.read(a, t)]), t)
+
+
+def _sign_bit(b, x: ir.Value) -> ir.Value:
+    pattern = rounding.bits(b, x)
+    return b.icmp_signed("<", pattern, ir.Constant(pattern.type, 0))
+
+
+def _pick(b, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value:
+    """min (or max) of two numbers, −0.0 below +0.0."""
+    first, second = ("<", ">") if smaller else (">", "<")
+    # equal values differ only for ±0: min takes the negative zero, max the positive one
+    tie = b.select(_sign_bit(b, x), x, y) if smaller else b.select(_sign_bit(b, x), y, x)
+    return b.select(b.fcmp_ordered(first, x, y), x, b.select(b.fcmp_ordered(second, x, y), y, tie))
+
+
+def _min_max_two(b, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Value) -> ir.Value:
+    canonical = rounding.canonical_nan(x.type)
+    core = _pick(b, smaller, x, y)
+    x_nan, y_nan = rounding.is_nan(b, x), rounding.is_nan(b, y)
+    if propagate_nan:
+        return b.select(b.or_(x_nan, y_nan), canonical, core)
+    # one NaN: the other operand; both: the canonical NaN (f32, the ISA), the second operand (f64, where
+    # the ISA says nothing and an H200 returns it)
+    both = y if x.type == F64 else canonical
+    return b.select(x_nan, b.select(y_nan, both, y), b.select(y_nan, x, core))
+
+
+@handles("min", "max", family="float")
+def min_max(lw, ins):
+    t = _type(lw, ins)
+    b, count = lw.builder, len(ins.operands) - 1
+    if count not in (2, 3):
+        raise lw.fail(f"{ins.opcode} takes two or three sources")
+    xorsign, absolute = "xorsign" in ins.modifiers, "abs" in ins.modifiers
+    if t == "f64" and any(m not in ast.TYPES for m in ins.modifiers):
+        raise lw.fail(f"{ins.opcode}.f64 takes no modifiers")
+    if xorsign and (not absolute or count == 3):
+        raise lw.fail(".xorsign needs .abs and exactly two sources")
+    if absolute and not xorsign and count == 2:
+        raise lw.fail(".abs without .xorsign needs three sources")
+    ftz, _ = _options(lw, ins, t, {"ftz", "NaN", "xorsign", "abs"})
+    d, values = _sources(lw, ins, t, ftz, count)
+    sign = b.xor(_sign_bit(b, values[0]), _sign_bit(b, values[1]))
+    if absolute:
+        values = [lw.intrinsic("llvm.fabs", [v]) for v in values]
+    smaller, propagate = ins.opcode == "min", "NaN" in ins.modifiers
+    result = values[0]
+    for value in values[1:]:
+        result = _min_max_two(b, smaller, propagate, result, value)
+    if xorsign:  # the sign of a xor b, unless the result is NaN
+        negative = b.fneg(result)
+        result = b.select(b.and_(sign, b.not_(rounding.is_nan(b, result))), negative, result)
+    _finish(lw, d, result, t, ftz)
+
+
+_TESTS = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
+
+
+@handles("testp", family="float")
+def testp(lw, ins):
+    t = _type(lw, ins)
+    tests = [m for m in ins.modifiers if m in _TESTS]
+    if len(tests) != 1:
+        raise lw.fail(f"testp needs exactly one of {', '.join('.' + x for x in _TESTS)}")
+    lw.check_modifiers(ins, set(tests))
+    d, a = lw.operands(ins, 2)
+    b, value = lw.builder, lw.read(a, t)
+    width = 32 if t == "f32" else 64
+    ity = ir.IntType(width)
+    pattern = rounding.bits(b, value)
+    exponent_mask = ((1 << (width - 1)) - 1) ^ ((1 << (23 if width == 32 else 52)) - 1)
+    exponent = b.and_(pattern, ir.Constant(ity, exponent_mask))
+    fraction = b.and_(pattern, ir.Constant(ity, (1 << (23 if width == 32 else 52)) - 1))
+    exponent_full = b.icmp_unsigned("==", exponent, ir.Constant(ity, exponent_mask))
+    exponent_zero = b.icmp_unsigned("==", exponent, ir.Constant(ity, 0))
+    fraction_zero = b.icmp_unsigned("==", fraction, ir.Constant(ity, 0))
+    nan = b.and_(exponent_full, b.not_(fraction_zero))
+    result = {
+        "finite": b.not_(exponent_full),
+        "infinite": b.and_(exponent_full, fraction_zero),
+        "number": b.not_(nan),
+        "notanumber": nan,
+        # ±0 count as normal numbers
+        "normal": b.and_(b.not_(exponent_full), b.or_(b.not_(exponent_zero), fraction_zero)),
+        "subnormal": b.and_(exponent_zero, b.not_(fraction_zero)),
+    }[tests[0]]
+    lw.write(d, result, "pred")

@@ -1,14 +1,32 @@
-"""Data movement and memory: mov, ld/st in every state space (scalar and .v2/.v4), cvta."""
+"""Data movement and memory: mov, ld/ldu/st in every state space (scalar, .v2/.v4/.v8), their memory-model
+qualifiers, cvta, isspacep, prefetch, and the shared-memory size registers.
+
+ld/st orderings: `.weak` (the default) is a plain access; `.relaxed.scope`, `.acquire.scope` (ld) and
+`.release.scope` (st) are LLVM atomic accesses of that ordering and sync scope; `.volatile` and
+`.mmio.relaxed.sys` are volatile monotonic accesses at system scope (the ISA gives .volatile the
+synchronisation of .relaxed.sys). A vector access is one memory operation per element, as in the ISA.
+
+Accepted hints, which the ISA makes performance hints that change no result: the cache operators
+(.ca/.cg/.cs/.lu/.cv, .wb/.wt), L1/L2 eviction priorities, `.L2::64B/128B/256B` prefetch sizes,
+`.L2::cache_hint` with its cache-policy operand, `.nc` (the non-coherent read-only path) and `ldu`
+(a load the warp makes uniformly). `prefetch`/`prefetchu` only warm caches: they lower to nothing.
+"""
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I32, handles, llvm_type
+from fatkit.translate.lower.atomic import (
+    SCOPES, STATE_SPACES, Order, atomic_load, atomic_store, memory_order, state_space,
+)
+from fatkit.translate.lower.core import I1, I32, I64, handles, llvm_type, reads_special
 from fatkit.translate.ptx import ast
+from fatkit.translate.targets.base import Unavailable
 
-_MEMORY_SPACES = ("global", "param", "shared", "local", "const")
-_CACHE_HINTS = {"ca", "cg", "cs", "lu", "cv", "wb", "wt"}
+_HINTS = {"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "L2::cache_hint", "L2::64B", "L2::128B", "L2::256B",
+          "L1::evict_normal", "L1::evict_unchanged", "L1::evict_first", "L1::evict_last", "L1::no_allocate",
+          "L2::evict_normal", "L2::evict_first", "L2::evict_last", "L2::evict_unchanged"}
+_ORDERED_SPACES = ("global", "shared", "generic")  # where .volatile/.relaxed/.acquire/.release may go
 
 
 @handles("mov")
@@ -20,46 +38,25 @@ def mov(lw, ins):
 
 
 def _access(lw, ins, stored: bool):
-    """ld/st: state space, element type and vector width (1, 2, 4); cache hints are ignored."""
-    spaces = [m for m in ins.modifiers if m in _MEMORY_SPACES]
-    if len(spaces) > 1:
-        raise lw.fail("more than one state space")
-    space = spaces[0] if spaces else "generic"
-    widths = [m for m in ins.modifiers if m in ("v2", "v4")]
-    allowed = set(spaces) | set(widths) | _CACHE_HINTS | ({"nc"} if space == "global" else set())
-    lw.check_modifiers(ins, allowed)
+    """ld/ldu/st: (space, type, vector width, order or None, volatile, operands without the cache policy)."""
+    space, qualifiers = state_space(lw, ins, ("global", "param", "shared", "local", "const", "generic"))
+    widths = [m for m in ins.modifiers if m in ("v2", "v4", "v8")]
+    volatile = "volatile" in ins.modifiers or "mmio" in ins.modifiers
+    if volatile:
+        if "mmio" in ins.modifiers and not ins.has("relaxed", "sys"):
+            raise lw.fail(".mmio goes with .relaxed.sys")
+        order = Order("monotonic", lw.target.syncscope("sys"))
+    else:
+        order = memory_order(lw, ins, {"relaxed", "release"} if stored else {"relaxed", "acquire"}, None, None)
+    if (volatile or order) and space not in _ORDERED_SPACES:
+        raise lw.fail(f"ordered or volatile accesses exist only for .global/.shared/generic, not .{space}")
+    lw.check_modifiers(ins, {*qualifiers, *widths, *_HINTS, *SCOPES, "weak", "volatile", "mmio", "relaxed", "acquire",
+                             "release"})
     (t,) = lw.types(ins, 1)
     if t == "pred":
         raise lw.fail("memory accesses of .pred do not exist")
-    return space, t, int(widths[0][1]) if widths else 1
-
-
-@handles("ld")
-def ld(lw, ins):
-    space, t, width = _access(lw, ins, stored=False)
-    d, a = lw.operands(ins, 2)
-    pointer, size = lw.address(a, space), ast.TYPE_SIZES[t]
-    if width == 1:
-        lw.write(d, lw.builder.load(pointer, typ=llvm_type(t), align=size), t)
-        return
-    vector = lw.builder.load(pointer, typ=ir.VectorType(llvm_type(t), width), align=size * width)
-    for i, item in enumerate(_vector(lw, d, width)):
-        if type(item) is not ast.Sink:
-            lw.write(item, lw.builder.extract_element(vector, ir.Constant(I32, i)), t)
-
-
-@handles("st")
-def st(lw, ins):
-    space, t, width = _access(lw, ins, stored=True)
-    a, v = lw.operands(ins, 2)
-    pointer, size = lw.address(a, space), ast.TYPE_SIZES[t]
-    if width == 1:
-        lw.builder.store(lw.read(v, t), pointer, align=size)
-        return
-    vector = ir.Constant(ir.VectorType(llvm_type(t), width), ir.Undefined)
-    for i, item in enumerate(_vector(lw, v, width)):
-        vector = lw.builder.insert_element(vector, lw.read(item, t), ir.Constant(I32, i))
-    lw.builder.store(vector, pointer, align=size * width)
+    operands = lw.operands(ins, 3 if "L2::cache_hint" in ins.modifiers else 2)[:2]
+    return space, t, int(widths[0][1]) if widths else 1, order, volatile, operands
 
 
 def _vector(lw, operand: ast.Operand, width: int) -> tuple[ast.Operand, ...]:
@@ -68,20 +65,84 @@ def _vector(lw, operand: ast.Operand, width: int) -> tuple[ast.Operand, ...]:
     return operand.items
 
 
+def _element(lw, pointer: ir.Value, index: int, size: int) -> ir.Value:
+    return pointer if index == 0 else lw.builder.gep(pointer, [ir.Constant(I64, index * size)],
+                                                     source_etype=ir.IntType(8))
+
+
+@handles("ld", "ldu")
+def ld(lw, ins):
+    space, t, width, order, volatile, (d, a) = _access(lw, ins, stored=False)
+    if ins.opcode == "ldu" and space not in ("global", "generic"):
+        raise lw.fail("ldu reads .global memory")
+    pointer, size, ty = lw.address(a, space), ast.TYPE_SIZES[t], llvm_type(t)
+    items = (d,) if width == 1 else _vector(lw, d, width)
+    if order is not None:
+        for i, item in enumerate(items):
+            value = atomic_load(lw.builder, _element(lw, pointer, i, size), ty, order, size, volatile)
+            if type(item) is not ast.Sink:
+                lw.write(item, value, t)
+        return
+    if width == 1:
+        lw.write(d, lw.builder.load(pointer, typ=ty, align=size), t)
+        return
+    vector = lw.builder.load(pointer, typ=ir.VectorType(ty, width), align=size * width)
+    for i, item in enumerate(items):
+        if type(item) is not ast.Sink:
+            lw.write(item, lw.builder.extract_element(vector, ir.Constant(I32, i)), t)
+
+
+@handles("st")
+def st(lw, ins):
+    space, t, width, order, volatile, (a, v) = _access(lw, ins, stored=True)
+    pointer, size = lw.address(a, space), ast.TYPE_SIZES[t]
+    items = (v,) if width == 1 else _vector(lw, v, width)
+    if order is not None or any(type(item) is ast.Sink for item in items):
+        for i, item in enumerate(items):  # one store an element; `_` leaves its element unwritten
+            if type(item) is ast.Sink:
+                continue
+            element = _element(lw, pointer, i, size)
+            if order is None:
+                lw.builder.store(lw.read(item, t), element, align=size)
+            else:
+                atomic_store(lw.builder, lw.read(item, t), element, order, size, volatile)
+        return
+    if width == 1:
+        lw.builder.store(lw.read(v, t), pointer, align=size)
+        return
+    vector = ir.Constant(ir.VectorType(llvm_type(t), width), ir.Undefined)
+    for i, item in enumerate(items):
+        vector = lw.builder.insert_element(vector, lw.read(item, t), ir.Constant(I32, i))
+    lw.builder.store(vector, pointer, align=size * width)
+
+
+@handles("prefetch", "prefetchu")
+def prefetch(lw, ins):
+    """Only brings a line into a cache (or a tensor map into its cache): nothing a thread can observe, and
+    it does not fault, so it lowers to nothing once its form is checked."""
+    state_space(lw, ins, ("global", "local", "const", "param", "generic"))
+    lw.check_modifiers(ins, {"global", "local", "const", "param", "L1", "L2", "tensormap",
+                             "L2::evict_last", "L2::evict_normal"})
+    (address,) = lw.operands(ins, 1)
+    if type(address) is not ast.Address:
+        raise lw.fail("prefetch needs an [address] operand")
+
+
 @handles("cvta")
 def cvta(lw, ins):
     """Between a state space's addresses and generic ones: an addrspacecast where the target gives the
     space its own address space (AMDGPU .shared/.local: 32-bit offsets ↔ flat addresses), else the same
     number."""
-    spaces = [m for m in ins.modifiers if m in ("global", "shared", "local", "const")]
+    spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta", "local", "const")]
     if len(spaces) != 1:
         raise lw.fail("cvta needs one of .global/.shared/.local/.const")
     lw.check_modifiers(ins, {"to", spaces[0]})
+    space_name = STATE_SPACES[spaces[0]]
     (t,) = lw.types(ins, 1)
     d, a = lw.operands(ins, 2)
-    space = lw.address_space(spaces[0])
+    space = lw.address_space(space_name)
     value = lw.read(a, t)
-    window = lw.callees.window if spaces[0] == "shared" else None
+    window = lw.callees.window if space_name == "shared" else None
     if window:  # host shared addresses are offsets into the window
         base = lw.builder.ptrtoint(window.base, value.type)
         value = (lw.builder.sub if "to" in ins.modifiers else lw.builder.add)(value, base)
@@ -91,3 +152,68 @@ def cvta(lw, ins):
         cast = lw.builder.addrspacecast(pointer, ir.PointerType(addrspace=target))
         value = lw.builder.ptrtoint(cast, value.type)
     lw.write(d, value, t)
+
+
+@handles("isspacep")
+def isspacep(lw, ins):
+    """Whether a generic address lies in .shared (the target's LDS aperture; the host's window), .local (the
+    private aperture; the host thread's stack), .const (one of the module's .const variables) or .global
+    (none of those: every other generic address is global memory)."""
+    spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta", "local", "const")]
+    if len(spaces) != 1:
+        raise lw.fail("isspacep supports .global/.shared/.local/.const (generic .param addresses do not exist "
+                      "here)")
+    lw.check_modifiers(ins, set(spaces))
+    p, a = lw.operands(ins, 2)
+    address = lw.read(a, "u64")
+    space = STATE_SPACES[spaces[0]]
+    if space == "global":
+        outside = [lw.builder.not_(_in_space(lw, other, address)) for other in ("shared", "local", "const")]
+        lw.write(p, lw.builder.and_(lw.builder.and_(outside[0], outside[1]), outside[2]), "pred")
+    else:
+        lw.write(p, _in_space(lw, space, address), "pred")
+
+
+def _in_space(lw, space: str, address: ir.Value) -> ir.Value:
+    builder = lw.builder
+    if space == "const":
+        inside = ir.Constant(I1, 0)
+        for variable_space, pointer in lw.variables.values():
+            if variable_space == "const":
+                inside = builder.or_(inside, _in_range(lw, pointer, pointer.value_type.count, address))
+        return inside
+    window = lw.callees.window
+    if space == "shared" and lw.target.shared_window:
+        if window is None:
+            return ir.Constant(I1, 0)  # the kernel has no shared memory
+        return _in_range(lw, window.base, window.base.value_type.count, address)
+    try:
+        return lw.target.in_aperture(builder, space, address)
+    except Unavailable as error:
+        raise lw.fail(str(error)) from None
+
+
+def _in_range(lw, pointer: ir.Value, size: int, address: ir.Value) -> ir.Value:
+    builder = lw.builder
+    if pointer.type.addrspace != 0:
+        pointer = builder.addrspacecast(pointer, ir.PointerType())
+    start = builder.ptrtoint(pointer, I64)
+    offset = builder.sub(address, start)
+    return builder.icmp_unsigned("<", offset, ir.Constant(I64, size))
+
+
+_SHARED_ALLOCATION_UNIT = 128  # %total_smem_size is a multiple of it (the ISA: 128 bytes on sm_8x)
+
+
+@reads_special("%dynamic_smem_size", "%total_smem_size")
+def shared_memory_size(lw, operand):
+    """Dynamic shared memory of this launch; the total adds the kernel's static shared memory and rounds
+    up to the allocation unit."""
+    try:
+        dynamic = lw.target.dynamic_shared_size(lw.builder)
+    except Unavailable as error:
+        raise lw.fail(str(error)) from None
+    if operand.name == "%dynamic_smem_size":
+        return dynamic, "u32"
+    total = lw.builder.add(dynamic, ir.Constant(I32, lw.callees.static_shared_bytes + _SHARED_ALLOCATION_UNIT - 1))
+    return lw.builder.and_(total, ir.Constant(I32, -_SHARED_ALLOCATION_UNIT)), "u32"

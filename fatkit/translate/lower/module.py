@@ -7,21 +7,26 @@ import struct
 from llvmlite import ir
 
 from fatkit.translate.lower.core import (
-    I8, Lowering, SharedWindow, Unsupported, align_up, array_size, kernel_signature, llvm_type, register_types,
+    I8, Lowering, SharedWindow, Unsupported, align_up, kernel_signature, llvm_type,
 )
+from fatkit.translate.passes import Prepared, Storage
+from fatkit.translate.passes.storage import function_storage
+from fatkit.translate.lower.sync import BARRIER_STATE_WORDS, BARRIERS, needs_named_barriers
+from fatkit.translate.lower.warp import COLLECTIVES
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, LoweredKernel, Target
 
 
 def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target,
                  module_variables: tuple[ast.Variable, ...] = (),
-                 functions: dict[str, ast.Function] | None = None) -> LoweredKernel:
+                 functions: dict[str, ast.Function] | None = None, prepared: Prepared | None = None) -> LoweredKernel:
     """Lower one kernel into its own LLVM module; raises Unsupported for PTX outside the slice.
 
     `module_variables` are the PTX module's own: the .global/.const/.shared ones the kernel (or a function
     it calls) names go into its LLVM module (.global/.const as linkonce_odr, so the kernels' modules link
     into one copy). `functions` are the module's `.func` definitions by name; those the kernel calls are
-    lowered into its module as internal functions."""
+    lowered into its module as internal functions. `prepared` is what the passes found (each function's
+    storage, its instructions' float modes); without it a body's buffers are read off its declarations."""
     functions = functions or {}
     if kernel.body is None:
         raise Unsupported(kernel.name, ".entry", kernel.line, "a kernel declaration without a body")
@@ -31,19 +36,43 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     module.data_layout = target.data_layout
     param_types = [ir.ArrayType(I8, p.size) if p.array else llvm_type(p.type) for p in signature.params]
     used = _names_used(kernel, functions)
-    module_level = [v for v in module_variables if v.name in used and v.state_space in ("global", "const", "shared")]
+    used |= _initializer_names(module_variables, used)
+    reached = [kernel, *(functions[name] for name in used if name in functions)]
+    named_barriers = any(needs_named_barriers(i) for body in reached for i in body.instructions())
+    # A kernel's own variable hides a module variable of its name from the kernel, not from its callees.
+    declared = {v.name for v in kernel.variables()}
+    hidden = declared & {name for callee in reached[1:] for name in _names_used(callee, {})}
+    if hidden & {v.name for v in module_variables}:
+        raise Unsupported(kernel.name, sorted(hidden)[0], kernel.line,
+                          "a kernel variable hides a module variable that a function it calls uses")
+    module_level = [v for v in module_variables if v.name in used and v.name not in declared
+                    and v.state_space in ("global", "const", "shared")]
+    barrier_state = named_barriers and not target.named_barrier_calls
     shared, shared_bytes, window = _shared_variables(kernel, module, target,
-                                             [v for v in module_level if v.state_space == "shared"])
+                                             [v for v in module_level if v.state_space == "shared"], barrier_state)
+    state = shared.pop(_BARRIER_STATE, None)
     memory = {name: ("shared", pointer) for name, pointer in shared.items()}
+    addresses: list[tuple[ast.Variable, ir.GlobalVariable, list]] = []  # initializers holding addresses
     for variable in module_level:
         if variable.state_space != "shared":
-            memory[variable.name] = (variable.state_space, _module_variable(kernel, variable, module, target))
+            memory[variable.name] = (variable.state_space,
+                                     _module_variable(kernel, variable, module, target, addresses))
     function, builder, values = target.define_kernel(module, signature, param_types)
-    callees = _Callees(module, target, functions, memory, window)
-    Lowering(kernel, signature.params, registers, target, function, builder, values, memory, callees).run()
+    if state is not None:  # shared memory starts undefined: zero the barriers before any thread uses them
+        builder.store(ir.Constant(ir.ArrayType(I8, _BARRIER_STATE_BYTES), None), state, align=4)
+        target.barrier(builder)
+    callees = _Callees(module, target, functions, memory, window, prepared)
+    callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
+    storage = prepared.storage[kernel.name] if prepared else Storage(registers, function_storage(kernel).buffers)
+    Lowering(kernel, signature.params, storage, target, function, builder, values, memory, callees).run()
+    for variable, storage_global, slots in addresses:
+        _place_addresses(kernel, variable, storage_global, slots, memory, callees)
     target.finish_module(module)
     bodies = [kernel, *(declaration for _, declaration in callees.lowered.values())]
-    barriers = any(i.opcode in ("bar", "barrier") for body in bodies for i in body.instructions())
+    # Barriers and warp collectives need the block's threads running together on a target that runs
+    # them one by one (host); bar.warp.sync is a `bar`.
+    barriers = any(i.opcode in ("bar", "barrier") or i.opcode in COLLECTIVES
+                   for body in bodies for i in body.instructions())
     return LoweredKernel(signature, str(module), shared_bytes, barriers)
 
 
@@ -81,12 +110,21 @@ class _Callees:
 
     A function takes the target's context arguments (the host's kernarg and special-register pointers),
     then one pointer per return and parameter to the caller's `.param` bytes: by reference, so every
-    PTX parameter type (scalars, `.b8` arrays) passes the same way and recursion just works."""
+    PTX parameter type (scalars, `.b8` arrays) passes the same way and recursion just works; last, the
+    pointer to the caller's stop flag (see Lowering). Every function has this one shape, so a function's
+    address can be called whatever its parameters."""
+
+    # What lower/sync.py and memory.py read: whether the kernel's barriers are named ones (lower/sync.py),
+    # the shared-memory barrier state where the target has no calls for them, the static shared bytes.
+    named_barriers: bool = False
+    barrier_state: ir.Value | None = None
+    static_shared_bytes: int = 0
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
-                 memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None):
+                 memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,
+                 prepared: Prepared | None = None):
         self.module, self.target, self.functions, self.memory = module, target, functions, memory
-        self.window = window
+        self.window, self.prepared = window, prepared
         self.lowered: dict[str, tuple[ir.Function, ast.Function]] = {}
 
     def get(self, name: str) -> tuple[ir.Function, ast.Function] | None:
@@ -95,7 +133,6 @@ class _Callees:
         function = self.functions.get(name)
         if function is None or function.body is None:
             return None
-        stack = ir.PointerType(addrspace=self.target.stack_address_space)
         params = []
         for param in (*function.returns, *function.params):
             if param.size_bytes is None or llvm_type(param.type) is None:
@@ -103,19 +140,31 @@ class _Callees:
                                   "only sized integer/floating-point .param parameters are supported")
             params.append(KernelParam(param.name, param.type, 0, param.size_bytes,
                                       param.align or param.element_size, array=True))
-        types = [ir.PointerType()] * self.target.context_arguments + [stack] * len(params)
-        lowered = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name)
+        lowered = ir.Function(self.module, self.function_type(len(params)), name)
         lowered.linkage = "internal"
         self.lowered[name] = lowered, function  # before its body, for recursive calls
         builder = ir.IRBuilder(lowered.append_basic_block("entry"))
-        values = lowered.args[self.target.context_arguments:]
-        Lowering(function, params, register_types(function), self.target, lowered, builder, values,
-                        self.memory, self).run()
+        values = lowered.args[self.target.context_arguments:-1]
+        if self.prepared and name in self.prepared.failures:
+            error = self.prepared.failures[name]
+            raise Unsupported(name, error.instruction, error.line, error.why)
+        storage = self.prepared.storage[name] if self.prepared else function_storage(function)
+        Lowering(function, params, storage, self.target, lowered, builder, values, self.memory, self).run()
         return lowered, function
 
+    def function_type(self, values: int) -> ir.FunctionType:
+        """The LLVM type of a lowered `.func` with `values` returns and parameters together."""
+        stack = ir.PointerType(addrspace=self.target.stack_address_space)
+        return ir.FunctionType(ir.VoidType(), [ir.PointerType()] * self.target.context_arguments
+                               + [stack] * (values + 1))
 
-def _initializer_bytes(kernel: ast.Function, variable: ast.Variable, size: int) -> bytes:
-    """The bytes a variable starts with: its initializer's elements packed little-endian, zeros after."""
+
+def _initializer_bytes(kernel: ast.Function, variable: ast.Variable, size: int,
+                       addresses: list | None = None) -> bytes:
+    """The bytes a variable starts with: its initializer's elements packed little-endian, zeros after.
+
+    An address (`f`, `var`, `var+8`, `generic(var)`) in a 64-bit element is left as 8 zero bytes and listed
+    in `addresses` as (byte offset, SymbolRef), for `_place_addresses`."""
     element, ptx_type = ast.TYPE_SIZES[variable.type], variable.type
     image = bytearray()
 
@@ -124,6 +173,9 @@ def _initializer_bytes(kernel: ast.Function, variable: ast.Variable, size: int) 
         if kind is ast.InitList:
             for sub in item.items:
                 pack(sub)
+        elif kind in (ast.Name, ast.SymbolRef) and element == 8 and addresses is not None:
+            addresses.append((len(image), ast.SymbolRef(item.name) if kind is ast.Name else item))
+            image.extend(bytes(8))
         elif kind is ast.IntImm and ptx_type[0] != "f":
             image.extend((item.value & ((1 << 8 * element) - 1)).to_bytes(element, "little"))
         elif kind in (ast.IntImm, ast.FloatImm) and ptx_type[0] == "f" and element in (4, 8):
@@ -142,8 +194,9 @@ def _initializer_bytes(kernel: ast.Function, variable: ast.Variable, size: int) 
 
 
 def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Module,
-                     target: Target) -> ir.GlobalVariable:
-    """A module-level .global/.const variable, defined with its initial bytes."""
+                     target: Target, addresses: list) -> ir.GlobalVariable:
+    """A module-level .global/.const variable, defined with its initial bytes; one whose initializer holds
+    addresses is appended to `addresses` with them, to be placed once the functions are lowered."""
     size = variable.size_bytes
     if size is None or variable.linkage == "extern" or llvm_type(variable.type) is None:
         raise Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line,
@@ -152,45 +205,127 @@ def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Mo
     storage = ir.GlobalVariable(module, ir.ArrayType(I8, size), variable.name, addrspace=space)
     storage.type = ir.PointerType(addrspace=space)
     storage.linkage = "linkonce_odr"
-    storage.initializer = ir.Constant(storage.value_type, bytearray(_initializer_bytes(kernel, variable, size)))
+    slots: list[tuple[int, ast.SymbolRef]] = []
+    storage.initializer = ir.Constant(storage.value_type,
+                                      bytearray(_initializer_bytes(kernel, variable, size, slots)))
+    if slots:
+        addresses.append((variable, storage, slots))
     storage.align = variable.align or variable.element_size
     storage.global_constant = variable.state_space == "const"
     return storage
 
 
-def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target,
-                      module_level: list[ast.Variable]) -> tuple[dict[str, ir.Value], int, "SharedWindow | None"]:
+def _initializer_names(variables: tuple[ast.Variable, ...], used: set[str]) -> set[str]:
+    """The names the initializers of the used variables mention (transitively): vtables' functions,
+    `generic(var)`'s variables."""
+    by_name = {v.name: v for v in variables if v.initializer is not None}
+    found, pending = set(), [name for name in used if name in by_name]
+
+    def visit(item) -> None:
+        kind = type(item)
+        if kind is ast.InitList:
+            for sub in item.items:
+                visit(sub)
+        elif kind in (ast.Name, ast.SymbolRef) and item.name not in found | used:
+            found.add(item.name)
+            if item.name in by_name:
+                pending.append(item.name)
+
+    while pending:
+        visit(by_name[pending.pop()].initializer)
+    return found
+
+
+def _place_addresses(kernel: ast.Function, variable: ast.Variable, storage: ir.GlobalVariable,
+                     slots: list[tuple[int, ast.SymbolRef]], memory: dict[str, tuple[str, ir.Value]],
+                     callees: "_Callees") -> None:
+    """Give `storage` an initializer of its bytes with the addresses in place: a packed struct of byte runs
+    and 8-byte address constants (a function's, or a .global/.const variable's, plus an offset;
+    `generic(var)` cast to the generic address space)."""
+    image = bytes(storage.initializer.constant)
+    fields, values, at = [], [], 0
+
+    def problem(why: str) -> Unsupported:
+        return Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line, why)
+
+    for offset, symbol in slots:
+        if offset > at:
+            fields.append(ir.ArrayType(I8, offset - at))
+            values.append(ir.Constant(fields[-1], bytearray(image[at:offset])))
+        callee = callees.get(symbol.name) if symbol.name in callees.functions else None
+        if callee is not None:
+            pointer: ir.Value = callee[0]
+        elif symbol.name in memory and memory[symbol.name][0] in ("global", "const"):
+            pointer = memory[symbol.name][1]
+        else:
+            raise problem(f"initializer address of {symbol.name}: only .func functions and .global/.const "
+                          "variables of this module are supported")
+        if symbol.offset:
+            pointer = ir.FormattedConstant(
+                pointer.type, f"getelementptr (i8, {pointer.type} {pointer.get_reference()}, i64 {symbol.offset})")
+        if symbol.generic and pointer.type.addrspace != 0:
+            pointer = ir.FormattedConstant(ir.PointerType(),
+                                           f"addrspacecast ({pointer.type} {pointer.get_reference()} to ptr)")
+        fields.append(pointer.type)
+        values.append(pointer)
+        at = offset + 8
+    if at < len(image):
+        fields.append(ir.ArrayType(I8, len(image) - at))
+        values.append(ir.Constant(fields[-1], bytearray(image[at:])))
+    structure = ir.LiteralStructType(fields, packed=True)
+    storage.value_type = structure
+    storage.initializer = ir.Constant(structure, values)
+
+
+_BARRIER_STATE = "fatkit.barriers"  # the named barriers' shared-memory state (lower/sync.py)
+_BARRIER_STATE_BYTES = BARRIERS * BARRIER_STATE_WORDS * 4
+
+
+def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, module_level: list[ast.Variable],
+                      barrier_state: bool) -> tuple[dict[str, ir.Value], int, "SharedWindow | None"]:
     """The kernel's `.shared` variables as globals in the target's shared address space (undefined at
-    start, as in CUDA) and their bytes: each at its alignment, in declaration order, as LLVM lays out LDS.
+    start, as in CUDA) and their static bytes: each at its alignment, in declaration order, as LLVM lays
+    out LDS; with `barrier_state`, the named barriers' state (`_BARRIER_STATE`) after them.
+
+    `.extern .shared` arrays without a size are dynamic shared memory: all of them start at one address
+    after the static bytes, at their largest alignment (counted in the static bytes); on AMDGPU each is a
+    zero-sized external LDS global, which LLVM places there and the launch sizes.
 
     Where the target wants a shared window (host), the variables are instead slices of one global and a
-    shared address is an offset into it, so that it fits the 32-bit registers PTX keeps it in."""
-    shared, total, offsets = {}, 0, {}
+    shared address is an offset into it, so that it fits the 32-bit registers PTX keeps it in; dynamic
+    shared memory makes the window `Target.dynamic_shared_capacity` bytes longer."""
+    shared, total, offsets, dynamic = {}, 0, {}, []
+    placed: list[tuple[str, int, int]] = []  # (name, size, alignment)
     for variable in [*module_level, *(v for v in kernel.variables() if v.state_space == "shared")]:
-        element = ast.TYPE_SIZES.get(variable.type)
-        size = None if element is None else array_size(variable, element) if variable.array else element
         if target.shared_address_space is None:
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
                               f"the {target.name} target runs threads one after another and has no "
                               ".shared memory")
-        if size is None or variable.vector:
+        if variable.linkage == "extern" and variable.array == (None,) and variable.element_size:
+            dynamic.append(variable)
+        elif variable.linkage == "extern" or variable.size_bytes is None:
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
-                              "only sized scalar or array .shared variables are supported")
-        align = variable.align or element
-        offsets[variable.name] = align_up(total, align)
+                              "only sized .shared variables and unsized .extern .shared arrays are supported")
+        else:
+            placed.append((variable.name, variable.size_bytes, variable.align or variable.element_size))
+    if barrier_state:
+        placed.append((_BARRIER_STATE, _BARRIER_STATE_BYTES, 4))
+    for name, size, align in placed:
+        offsets[name] = align_up(total, align)
         total = align_up(total, align) + size
-        if target.shared_window:
-            continue
-        storage = ir.GlobalVariable(module, ir.ArrayType(I8, size), variable.name,
-                                    addrspace=target.shared_address_space)
-        storage.type = ir.PointerType(addrspace=target.shared_address_space)  # opaque, as every pointer here
-        storage.linkage = "internal"
-        storage.initializer = ir.Constant(storage.value_type, ir.Undefined)
-        storage.align = align
-        shared[variable.name] = storage
+        if not target.shared_window:
+            shared[name] = _lds_global(module, target, name, size, align)
+    if dynamic:
+        align = max(v.align or v.element_size for v in dynamic)
+        total = align_up(total, align)
+        for variable in dynamic:
+            offsets[variable.name] = total
+            if not target.shared_window:
+                shared[variable.name] = _lds_global(module, target, variable.name, 0, align)
     if not target.shared_window or not offsets:
         return shared, total, None
-    window = ir.GlobalVariable(module, ir.ArrayType(I8, total), "fatkit.shared")
+    capacity = target.dynamic_shared_capacity if dynamic else 0
+    window = ir.GlobalVariable(module, ir.ArrayType(I8, total + capacity), "fatkit.shared")
     window.type = ir.PointerType()
     window.linkage = "internal"
     window.initializer = ir.Constant(window.value_type, ir.Undefined)
@@ -199,3 +334,16 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target,
         shared[name] = ir.FormattedConstant(
             ir.PointerType(), f'getelementptr inbounds (i8, ptr @"{window.name}", i64 {offset})')
     return shared, total, SharedWindow(window, offsets)
+
+
+def _lds_global(module: ir.Module, target: Target, name: str, size: int, align: int) -> ir.GlobalVariable:
+    """A variable in the target's shared address space; size 0: dynamic (external, sized by the launch)."""
+    storage = ir.GlobalVariable(module, ir.ArrayType(I8, size), name, addrspace=target.shared_address_space)
+    storage.type = ir.PointerType(addrspace=target.shared_address_space)  # opaque, as every pointer here
+    if size:
+        storage.linkage = "internal"
+        storage.initializer = ir.Constant(storage.value_type, ir.Undefined)
+    else:
+        storage.linkage = "external"
+    storage.align = align
+    return storage

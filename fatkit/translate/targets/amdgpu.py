@@ -5,7 +5,11 @@ same size and alignment, so the explicit kernarg segment is CUDA's parameter buf
 array parameter (`.param .align 8 .b8 p[16]`, a by-value struct) is a `byref([16 x i8]) align 8` pointer
 into the kernarg segment: LLVM lays it out with exactly that size and alignment (a plain `[16 x i8]`
 argument would be aligned to 1), and `ld.param [p+8]` becomes a load at an offset from the pointer.
-`.shared` variables are LDS (address space 3); `bar.sync 0` is s_barrier between workgroup fences.
+`.shared` variables are LDS (address space 3); `bar.sync 0` is s_barrier between workgroup fences
+(named barriers are LDS counters, lower/sync.py). Dynamic shared memory (`.extern .shared x[]`) is a
+zero-sized external LDS global, which LLVM places after the static LDS; its size is the code object v5
+implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgroup (cta), agent
+(cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
 a child Python process; ziglang's ld.lld (PyPI) links the relocatable object it returns.
@@ -13,6 +17,7 @@ a child Python process; ziglang's ld.lld (PyPI) links the relocatable object it 
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -25,7 +30,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.hsaco import CodeObject, parse_code_object
-from fatkit.translate.targets.base import LoweredKernel, PointerTo, Target
+from fatkit.translate.targets.base import LaneExchange, LoweredKernel, PointerTo, Target, Unavailable
 
 TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
@@ -33,6 +38,9 @@ _WORKITEM_ID = {c: f"llvm.amdgcn.workitem.id.{c}" for c in "xyz"}
 _WORKGROUP_ID = {c: f"llvm.amdgcn.workgroup.id.{c}" for c in "xyz"}
 _BLOCK_COUNT_OFFSET = {"x": 0, "y": 4, "z": 8}  # i32 hidden_block_count_*
 _GROUP_SIZE_OFFSET = {"x": 12, "y": 14, "z": 16}  # i16 hidden_group_size_*
+_DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code object v5 implicit arguments)
+# PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
+_SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
 EMIT_KINDS = ("obj", "asm", "llvm")  # what `emit` writes besides linked code objects
 
@@ -102,6 +110,113 @@ class AmdgpuTarget(Target):
         builder.call(_intrinsic(builder.module, "llvm.amdgcn.s.barrier", ir.VoidType(), ()), [])
         builder.fence("acquire", "workgroup")
 
+    def approximate(self, builder, function, value):
+        f32, module = value.type, builder.module
+        if function in ("sin", "cos"):
+            # v_sin_f32/v_cos_f32 take revolutions, within ±256 of them: beyond PTX's ±100π radians, where
+            # .approx promises nothing. (Reducing with v_fract would lose the sign of −0 and tiny angles.)
+            turns = builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi)))
+            return builder.call(_intrinsic(module, f"llvm.amdgcn.{function}.f32", f32, (f32,)), [turns])
+        if function == "tanh":
+            return tanh_from_exp2(builder, value, lambda x: self.approximate(builder, "ex2", x))
+        # LLVM lowers exp2/log2.f32 to v_exp/v_log_f32 (1 ulp), and 1/x, sqrt and 1/sqrt allowed 1 ulp
+        # (!fpmath) to v_rcp/v_sqrt/v_rsq_f32, adding the scaling that keeps subnormal inputs and results,
+        # which the bare llvm.amdgcn.* instructions flush.
+        if function in ("ex2", "lg2"):
+            name = "llvm.exp2.f32" if function == "ex2" else "llvm.log2.f32"
+            return builder.call(_intrinsic(module, name, f32, (f32,)), [value])
+        one_ulp = module.add_metadata([ir.Constant(f32, 1.0)])
+        if function != "rcp":
+            value = builder.call(_intrinsic(module, "llvm.sqrt.f32", f32, (f32,)), [value], fastmath=("contract",))
+            value.set_metadata("fpmath", one_ulp)
+            if function == "sqrt":
+                return value
+        reciprocal = builder.fdiv(ir.Constant(f32, 1.0), value, flags=("contract",))
+        reciprocal.set_metadata("fpmath", one_ulp)
+        return reciprocal
+
+    def syncscope(self, scope):
+        return _SYNCSCOPES[scope]
+
+    def pause(self, builder):
+        i32 = ir.IntType(32)
+        builder.call(_intrinsic(builder.module, "llvm.amdgcn.s.sleep", ir.VoidType(), (i32,)), [ir.Constant(i32, 1)])
+
+    def dynamic_shared_size(self, builder):
+        implicit = builder.call(
+            _intrinsic(builder.module, "llvm.amdgcn.implicitarg.ptr", ir.PointerType(addrspace=4), ()), [])
+        slot = builder.gep(implicit, [ir.Constant(ir.IntType(64), _DYNAMIC_LDS_SIZE_OFFSET)],
+                           source_etype=ir.IntType(8))
+        return builder.load(slot, typ=ir.IntType(32), align=4)
+
+    def in_aperture(self, builder, space, address):
+        # Flat addresses of LDS and scratch lie in the shared and private apertures the hardware reports.
+        name = {"shared": "llvm.amdgcn.is.shared", "local": "llvm.amdgcn.is.private"}[space]
+        pointer = builder.inttoptr(address, ir.PointerType())
+        return builder.call(_intrinsic(builder.module, name, ir.IntType(1), (ir.PointerType(),)), [pointer])
+
+    @property
+    def wave_size(self) -> int:
+        return self.wavefront_size
+
+    def lane_id(self, builder):
+        i32 = ir.IntType(32)
+        every, zero = ir.Constant(i32, -1), ir.Constant(i32, 0)
+        low = builder.call(_intrinsic(builder.module, "llvm.amdgcn.mbcnt.lo", i32, (i32, i32)), [every, zero])
+        if self.wave_size == 32:
+            return low
+        return builder.call(_intrinsic(builder.module, "llvm.amdgcn.mbcnt.hi", i32, (i32, i32)), [every, low])
+
+    def _ballot(self, builder, predicate):
+        mask = ir.IntType(self.wave_size)
+        function = _intrinsic(builder.module, f"llvm.amdgcn.ballot.i{self.wave_size}", mask, (ir.IntType(1),))
+        return builder.call(function, [predicate])
+
+    # A wave runs its lanes in lockstep: the lanes of `members` that execute an operation are the active
+    # ones (EXEC), and one that is not active (diverged, exited) cannot be waited for, so `members` only
+    # masks the result.
+    def exchange(self, builder, value, members):
+        active = self.active_lanes(builder)
+        return _WaveExchange(value, builder.and_(active, members), active)
+
+    def ballot(self, builder, predicate, members):
+        return (builder.and_(self._ballot(builder, predicate), members),
+                builder.and_(self.active_lanes(builder), members))
+
+    def active_lanes(self, builder):
+        return self._ballot(builder, ir.Constant(ir.IntType(1), 1))
+
+    def wave_barrier(self, builder, members):
+        # The lanes are already together; what remains is ordering their memory accesses.
+        builder.fence("acq_rel", "wavefront")
+        builder.call(_intrinsic(builder.module, "llvm.amdgcn.wave.barrier", ir.VoidType(), ()), [])
+
+    def machine_register(self, builder, register):
+        module, i32, i64 = builder.module, ir.IntType(32), ir.IntType(64)
+        generation = int(re.match(r"gfx(\d+?)(?=[0-9a-f]{2}$)", self.processor).group(1))
+        if register == "%clock64":
+            if generation == 11:
+                raise Unavailable(f"{self.processor} counts shader cycles in a 20-bit register "
+                                  "(SHADER_CYCLES) that wraps within a millisecond, not a 64-bit counter")
+            return builder.call(_intrinsic(module, "llvm.readcyclecounter", i64, ()), [])  # s_memtime / SHADER_CYCLES
+        if register == "%globaltimer":
+            # s_memrealtime / MSG_RTN_GET_REALTIME: the 100 MHz constant clock, 10 ns a tick.
+            ticks = builder.call(_intrinsic(module, "llvm.readsteadycounter", i64, ()), [])
+            return builder.mul(ticks, ir.Constant(i64, 10))
+        if register in ("%smid", "%nsmid"):
+            # The compute unit's position in the HW_ID (gfx9) / HW_ID1 (gfx10+) register, contiguous bits:
+            # gfx9 CU_ID[11:8] SH_ID[12] SE_ID[15:13]; gfx10+ WGP_ID[13:10] SA_ID[16] SE_ID[20:18].
+            hardware_id, offset, size = (4, 8, 8) if generation < 10 else (23, 10, 11)
+            if register == "%nsmid":
+                return ir.Constant(i32, 1 << size)
+            getreg = _intrinsic(module, "llvm.amdgcn.s.getreg", i32, (i32,))
+            return builder.call(getreg, [ir.Constant(i32, (size - 1) << 11 | offset << 6 | hardware_id)])
+        if register == "%gridid":
+            # The dispatch packet's address: distinct among the grids running together, as PTX asks.
+            packet = builder.call(_intrinsic(module, "llvm.amdgcn.dispatch.ptr", ir.PointerType(addrspace=4), ()), [])
+            return builder.ptrtoint(packet, i64)
+        raise Unavailable(f"{register} has no value on {self.processor}")
+
     def finish_module(self, module: ir.Module) -> None:
         i32 = ir.IntType(32)
         module.add_named_metadata(
@@ -162,6 +277,45 @@ def _check_kernel(kernel, lowered: LoweredKernel, wave: int) -> None:
                           f"{lowered.shared_bytes} bytes of .shared variables")
     if kernel.wavefront_size != wave:
         raise FatkitError(f"{signature.name}: wavefront size {kernel.wavefront_size}, expected {wave}")
+
+
+class _WaveExchange(LaneExchange):
+    """A value in a VGPR, read across lanes: v_readlane where every lane reads the same lane, else
+    ds_bpermute (which takes the byte address lane*4 and moves 32 bits)."""
+
+    def __init__(self, value: ir.Value, lanes: ir.Value, active: ir.Value):
+        self.value, self.lanes, self.uniform_lanes = value, lanes, active
+
+    def read(self, builder, lane, uniform):
+        module, value, i32 = builder.module, self.value, ir.IntType(32)
+        if uniform:
+            name = f"llvm.amdgcn.readlane.i{value.type.width}"
+            return builder.call(_intrinsic(module, name, value.type, (value.type, i32)), [value, lane])
+        permute = _intrinsic(module, "llvm.amdgcn.ds.bpermute", i32, (i32, i32))
+        address = builder.shl(lane, ir.Constant(i32, 2))
+        if value.type.width == 32:
+            return builder.call(permute, [address, value])
+        i64 = ir.IntType(64)
+        low = builder.call(permute, [address, builder.trunc(value, i32)])
+        high = builder.call(permute, [address, builder.trunc(builder.lshr(value, ir.Constant(i64, 32)), i32)])
+        return builder.or_(builder.zext(low, i64), builder.shl(builder.zext(high, i64), ir.Constant(i64, 32)))
+
+
+def tanh_from_exp2(builder: ir.IRBuilder, x: ir.Value, exp2) -> ir.Value:
+    """tanh of f32 `x` from an exp2 (AMDGPU has no tanh instruction), within 2^-11 relative error:
+    1 − 2/(e^2|x| + 1) with the sign of x, or |x|(1 − x²/3) below 2^-6, where the subtraction would
+    cancel (and subnormals pass through, as PTX's tanh.approx does)."""
+    f32 = x.type
+    fabs = _intrinsic(builder.module, "llvm.fabs.f32", f32, (f32,))
+    copysign = _intrinsic(builder.module, "llvm.copysign.f32", f32, (f32, f32))
+    magnitude = builder.call(fabs, [x])
+    power = exp2(builder.fmul(magnitude, ir.Constant(f32, 2 / math.log(2))))
+    large = builder.fsub(ir.Constant(f32, 1.0),
+                         builder.fdiv(ir.Constant(f32, 2.0), builder.fadd(power, ir.Constant(f32, 1.0))))
+    cubic = builder.fmul(magnitude, builder.fsub(
+        ir.Constant(f32, 1.0), builder.fmul(builder.fmul(magnitude, magnitude), ir.Constant(f32, 1 / 3))))
+    small = builder.fcmp_unordered("<", magnitude, ir.Constant(f32, 2.0 ** -6))  # NaN takes this way too
+    return builder.call(copysign, [builder.select(small, cubic, large), x])
 
 
 def _intrinsic(module: ir.Module, name: str, result: ir.Type, args: tuple[ir.Type, ...]) -> ir.Function:

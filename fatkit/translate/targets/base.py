@@ -12,6 +12,8 @@ from fatkit.errors import FatkitError
 
 # The special registers this interface answers, each a vector of .x/.y/.z.
 DIM_REGISTERS = ("%tid", "%ntid", "%ctaid", "%nctaid")
+# What a thread does at a named barrier (`Target.named_barrier`): wait, only arrive, or wait and reduce.
+NAMED_BARRIER_OPERATIONS = {"sync": 0, "arrive": 1, "popc": 2, "and": 3, "or": 4}
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,11 @@ class LaneExchange(ABC):
     """A value the lanes of one wave published together (`Target.exchange`), readable at any of them.
 
     `lanes` is the wave mask (an integer of `Target.wave_size` bits) of the lanes that took part, whose
-    values `read` returns; a lane outside it reads an unspecified value."""
+    values `read` returns; a lane outside it reads an unspecified value. `uniform_lanes` holds `lanes` and
+    is the same in every lane of the wave: what a loop of uniform reads runs over."""
 
     lanes: ir.Value
+    uniform_lanes: ir.Value
 
     @abstractmethod
     def read(self, builder: ir.IRBuilder, lane: ir.Value, uniform: bool) -> ir.Value:
@@ -111,35 +115,109 @@ class Target(ABC):
     def barrier(self, builder: ir.IRBuilder) -> None:
         """`bar.sync 0`: wait for the block's threads, their shared-memory writes made visible."""
 
+    def approximate(self, builder: ir.IRBuilder, function: str, value: ir.Value) -> ir.Value:
+        """f32 `function` of `value`: "rcp", "rsqrt", "sqrt", "ex2", "lg2", "sin", "cos" (radians) or
+        "tanh", as fast as the target allows within the PTX ISA's error bound for its .approx instruction,
+        subnormal inputs and results kept (lowering flushes them for .ftz).
+
+        This default (the host's) uses LLVM's generic intrinsics, which call the C library's functions,
+        within an ulp or so, far inside the .approx bounds; rcp and rsqrt are IEEE divisions."""
+        one = ir.Constant(value.type, 1.0)
+        if function == "rcp":
+            return builder.fdiv(one, value)
+        name = {"rsqrt": "llvm.sqrt.f32", "sqrt": "llvm.sqrt.f32", "ex2": "llvm.exp2.f32",
+                "lg2": "llvm.log2.f32", "sin": "llvm.sin.f32", "cos": "llvm.cos.f32", "tanh": "llvm.tanh.f32"}[function]
+        intrinsic = builder.module.globals.get(name) or ir.Function(
+            builder.module, ir.FunctionType(value.type, [value.type]), name)
+        result = builder.call(intrinsic, [value])
+        return builder.fdiv(one, result) if function == "rsqrt" else result
+
     # Hardware lanes of one wave (the lanes that run in lockstep and exchange values): 32 or 64.
     wave_size: int = 32
 
-    @abstractmethod
+    def linear_thread(self, builder: ir.IRBuilder) -> ir.Value:
+        """The thread's i32 index in its block, x fastest: the order in which warps are formed."""
+        tid = [self.special_register(builder, "%tid", c) for c in "xyz"]
+        ntid = [self.special_register(builder, "%ntid", c) for c in "xy"]
+        return builder.add(tid[0], builder.mul(ntid[0], builder.add(tid[1], builder.mul(ntid[1], tid[2]))))
+
+    # The lane interface below is optional: a target without it raises Unavailable and lowering reports
+    # the warp instruction or special register that needs it.
     def lane_id(self, builder: ir.IRBuilder) -> ir.Value:
         """The i32 hardware lane of the executing thread in its wave."""
+        raise self._no_lanes()
 
-    @abstractmethod
     def exchange(self, builder: ir.IRBuilder, value: ir.Value, members: ir.Value) -> LaneExchange:
         """Publish `value` (i32 or i64) among the lanes of wave mask `members` (the executing lane among
         them), which wait for each other where they do not run in lockstep."""
+        raise self._no_lanes()
 
-    @abstractmethod
     def ballot(self, builder: ir.IRBuilder, predicate: ir.Value, members: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(votes, lanes): wave masks of the lanes of `members` that voted `predicate` (i1) true, and of
         all that voted."""
+        raise self._no_lanes()
 
-    @abstractmethod
     def active_lanes(self, builder: ir.IRBuilder) -> ir.Value:
         """The wave mask of the lanes executing this point together with the executing one."""
+        raise self._no_lanes()
 
-    @abstractmethod
     def wave_barrier(self, builder: ir.IRBuilder, members: ir.Value) -> None:
         """Wait for the lanes of wave mask `members`; their memory accesses before it are visible after."""
+        raise self._no_lanes()
 
-    @abstractmethod
     def machine_register(self, builder: ir.IRBuilder, register: str) -> ir.Value:
         """`%clock64` and `%globaltimer` (i64), `%smid`, `%nsmid` (i32), `%gridid` (i64); raises
         `Unavailable` where the target has no meaningful value."""
+        raise Unavailable(f"the {self.name} target does not provide {register} yet")
+
+    def _no_lanes(self) -> Unavailable:
+        return Unavailable(f"the {self.name} target has no warp-lane operations yet")
+
+    # Memory model, named barriers and dynamic shared memory (lower/atomic.py, sync.py, memory.py).
+    # Named barriers (ids, thread counts, bar.arrive, bar.red): True where the target provides them as a
+    # call (`named_barrier`), False where lowering builds them from atomics on a state in .shared memory.
+    named_barrier_calls: bool = False
+    # Bytes a shared window reserves after the static variables for dynamic shared memory (`.extern .shared`).
+    dynamic_shared_capacity: int = 0
+
+    def syncscope(self, scope: str) -> str:
+        """The LLVM sync scope of PTX scope `cta`/`cluster`/`gpu`/`sys`; "" is LLVM's system scope."""
+        return ""
+
+    def named_barrier(self, builder: ir.IRBuilder, barrier: ir.Value, expected: ir.Value, operation: int,
+                      predicate: ir.Value) -> ir.Value:
+        """Arrive at barrier `barrier` (i32 0–15) that completes after `expected` (i32; 0: every thread of
+        the block that has not exited) arrivals; `operation` is one of NAMED_BARRIER_OPERATIONS' values.
+        Returns i32: the block-wide reduction of `predicate` (i1) for the `red` operations, else 0."""
+        raise Unavailable(f"the {self.name} target has no named barriers")
+
+    def pause(self, builder: ir.IRBuilder) -> None:
+        """A short pause in a polling loop (lets other waves run); nothing where the target has none."""
+
+    def dynamic_shared_size(self, builder: ir.IRBuilder) -> ir.Value:
+        """i32: the bytes of dynamic shared memory this launch gave each block."""
+        raise Unavailable(f"the {self.name} target has no dynamic shared memory")
+
+    def in_aperture(self, builder: ir.IRBuilder, space: str, address: ir.Value) -> ir.Value:
+        """i1: whether generic address `address` (i64) lies in `space` ("shared" or "local") of the
+        executing thread, decided from the address alone."""
+        raise Unavailable(f"the {self.name} target cannot tell .{space} addresses apart")
+
+    def trap(self, builder: ir.IRBuilder, assertion: tuple[ir.Value, ...] | None) -> None:
+        """`trap`: abort the launch. `assertion` is a failed CUDA assert's (message, file, line, function):
+        i64 generic addresses of C strings and an i32 line. Here `llvm.trap`, which does not return; a
+        target whose trap returns (the host records it) has lowering end the thread after it."""
+        module = builder.module
+        function = module.globals.get("llvm.trap") or ir.Function(module, ir.FunctionType(ir.VoidType(), ()),
+                                                                  "llvm.trap")
+        builder.call(function, [])
+
+    def breakpoint(self, builder: ir.IRBuilder) -> None:
+        """`brkpt`: stop for an attached debugger; `llvm.debugtrap` (without a debugger, execution goes on)."""
+        module = builder.module
+        function = module.globals.get("llvm.debugtrap") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), ()), "llvm.debugtrap")
+        builder.call(function, [])
 
     def finish_module(self, module: ir.Module) -> None:
         """Add module-level settings (flags, metadata) once every function is in."""

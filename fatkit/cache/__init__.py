@@ -1,0 +1,56 @@
+"""The content-addressed cache of translated PTX that a runtime shim loads instead of JIT-compiling.
+
+`lookup(image, target)` is the shim's side (docs/cache.md is its contract); `precompile` fills the cache;
+`Cache` is the store (one SQLite file per cache directory).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, make_key, normalize_target,
+                              ptx_hash, ptx_texts)
+from fatkit.cache.store import DB_NAME, Cache, CacheEntry, CacheError
+from fatkit.translate.pipeline import Options
+
+
+def default_cache_dir() -> Path:
+    """$FATKIT_CACHE_DIR, else $XDG_CACHE_HOME/fatkit, else ~/.cache/fatkit."""
+    explicit = os.environ.get("FATKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "fatkit"
+
+
+def find(cache: Cache, image: bytes, target: str, options: Options | None = None) -> CacheEntry | None:
+    """The code object for what `cuModuleLoadData(image)` was given, on a device whose target id is `target`.
+
+    Each PTX text of the image is tried newest arch first, and for each the target ids a code object may carry
+    to load on the device, most specific first; the first intact entry holding a code object wins.
+    """
+    targets = compatible_targets(target)
+    options = options or Options(target=targets[-1])
+    for text in ptx_texts(image):
+        for candidate in targets:
+            entry = cache.get(make_key(text, candidate, options))
+            if entry is not None and entry.code_object is not None:
+                return entry
+    return None
+
+
+def lookup(image: bytes, target: str, cache_dir: str | Path | None = None,
+           options: Options | None = None) -> CacheEntry | None:
+    """`find` in the cache at `cache_dir` (default: `default_cache_dir()`); None when there is no cache there.
+
+    Opened read-only when the directory is not writable (last-use times are then not refreshed)."""
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if not (directory / DB_NAME).exists():
+        return None
+    with Cache(directory, read_only=not os.access(directory, os.W_OK)) as cache:
+        return find(cache, image, target, options)
+
+
+__all__ = ["TRANSLATOR_ABI", "Cache", "CacheEntry", "CacheError", "CacheKey", "compatible_targets",
+           "default_cache_dir", "find", "lookup", "make_key", "normalize_target", "ptx_hash", "ptx_texts"]

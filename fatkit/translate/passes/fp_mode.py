@@ -1,0 +1,38 @@
+"""Pass 6, FP-mode tracking: per function, whether its f32 arithmetic flushes subnormals (.ftz) or keeps them.
+
+AMD GPUs set the f32 denormal mode per function (the "denormal-fp-math-f32" attribute), not per
+instruction, so where a function — with every function it calls, across its whole call graph — uses one
+mode only, the target can set that mode once; where modes are mixed, instructions have to flush or keep
+subnormals themselves. The result is recorded in `Prepared.fp_modes` (FpMode), from pass 5's FloatModes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fatkit.translate.passes.base import FpMode, Prepared, bodies, callees
+
+
+def run(prepared: Prepared) -> Prepared:
+    functions = {f.name: f for f in bodies(prepared)}
+    own: dict[str, tuple[int, int]] = {}
+    for name, function in functions.items():
+        ftz = ieee = 0
+        for ins in function.instructions():
+            mode = prepared.float_mode(ins)
+            if mode is not None and "f32" in ins.modifiers:
+                ftz, ieee = ftz + mode.ftz, ieee + (not mode.ftz)
+        own[name] = ftz, ieee
+    modes = dict(prepared.fp_modes)
+    for name in functions:
+        reached, pending, used = {name}, [name], set()
+        while pending:
+            current = pending.pop()
+            ftz, ieee = own[current]
+            used |= {"ftz"} if ftz else set()
+            used |= {"ieee"} if ieee else set()
+            for called in callees(functions[current]) & functions.keys() - reached:
+                reached.add(called)
+                pending.append(called)
+        modes[name] = FpMode(*own[name], uniform=used.pop() if len(used) == 1 else None)
+    return dataclasses.replace(prepared, fp_modes=modes)
