@@ -347,6 +347,8 @@ def _bfind(a: int, bits: int, signed: bool, shift_amount: bool) -> int:
 
 
 def _fns(mask: int, base: int, offset: int) -> int:
+    if offset == -2**31:  # an H200 gives 0 (the ISA's search finds nothing)
+        return 0
     if offset == 0:
         return base if mask >> base & 1 else M32
     position, count, step = base, abs(offset) - 1, 1 if offset > 0 else -1

@@ -457,11 +457,11 @@ def _float_to_float(lw, ins, dst, src, mode, flags):
             raise lw.fail(f"cvt.{dst}.{src} rounds with .rn/.rz/.rm/.rp (.rn/.rz with .relu/.satfinite)")
         bits = _narrow(lw, value, src, dst, mode, "satfinite" in flags)
     bits = _nan_result(lw, value, src, dst, bits)
-    if dst == "f64" and "ftz" in flags:  # cvt.ftz.f64.f32 clears a NaN's sign on an H200 (without .ftz: kept)
+    if dst == "f64" and src == "f32" and "ftz" in flags:
+        # cvt.ftz.f64.f32 of any NaN is f32's canonical NaN widened on an H200 (without .ftz the NaN's sign
+        # and payload are kept)
         b = lw.builder
-        nan = b.fcmp_unordered("uno", value, value) if not isinstance(value.type, ir.IntType) else \
-            _is_nan_bits(lw, value, FORMATS[src])
-        bits = b.select(nan, b.and_(bits, _const(I64, (1 << 63) - 1)), bits)
+        bits = b.select(b.fcmp_unordered("uno", value, value), _const(I64, 0x7FFFFFFFE0000000), bits)
     bits = finish(lw, bits, fmt, flags, flush=dst == "f32")
     lw.write(d, bits, _bits_type(fmt))
 

@@ -136,10 +136,14 @@ def div(lw, ins):
     _finish(lw, d, value, t, ftz)
 
 
-def _upper_word(lw, a: ir.Value, compute) -> ir.Value:
+def _upper_word(lw, a: ir.Value, function: str, compute) -> ir.Value:
     """rcp/rsqrt.approx.ftz.f64: `compute` of a's upper 32 bits (1.11.20), the result truncated to its
-    upper 32 bits, subnormals flushed and every NaN the canonical 0x7fffffff00000000."""
+    upper 32 bits, subnormals flushed and every NaN the canonical 0x7fffffff00000000 (or the target's own
+    instruction, where it has one)."""
     b = lw.builder
+    native = lw.target.approximate_f64(b, function, a)
+    if native is not None:
+        return native
     upper = ir.Constant(I64, 0xFFFFFFFF00000000)
     operand = rounding.flush(b, b.bitcast(b.and_(rounding.bits(b, a), upper), F64))
     result = rounding.flush(b, compute(operand))
@@ -165,7 +169,7 @@ def rcp(lw, ins):
         if "ftz" not in ins.modifiers:
             raise lw.fail("rcp.approx.f64 exists only as rcp.approx.ftz.f64")
         d, a = lw.operands(ins, 2)
-        lw.write(d, _upper_word(lw, lw.read(a, t), lambda x: b.fdiv(one, x)), t)
+        lw.write(d, _upper_word(lw, lw.read(a, t), "rcp", lambda x: b.fdiv(one, x)), t)
         return
     ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
     d, (a,) = _sources(lw, ins, t, ftz, 1)
@@ -197,7 +201,7 @@ def rsqrt(lw, ins):
         d, a = lw.operands(ins, 2)
         one = ir.Constant(F64, 1.0)
         if "ftz" in ins.modifiers:
-            value = _upper_word(lw, lw.read(a, t), lambda x: b.fdiv(one, _sqrt(b, x)))
+            value = _upper_word(lw, lw.read(a, t), "rsqrt", lambda x: b.fdiv(one, _sqrt(b, x)))
         else:  # rsqrt.approx.f64 is a software sequence; 1/sqrt in IEEE f64 is within anything it promises
             value = b.fdiv(one, _sqrt(b, lw.read(a, t)))
         lw.write(d, value, t)

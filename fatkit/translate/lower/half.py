@@ -224,8 +224,12 @@ def _approx(lw, ins, function) -> None:
         result = function(wide)
         if lane != "f16":
             return f32_to_bf16(lw, result)
-        # toward zero into f16, as an H200's ex2.approx.f16 rounds (NaN stays the canonical NaN)
+        # toward zero into f16, as an H200's ex2.approx.f16 rounds, but ±inf past f16's range (2^16), as
+        # there too; NaN stays the canonical NaN
         rounded = round_to_format(lw, float_parts(lw, result, "f32"), FORMATS["f16"], "rz")
+        beyond = b.fcmp_ordered(">=", lw.intrinsic("llvm.fabs", [result]), ir.Constant(F32, 2.0 ** 16))
+        infinity = b.or_(b.and_(rounded, ir.Constant(I16, 0x8000)), ir.Constant(I16, 0x7C00))
+        rounded = b.select(beyond, infinity, rounded)
         return b.select(b.fcmp_unordered("uno", result, result), ir.Constant(I16, FORMATS["f16"].nan), rounded)
     _elementwise(lw, ins, 1, {"approx", "ftz"}, compute)
 

@@ -392,8 +392,8 @@ def bfind(lw, ins):
 def fns(lw, ins):
     """The |offset|-th set bit of mask counting up (offset > 0) or down (< 0) from bit base (inclusive);
     offset 0 tests bit base alone; 0xffffffff if there is none. Base above 31 is undefined in PTX: taken
-    modulo 32 here, which keeps LLVM free of poison. Offset INT_MIN follows the ISA (|offset| = 2^31, so
-    nothing is found), where an H200 returns 0."""
+    modulo 32 here, which keeps LLVM free of poison. Offset INT_MIN gives 0, as an H200 does (the ISA's
+    search, with |offset| = 2^31, would find nothing)."""
     _type(lw, ins, {"b32"}, "fns")
     lw.check_modifiers(ins, set())
     d, a, b, c = lw.operands(ins, 4)
@@ -419,7 +419,9 @@ def fns(lw, ins):
     counted = builder.select(found, position, _const(I32, -1))
     base_set = builder.trunc(builder.lshr(mask, base), I1)
     at_base = builder.select(base_set, base, _const(I32, -1))
-    lw.write(d, builder.select(builder.icmp_signed("==", offset, _const(I32, 0)), at_base, counted), "b32")
+    result = builder.select(builder.icmp_signed("==", offset, _const(I32, 0)), at_base, counted)
+    # offset INT_MIN: 0 for every mask and base on an H200 (the ISA's search would find nothing)
+    lw.write(d, builder.select(builder.icmp_signed("==", offset, _const(I32, -2**31)), _const(I32, 0), result), "b32")
 
 
 # ------------------------------------------------------------------------------------- bit fields

@@ -132,6 +132,11 @@ class Target(ABC):
         result = builder.call(intrinsic, [value])
         return builder.fdiv(one, result) if function == "rsqrt" else result
 
+    def approximate_f64(self, builder: ir.IRBuilder, function: str, value: ir.Value) -> ir.Value | None:
+        """`rcp`/`rsqrt` .approx.ftz.f64 of `value` as the target's own instruction, where it has PTX's (the
+        nvptx verification target); None: lowering computes it from the upper word as the ISA defines."""
+        return None
+
     # Hardware lanes of one wave (the lanes that run in lockstep and exchange values): 32 or 64.
     wave_size: int = 32
 

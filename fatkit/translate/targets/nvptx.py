@@ -32,6 +32,17 @@ from fatkit.translate.targets.base import LaneExchange, LoweredKernel, PointerTo
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURE = "+ptx80"  # PTX ISA 8.0: what ptxas 12.0+ reads, enough for sm_90
 _SREG = {"%tid": "tid", "%ntid": "ntid", "%ctaid": "ctaid", "%nctaid": "nctaid"}
+# PTX scopes as NVPTX's LLVM sync scopes ("" is the system scope).
+_SYNCSCOPES = {"cta": "block", "cluster": "cluster", "gpu": "device", "sys": ""}
+# Named-barrier operations (NAMED_BARRIER_OPERATIONS' values) as PTX, $1 the barrier, $2 the thread count,
+# $3 the predicate as 0/1; the reductions leave their result in $0.
+_NAMED_BARRIERS = {
+    0: "barrier.sync $1, $2;",
+    1: "barrier.arrive $1, $2;",
+    2: "{ .reg .pred p; setp.ne.u32 p, $3, 0; barrier.red.popc.u32 $0, $1, $2, p; }",
+    3: "{ .reg .pred p, q; setp.ne.u32 p, $3, 0; barrier.red.and.pred q, $1, $2, p; selp.u32 $0, 1, 0, q; }",
+    4: "{ .reg .pred p, q; setp.ne.u32 p, $3, 0; barrier.red.or.pred q, $1, $2, p; selp.u32 $0, 1, 0, q; }",
+}
 # Machine registers (`Target.machine_register`) and the widths NVVM reads them at.
 _MACHINE_REGISTERS = {"%clock64": ("clock64", 64), "%globaltimer": ("globaltimer", 64), "%smid": ("smid", 32),
                       "%nsmid": ("nsmid", 32), "%gridid": ("gridid", 64)}
@@ -140,6 +151,42 @@ class NvptxTarget(Target):
         if register not in _MACHINE_REGISTERS:
             raise Unavailable(f"the {self.name} target does not provide {register}")
         return _sreg(builder, *_MACHINE_REGISTERS[register])
+
+    def approximate_f64(self, builder, function, value):
+        f64 = value.type
+        instruction = ir.InlineAsm(ir.FunctionType(f64, [f64]), f"{function}.approx.ftz.f64 $0, $1;", "=d,d")
+        return builder.call(instruction, [value])
+
+    # Memory model and barriers: PTX's own, written back as PTX (inline assembly where NVVM has no intrinsic).
+    named_barrier_calls = True
+
+    def syncscope(self, scope):
+        return _SYNCSCOPES[scope]
+
+    def named_barrier(self, builder, barrier, expected, operation, predicate):
+        i32 = ir.IntType(32)
+        # expected 0 means every thread of the block: its thread count rounded up to whole warps
+        ntid = [self.special_register(builder, "%ntid", c) for c in "xyz"]
+        threads = builder.mul(builder.mul(ntid[0], ntid[1]), ntid[2])
+        whole_warps = builder.and_(builder.add(threads, ir.Constant(i32, 31)), ir.Constant(i32, ~31))
+        count = builder.select(builder.icmp_unsigned("==", expected, ir.Constant(i32, 0)), whole_warps, expected)
+        code = _NAMED_BARRIERS[operation]
+        assembly = ir.InlineAsm(ir.FunctionType(i32, [i32, i32, i32]), code, "=r,r,r,r,~{memory}", side_effect=True)
+        return builder.call(assembly, [barrier, count, builder.zext(predicate, i32)])
+
+    def pause(self, builder):
+        builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "nanosleep.u32 32;", "~{memory}",
+                                  side_effect=True), [])
+
+    def dynamic_shared_size(self, builder):
+        return builder.call(ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %dynamic_smem_size;",
+                                         "=r"), [])
+
+    def in_aperture(self, builder, space, address):
+        i32 = ir.IntType(32)
+        test = ir.InlineAsm(ir.FunctionType(i32, [address.type]),
+                            f"{{ .reg .pred p; isspacep.{space} p, $1; selp.u32 $0, 1, 0, p; }}", "=r,l")
+        return builder.trunc(builder.call(test, [address]), ir.IntType(1))
 
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
