@@ -73,7 +73,10 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     # them one by one (host); bar.warp.sync is a `bar`.
     barriers = any(i.opcode in ("bar", "barrier") or i.opcode in COLLECTIVES
                    for body in bodies for i in body.instructions())
-    return LoweredKernel(signature, str(module), shared_bytes, barriers)
+    # LLVM may order the LDS variables otherwise than declared: padding before each stays under its alignment
+    padding = sum(g.align - 1 for g in module.global_values if isinstance(g, ir.GlobalVariable)
+                  and g.addrspace == target.shared_address_space and g.align)
+    return LoweredKernel(signature, str(module), shared_bytes, barriers, padding)
 
 
 def _names_used(kernel: ast.Function, functions: dict[str, ast.Function]) -> set[str]:

@@ -233,10 +233,13 @@ class AmdgpuTarget(Target):
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
-        child = subprocess.run(
-            [sys.executable, "-c", "from fatkit.translate.targets.amdgpu import codegen_child; codegen_child()",
-             self.processor, str(opt_level), kind],
-            input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        try:
+            child = subprocess.run(
+                [sys.executable, "-c", "from fatkit.translate.targets.amdgpu import codegen_child; codegen_child()",
+                 self.processor, str(opt_level), kind],
+                input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if child.returncode != 0:
             detail = child.stderr.decode(errors="replace").strip().splitlines()[-5:]
             raise FatkitError(f"LLVM codegen for {self.processor} failed (exit {child.returncode}): "
@@ -272,9 +275,11 @@ def _check_kernel(kernel, lowered: LoweredKernel, wave: int) -> None:
     if kernel.kernarg_size < signature.size:
         raise FatkitError(f"{signature.name}: kernarg segment of {kernel.kernarg_size} bytes is smaller than "
                           f"the {signature.size} bytes of PTX parameters")
-    if kernel.group_segment_size > lowered.shared_bytes:  # fewer where LLVM removed an unused variable
+    # fewer where LLVM removed an unused variable; more by padding where it ordered them otherwise
+    if kernel.group_segment_size > lowered.shared_bytes + lowered.shared_padding:
         raise FatkitError(f"{signature.name}: {kernel.group_segment_size} bytes of LDS, more than the "
-                          f"{lowered.shared_bytes} bytes of .shared variables")
+                          f"{lowered.shared_bytes} bytes of .shared variables (and {lowered.shared_padding} of "
+                          "alignment padding)")
     if kernel.wavefront_size != wave:
         raise FatkitError(f"{signature.name}: wavefront size {kernel.wavefront_size}, expected {wave}")
 
@@ -330,9 +335,12 @@ def link(relocatable: bytes) -> bytes:
     with tempfile.TemporaryDirectory(prefix="fatkit-link-") as tmp:
         source, output = Path(tmp, "kernels.o"), Path(tmp, "kernels.hsaco")
         source.write_bytes(relocatable)
-        linker = subprocess.run(
-            [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--no-undefined", str(source), "-o",
-             str(output)], capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        try:
+            linker = subprocess.run(
+                [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--no-undefined", str(source), "-o",
+                 str(output)], capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise FatkitError(f"ld.lld took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if linker.returncode != 0:
             raise FatkitError("ld.lld failed: " + linker.stderr.decode(errors="replace").strip())
         return output.read_bytes()

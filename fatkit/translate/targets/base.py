@@ -45,6 +45,7 @@ class LoweredKernel:
     llvm_ir: str
     shared_bytes: int = 0  # static .shared memory of the kernel (LDS on AMDGPU)
     barriers: bool = False  # whether the kernel (or a function it calls) waits at bar.sync
+    shared_padding: int = 0  # the most alignment padding a different order of the .shared variables adds
 
 
 class PointerTo(ir.PointerType):
