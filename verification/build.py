@@ -63,17 +63,18 @@ def _translate(text: str, target: str) -> tuple[bytes | None, dict[str, str]]:
                                  for k in translation.kernels}
 
 
-def _records(name: str, family: str, kernels: list[str], original: Path, out: Path) -> list[dict]:
-    """One record per kernel and target: the native one, and the emulated wave64 for warp-level code."""
+def _records(name: str, family: str, kernels: list[tuple[str, str]], original: Path, out: Path) -> list[dict]:
+    """One record per (label, kernel) and target: the native one, and the emulated wave64 for warp-level
+    code. A record is named `name.label` (just `name` where the label is the name)."""
     text = original.read_text()
     records = []
     for target in (TARGET, WAVE64_TARGET) if WARP_LEVEL.search(text) else (TARGET,):
         product, statuses = _translate(text, target)
         tag = "" if target == TARGET else "@wave64"
         relowered = out / f"{original.name.removesuffix('.orig.ptx')}{tag}.fatkit.ptx"
-        for kernel in kernels:
+        for label, kernel in kernels:
             status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
-            record = {"name": f"{name}{'.' + kernel if kernel != name else ''}{tag}", "family": family,
+            record = {"name": f"{name}{'.' + label if label != name else ''}{tag}", "family": family,
                       "target": target, "kernel": kernel, "original": original.name}
             if product is None or status != "ok":
                 record.update(status="not-translated", reason=status)
@@ -92,7 +93,7 @@ def build_tables(out: Path, only: str | None) -> list[dict]:
             continue
         original = out / f"{case.name}.orig.ptx"
         original.write_text(table_module(case, TARGET))
-        for record in _records(case.name, case.family, [case.name], original, out):
+        for record in _records(case.name, case.family, [(case.name, case.name)], original, out):
             record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp, ulp_type=case.ulp_type)
             records.append(record)
     return records
@@ -111,9 +112,10 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
             original = out / f"{stem}.orig.ptx"
             subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(HERE / "cuda" / program.source), "-o",
                             str(original)], check=True, capture_output=True)
-            launches = {launch.kernel: launch for launch in program.launches}
-            for record in _records(stem, f"program:{program.name}", list(launches), original, out):
-                launch = launches[record["kernel"]]
+            launches = {launch.label: launch for launch in program.launches}
+            entries = [(label, launch.kernel) for label, launch in launches.items()]
+            for (label, _), record in zip(entries * 2, _records(stem, f"program:{program.name}", entries, original, out)):
+                launch = launches[label]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
                               params=[p.manifest() for p in launch.params],
                               ulp=launch.fast_math_ulp if "--use_fast_math" in flags else 0)

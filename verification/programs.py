@@ -43,6 +43,11 @@ class Launch:
     block: tuple[int, int, int] = (BLOCK, 1, 1)
     shared: int = 0
     fast_math_ulp: int = 0  # f32 outputs only: the tolerance where nvcc's --use_fast_math made .approx code
+    name: str = ""  # the case's label when one kernel is launched more than one way (default: the kernel)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kernel
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,18 @@ def _n(value: int = N) -> Param:
 FLOATS = dict(random="uniform", low=-8.0, high=8.0)
 BLOCKS = N // BLOCK
 
+WARP_LAUNCHES = (
+    Launch("warp_sum_shfl_down", (_in("s32", "range", -1000, 1000), _out(4 * N // 32), _n())),
+    Launch("warp_scan_shfl_up", (_in("u32"), _out(4 * N), _n())),
+    Launch("warp_max_xor_f32", (_in("f32", **FLOATS), _out(4 * N), _n())),
+    Launch("warp_rotate_idx", (_in("u32"), _out(4 * N), _n(), Param("scalar", "s32", value=5))),
+    Launch("ballot_compact", (_in("s32"), _out(4 * N), _out(4 * N // 32), _n())),
+    Launch("votes", (_in("s32", "range", -10, 2000000), _out(4 * N), _n(N - 40))),
+    Launch("divergent_ballot", (_in("s32"), _out(4 * N), _n(N - 13)), block=(96, 1, 1), grid=(N // 96 + 1, 1, 1)),
+    Launch("match_groups", (_in("s32"), _out(4 * N), _n())),
+    Launch("redux", (_in("u32"), _out(4 * N), _n())),
+)
+
 PROGRAMS = (
     Program("reduce", "reduce.cu", (
         Launch("block_sum_f32", (_in("f32", **FLOATS), _out(4 * BLOCKS), _n())),
@@ -74,17 +91,12 @@ PROGRAMS = (
         Launch("block_scan_u32", (_in("u32", "range", 0, 1000), _out(4 * N), _n())),
         Launch("dot_f64", (_in("f64", **FLOATS), _in("f64", **FLOATS), _out(8 * 64), _n()), grid=(64, 1, 1)),
     )),
-    Program("warp", "warp.cu", (
-        Launch("warp_sum_shfl_down", (_in("s32", "range", -1000, 1000), _out(4 * N // 32), _n())),
-        Launch("warp_scan_shfl_up", (_in("u32"), _out(4 * N), _n())),
-        Launch("warp_max_xor_f32", (_in("f32", **FLOATS), _out(4 * N), _n())),
-        Launch("warp_rotate_idx", (_in("u32"), _out(4 * N), _n(), Param("scalar", "s32", value=5))),
-        Launch("ballot_compact", (_in("s32"), _out(4 * N), _out(4 * N // 32), _n())),
-        Launch("votes", (_in("s32", "range", -10, 2000000), _out(4 * N), _n(N - 40))),
-        Launch("divergent_ballot", (_in("s32"), _out(4 * N), _n(N - 13)), block=(96, 1, 1), grid=(N // 96 + 1, 1, 1)),
-        Launch("match_groups", (_in("s32"), _out(4 * N), _n())),
-        Launch("redux", (_in("u32"), _out(4 * N), _n())),
-    )),
+    Program("warp", "warp.cu", WARP_LAUNCHES),
+    # the warp kernels with 160-thread blocks: five warps, so the last emulated 64-lane wave is half full
+    Program("warp_blocks160", "warp.cu", tuple(
+        Launch(launch.kernel, launch.params, grid=(N // 160, 1, 1), block=(160, 1, 1),
+               name=f"{launch.kernel}.block160")
+        for launch in WARP_LAUNCHES if launch.kernel != "divergent_ballot")),
     Program("memory", "memory.cu", (
         Launch("histogram_shared", (_in("u32"), _out(4 * 64), _n()), grid=(32, 1, 1)),
         Launch("atomics_mix", (_in("s32", "range", 0, 1 << 30), Param("inout", "s32", 8, "range", 0, 1),

@@ -30,7 +30,9 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.hsaco import CodeObject, parse_code_object
-from fatkit.translate.targets.base import LaneExchange, LoweredKernel, PointerTo, Target, Unavailable
+from fatkit.translate.targets.base import (
+    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
+)
 
 TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
@@ -78,16 +80,7 @@ class AmdgpuTarget(Target):
         return wavefront_size(self.processor)
 
     def define_kernel(self, module, signature, param_types):
-        types = [PointerTo(t, addrspace=4) if isinstance(t, ir.ArrayType) else t for t in param_types]
-        function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
-        function.calling_convention = "amdgpu_kernel"
-        for argument, param in zip(function.args, signature.params):
-            argument.name = param.name
-            if param.array:
-                argument.add_attribute("byref")
-                argument.attributes.align = param.align
-        builder = ir.IRBuilder(function.append_basic_block("entry"))
-        return function, builder, list(function.args)
+        return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
 
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)
@@ -351,14 +344,7 @@ def codegen_child() -> None:
     processor, opt_level, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     texts = sys.stdin.buffer.read().decode().split("\0")
     machine = _target_machine(processor, opt_level)
-    module = llvm.parse_assembly(texts[0])
-    for text in texts[1:]:
-        module.link_in(llvm.parse_assembly(text))
-    module.verify()
-    if opt_level:
-        tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        builder = llvm.create_pass_builder(machine, tuning)
-        builder.getModulePassManager().run(module, builder)
+    module = linked_and_optimised(texts, machine, opt_level)
     if kind == "llvm":
         sys.stdout.buffer.write(str(module).encode())
     elif kind == "asm":

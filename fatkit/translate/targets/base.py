@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 from fatkit.errors import FatkitError
@@ -55,6 +56,35 @@ class PointerTo(ir.PointerType):
     def __init__(self, pointee: ir.Type, addrspace: int = 0):
         super().__init__(addrspace=addrspace)
         self.pointee = pointee
+
+
+def kernel_function(module: ir.Module, signature: KernelSignature, param_types: list[ir.Type], calling_convention: str,
+                    array_attribute: str, array_address_space: int) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value]]:
+    """A kernel with one argument per PTX parameter, array parameters as pointers carrying `array_attribute`
+    (`byref`/`byval`) and their alignment, and a builder in its entry block (what `define_kernel` returns)."""
+    types = [PointerTo(t, array_address_space) if isinstance(t, ir.ArrayType) else t for t in param_types]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
+    function.calling_convention = calling_convention
+    for argument, param in zip(function.args, signature.params):
+        argument.name = param.name
+        if param.array:
+            argument.add_attribute(array_attribute)
+            argument.attributes.align = param.align
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    return function, builder, list(function.args)
+
+
+def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int) -> llvm.ModuleRef:
+    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`."""
+    module = llvm.parse_assembly(texts[0])
+    for text in texts[1:]:
+        module.link_in(llvm.parse_assembly(text))
+    module.verify()
+    if opt_level:
+        tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        builder = llvm.create_pass_builder(machine, tuning)
+        builder.getModulePassManager().run(module, builder)
+    return module
 
 
 class LaneExchange(ABC):

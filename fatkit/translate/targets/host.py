@@ -35,6 +35,7 @@ from llvmlite import ir
 from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.targets.base import (
     DIM_REGISTERS, NAMED_BARRIER_OPERATIONS, KernelSignature, LaneExchange, LoweredKernel, Target,
+    linked_and_optimised,
 )
 
 _SREG_SLOTS = {(reg, c): 3 * i + j for i, reg in enumerate(DIM_REGISTERS) for j, c in enumerate("xyz")}
@@ -474,14 +475,7 @@ class HostTarget(Target):
         """No debugger drives host threads: execution goes on (llvm.debugtrap would stop the process)."""
 
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> "HostProgram":
-        module = llvm.parse_assembly(kernels[0].llvm_ir)
-        for kernel in kernels[1:]:
-            module.link_in(llvm.parse_assembly(kernel.llvm_ir))
-        module.verify()
-        if opt_level:
-            tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-            builder = llvm.create_pass_builder(self.target_machine, tuning)
-            builder.getModulePassManager().run(module, builder)
+        module = linked_and_optimised([k.llvm_ir for k in kernels], self.target_machine, opt_level)
         engine = llvm.create_mcjit_compiler(module, self.target_machine)
         engine.finalize_object()
         return HostProgram(engine, module, {k.signature.name: k.signature for k in kernels},

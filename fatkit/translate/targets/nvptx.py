@@ -27,7 +27,9 @@ from llvmlite import ir
 from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.ptx.errors import PtxSyntaxError
-from fatkit.translate.targets.base import LaneExchange, LoweredKernel, PointerTo, Target, Unavailable
+from fatkit.translate.targets.base import (
+    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
+)
 
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURE = "+ptx80"  # PTX ISA 8.0: what ptxas 12.0+ reads, enough for sm_90
@@ -81,16 +83,7 @@ class NvptxTarget(Target):
         return str(self._machine.target_data)
 
     def define_kernel(self, module, signature, param_types):
-        types = [PointerTo(t) if isinstance(t, ir.ArrayType) else t for t in param_types]
-        function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
-        function.calling_convention = "ptx_kernel"
-        for argument, param in zip(function.args, signature.params):
-            argument.name = param.name
-            if param.array:
-                argument.add_attribute("byval")
-                argument.attributes.align = param.align
-        builder = ir.IRBuilder(function.append_basic_block("entry"))
-        return function, builder, list(function.args)
+        return kernel_function(module, signature, param_types, "ptx_kernel", "byval", 0)
 
     def special_register(self, builder, register, component):
         return _sreg(builder, f"{_SREG[register]}.{component}", 32)
@@ -191,14 +184,7 @@ class NvptxTarget(Target):
     def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
         we want to see, and this target only runs in verification."""
-        module = llvm.parse_assembly(kernels[0].llvm_ir)
-        for kernel in kernels[1:]:
-            module.link_in(llvm.parse_assembly(kernel.llvm_ir))
-        module.verify()
-        if opt_level:
-            tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-            builder = llvm.create_pass_builder(self._machine, tuning)
-            builder.getModulePassManager().run(module, builder)
+        module = linked_and_optimised([k.llvm_ir for k in kernels], self._machine, opt_level)
         return self._machine.emit_assembly(module).encode()
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]):
