@@ -705,3 +705,53 @@ def test_everything_compiles_for_amd_with_its_sync_scopes(processor):
         listing = subprocess.run([OBJDUMP, "-d", f"--mcpu={processor}", path], capture_output=True, text=True).stdout
         assert "s_sleep" in listing and "ds_add_rtn_u32" in listing
         assert "global_atomic_add" in listing or "flat_atomic_add" in listing
+
+
+ALLOCA = HEADER + """
+.visible .entry alloca_sum(.param .u64 out, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [n];
+    mul.wide.u32 %rd2, %r1, 4;
+    alloca.u64 %rd3, %rd2, 16;
+    cvta.local.u64 %rd3, %rd3;
+    mov.u32 %r2, 0;
+FILL:
+    setp.ge.u32 %p1, %r2, %r1;
+    @%p1 bra SUM;
+    mul.wide.u32 %rd4, %r2, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    mul.lo.u32 %r3, %r2, %r2;
+    st.u32 [%rd5], %r3;
+    add.u32 %r2, %r2, 1;
+    bra FILL;
+SUM:
+    mov.u32 %r4, 0;
+    mov.u32 %r2, 0;
+ADD:
+    setp.ge.u32 %p1, %r2, %r1;
+    @%p1 bra DONE;
+    mul.wide.u32 %rd4, %r2, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    ld.u32 %r3, [%rd5];
+    add.u32 %r4, %r4, %r3;
+    add.u32 %r2, %r2, 1;
+    bra ADD;
+DONE:
+    st.global.u32 [%rd1], %r4;
+    ret;
+}
+"""
+
+
+def test_alloca_gives_stack_bytes_in_local_space():
+    """PTX `alloca` (a runtime-sized C array): stack bytes at a .local address, made generic by cvta.local."""
+    program = translate(ALLOCA, Options(target="host")).product
+    out = (ctypes.c_uint32 * 1)()
+    program.launch("alloca_sum", [ctypes.addressof(out), 37])
+    assert out[0] == sum(i * i for i in range(37))
+    for target in ("gfx942", "gfx1100"):
+        assert [k.status for k in translate(ALLOCA, Options(target=target)).kernels] == ["ok"]

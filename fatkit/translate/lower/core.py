@@ -140,8 +140,8 @@ def type_family(ins: ast.Instruction) -> str:
 class _StackAlloca(ir.instructions.AllocaInstr):
     """`alloca` in the target's stack address space (5 on AMDGPU), which llvmlite's builder cannot express."""
 
-    def __init__(self, parent, allocated: ir.Type, address_space: int, name: str):
-        super().__init__(parent, allocated, None, name)
+    def __init__(self, parent, allocated: ir.Type, address_space: int, name: str, count: ir.Value | None = None):
+        super().__init__(parent, allocated, count, name)
         self.type = ir.PointerType(addrspace=address_space)
         self.address_space = address_space
 
@@ -218,6 +218,13 @@ class Lowering:
         instructions.insert(position, instruction)
         if self.builder.block is self.entry and self.builder._anchor >= position:
             self.builder._anchor += 1  # the builder inserts at an index; keep it after the new alloca
+        return instruction
+
+    def dynamic_alloca(self, size: ir.Value, align: int) -> ir.Value:
+        """`size` bytes of stack at the current point (PTX `alloca`), living until the function returns."""
+        instruction = _StackAlloca(self.builder.block, I8, self.target.stack_address_space, "alloca", size)
+        instruction.align = align
+        self.builder._insert(instruction)
         return instruction
 
     def slot(self, key: str, llvm_ty: ir.Type) -> ir.Value:

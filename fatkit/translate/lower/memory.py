@@ -217,3 +217,21 @@ def shared_memory_size(lw, operand):
         return dynamic, "u32"
     total = lw.builder.add(dynamic, ir.Constant(I32, lw.callees.static_shared_bytes + _SHARED_ALLOCATION_UNIT - 1))
     return lw.builder.and_(total, ir.Constant(I32, -_SHARED_ALLOCATION_UNIT)), "u32"
+
+
+@handles("alloca")
+def alloca(lw, ins):
+    """`alloca.u32/.u64 d, size{, align}`: size bytes of the thread's stack, kept until the function returns;
+    d is their .local address (nvcc follows it with cvta.local). The alignment defaults to 8."""
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("alloca takes .u32 or .u64")
+    lw.check_modifiers(ins, set())
+    if len(ins.operands) not in (2, 3):
+        raise lw.fail("alloca takes d, size and an optional immediate alignment")
+    d, size = ins.operands[:2]
+    align = ins.operands[2] if len(ins.operands) == 3 else ast.IntImm(8)
+    if type(align) is not ast.IntImm or align.value <= 0 or align.value & (align.value - 1):
+        raise lw.fail("alloca's alignment must be an immediate power of two")
+    pointer = lw.dynamic_alloca(lw.read(size, t), align.value)
+    lw.write(d, lw.builder.ptrtoint(pointer, llvm_type(t)), t)
