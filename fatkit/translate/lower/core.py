@@ -179,6 +179,7 @@ class Lowering:
         self.callees = callees  # module._Callees: the called .func functions and the host's shared window
         self.entry = builder.block
         self.slots: dict[str, ir.Value] = {}
+        self.leading_allocas = 0  # the allocas `alloca` has put at the start of the entry block
         # The kernel's memory variables: name → (state space, pointer).
         self.variables: dict[str, tuple[str, ir.Value]] = dict(memory)
         for buffer in storage.buffers:
@@ -212,10 +213,9 @@ class Lowering:
     def alloca(self, llvm_ty: ir.Type, name: str) -> ir.Value:
         """Stack memory among the allocas that open the entry block (so that a loop does not grow the stack)."""
         instruction = _StackAlloca(self.entry, llvm_ty, self.target.stack_address_space, name)
-        instructions = self.entry.instructions
-        position = next((i for i, existing in enumerate(instructions) if not isinstance(existing, _StackAlloca)),
-                        len(instructions))
-        instructions.insert(position, instruction)
+        position = self.leading_allocas
+        self.entry.instructions.insert(position, instruction)
+        self.leading_allocas += 1
         if self.builder.block is self.entry and self.builder._anchor >= position:
             self.builder._anchor += 1  # the builder inserts at an index; keep it after the new alloca
         return instruction
