@@ -755,3 +755,37 @@ def test_alloca_gives_stack_bytes_in_local_space():
     assert out[0] == sum(i * i for i in range(37))
     for target in ("gfx942", "gfx1100"):
         assert [k.status for k in translate(ALLOCA, Options(target=target)).kernels] == ["ok"]
+
+
+PARAM_ADDRESS = HEADER + """
+.visible .entry param_address(.param .u64 out, .param .align 8 .b8 pair[16], .param .u32 bias)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    mov.u64 %rd2, pair;
+    ld.param.u32 %r1, [%rd2+8];
+    cvta.param.u64 %rd3, %rd2;
+    ld.u32 %r2, [%rd3+12];
+    mov.u64 %rd4, bias;
+    cvta.param.u64 %rd5, %rd4;
+    ld.u32 %r3, [%rd5];
+    add.u32 %r4, %r1, %r2;
+    add.u32 %r4, %r4, %r3;
+    st.global.u32 [%rd1], %r4;
+    ret;
+}
+"""
+
+
+def test_parameter_addresses_read_through_registers():
+    """`mov.u64 %rd, param` takes a kernel parameter's address: ld.param through it, or cvta.param and a
+    generic load (CUtensorMap and large Params structs are passed this way)."""
+    import struct
+
+    program = translate(PARAM_ADDRESS, Options(target="host")).product
+    out = (ctypes.c_uint32 * 1)()
+    program.launch("param_address", [ctypes.addressof(out), struct.pack("<QII", 0, 1000, 200), 7])
+    assert out[0] == 1207
+    for target in ("gfx942", "gfx1100", "sm_90"):
+        assert [k.status for k in translate(PARAM_ADDRESS, Options(target=target)).kernels] == ["ok"]

@@ -383,6 +383,13 @@ class Lowering:
             return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
         if kind is ast.Name and operand.component is None and operand.name in self.variables:
             return self.builder.ptrtoint(self.variables[operand.name][1], ty)  # its address in its space
+        if kind is ast.Name and operand.component is None and operand.name in self.params:
+            # a parameter's address (`mov.u64 %rd, param`): generic here, so that ld.param through a register
+            # and cvta.param need no space of their own
+            pointer = self.params[operand.name].pointer
+            if pointer.type.addrspace:
+                pointer = self.builder.addrspacecast(pointer, ir.PointerType())
+            return self.builder.ptrtoint(pointer, ty)
         if kind is ast.Name and operand.component is None and operand.name in self.callees.functions:
             return self.builder.ptrtoint(self.callees.get(operand.name)[0], ty)  # a function's address
         if kind is ast.Name and operand.is_special_register:
@@ -413,7 +420,7 @@ class Lowering:
     def address_space(self, space: str) -> int:
         spaces = {"global": self.target.global_address_space, "shared": self.target.shared_address_space,
                   "local": self.target.stack_address_space, "const": self.target.constant_address_space,
-                  "generic": 0}
+                  "generic": 0, "param": 0}  # parameter addresses in registers are generic (see `read`)
         if spaces[space] is None:
             raise self.fail(f"the {self.target.name} target has no .{space} memory")
         return spaces[space]

@@ -132,10 +132,10 @@ def prefetch(lw, ins):
 def cvta(lw, ins):
     """Between a state space's addresses and generic ones: an addrspacecast where the target gives the
     space its own address space (AMDGPU .shared/.local: 32-bit offsets ↔ flat addresses), else the same
-    number."""
-    spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta", "local", "const")]
+    number (.param addresses are generic already)."""
+    spaces = [m for m in ins.modifiers if m in ("global", "shared", "shared::cta", "local", "const", "param")]
     if len(spaces) != 1:
-        raise lw.fail("cvta needs one of .global/.shared/.local/.const")
+        raise lw.fail("cvta needs one of .global/.shared/.local/.const/.param")
     lw.check_modifiers(ins, {"to", spaces[0]})
     space_name = STATE_SPACES[spaces[0]]
     (t,) = lw.types(ins, 1)
