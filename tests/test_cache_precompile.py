@@ -174,3 +174,14 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())  # rich wraps long messages at the terminal width
+
+
+def test_a_module_without_kernels_is_not_a_failure(tmp_path):
+    """Device functions or data only (what nvcc's -rdc and library modules hold): nothing to translate."""
+    text = HEADER.format(sm=90) + ".visible .func helper()\n{\n    ret;\n}\n"
+    with Cache(tmp_path) as cache:
+        for _ in range(2):  # translated, then served from the cache as the same settled answer
+            report = precompile([module(text, None, "k.ptx", None)], ["gfx1100"], cache)
+            summary = report.summary()
+            assert summary["modules_failed"] == 0 and summary["modules_without_kernels"] == 1
+            assert [m["status"] for m in report.modules] == ["no-kernels"]

@@ -25,6 +25,7 @@ from fatkit.extract.select import PtxModule
 from fatkit.translate.pipeline import STAGES, Lowered, Options
 
 _STAGE = dict(STAGES)
+NO_KERNELS = "the module has no kernels"
 _ARCH = re.compile(r"compute_(\d+)([af]?)$")
 _VARIANT_ORDER = {"": 0, "f": 1, "a": 2}
 
@@ -124,7 +125,7 @@ def translate_job(texts: list[str], processor: str, opt_level: int) -> dict[str,
     index, lowered, elapsed = best
     kernels = [{"name": r.name, "status": r.status, "reason": r.reason, "line": r.line} for r in lowered.reports]
     if not lowered.kernels:
-        return _outcome(index, kernels, error=None if lowered.reports else "the module has no kernels", store=True,
+        return _outcome(index, kernels, error=None if lowered.reports else NO_KERNELS, store=True,
                         seconds=elapsed)
     start = time.perf_counter()
     try:
@@ -157,7 +158,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        by = {s: [m for m in self.modules if m["status"] == s] for s in ("translated", "cached", "failed")}
+        by = {s: [m for m in self.modules if m["status"] == s] for s in ("translated", "cached", "failed", "no-kernels")}
         kernels = [k for m in self.modules for k in m["kernels"]]
         served = by["translated"] + by["cached"]
         return {
@@ -165,6 +166,7 @@ class Report:
             "modules_translated": len(by["translated"]),
             "modules_cached": len(by["cached"]),
             "modules_failed": len(by["failed"]),
+            "modules_without_kernels": len(by["no-kernels"]),
             "modules_duplicate": self.duplicates,
             "kernels_ok": sum(k["status"] == "ok" for k in kernels),
             "kernels_failed": sum(k["status"] != "ok" for k in kernels),
@@ -194,7 +196,7 @@ def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *
         if entry is None:
             pending.append(job)
         else:
-            report.modules.append(_record(job, entry.manifest, "cached" if entry.code_object else "failed",
+            report.modules.append(_record(job, entry.manifest, _status(entry.code_object, entry.manifest, "cached"),
                                           cached=True, ptx=entry.key.ptx_blake3, stored=entry.key.target,
                                           options=entry.key.options))
     if on_planned:
@@ -245,8 +247,16 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
     key = make_key(chosen.text, stored, Options(target=job.processor, opt_level=opt_level))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
-    return _record(job, manifest, "translated" if outcome["code_object"] else "failed", cached=False,
+    return _record(job, manifest, _status(outcome["code_object"], manifest, "translated"), cached=False,
                    ptx=chosen.ptx_blake3, stored=stored if outcome["store"] else None, options=key.options)
+
+
+def _status(code_object: bytes | None, manifest: dict[str, Any], served: str) -> str:
+    """`served` (translated/cached) with a code object; "no-kernels" for a module of device functions or data
+    only (nothing to translate, nothing wrong); else "failed"."""
+    if code_object:
+        return served
+    return "no-kernels" if manifest.get("error") == NO_KERNELS else "failed"
 
 
 def _record(job: Job, manifest: dict[str, Any], status: str, *, cached: bool, ptx: str, stored: str | None,

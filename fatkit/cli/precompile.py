@@ -109,7 +109,7 @@ def _render(report: Report, exported: dict[str, Any] | None) -> None:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("module", "target", "status", "ok", "failed", "seconds"):
         table.add_column(col, justify="right" if col in ("ok", "failed", "seconds") else "left", overflow="fold")
-    style = {"translated": "green", "cached": "cyan", "failed": "bold red"}
+    style = {"translated": "green", "cached": "cyan", "failed": "bold red", "no-kernels": "dim"}
     for m in sorted(report.modules, key=lambda m: (m["source"], m["target"])):
         ok = sum(k["status"] == "ok" for k in m["kernels"])
         status = m["status"] + (" (cached)" if m["status"] == "failed" and m["cached"] else "")
@@ -122,12 +122,13 @@ def _render(report: Report, exported: dict[str, Any] | None) -> None:
         for k in m["kernels"]:
             if k["status"] != "ok":
                 reasons[k["reason"]] = reasons.get(k["reason"], 0) + 1
-        if m["reason"]:
+        if m["reason"] and m["status"] == "failed":
             reasons[m["reason"]] = reasons.get(m["reason"], 0) + 1
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         out.print(f"[yellow]failed[/] ({count}×): {reason}", highlight=False)
     out.print(f"modules: {summary['modules_total']} ({summary['modules_translated']} translated, "
               f"{summary['modules_cached']} cached, {summary['modules_failed']} failed, "
+              f"{summary['modules_without_kernels']} without kernels, "
               f"{summary['modules_duplicate']} duplicates skipped); kernels: {summary['kernels_ok']} ok, "
               f"{summary['kernels_failed']} failed", highlight=False)
     out.print(f"wall time {summary['seconds']:.2f} s; compile time a shim no longer pays: "
