@@ -383,7 +383,8 @@ class Lowering:
             return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
         if kind is ast.Name and operand.component is None and operand.name in self.variables:
             return self.builder.ptrtoint(self.variables[operand.name][1], ty)  # its address in its space
-        if kind is ast.Name and operand.component is None and operand.name in self.params:
+        if kind is ast.Name and operand.component is None and operand.name in self.params \
+                and operand.name not in self.registers:  # (a .reg parameter of a .func is read as a register)
             # a parameter's address (`mov.u64 %rd, param`): generic here, so that ld.param through a register
             # and cvta.param need no space of their own
             pointer = self.params[operand.name].pointer
