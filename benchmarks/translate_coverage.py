@@ -10,7 +10,6 @@ grouped by instruction and reason, most frequent first.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections import Counter
@@ -19,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fatkit.cli.render import reason_without_place  # noqa: E402
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
@@ -49,8 +49,7 @@ def main() -> None:
             if report.status == "ok":
                 ok += 1
             else:
-                # "kernel: line N: what: why" → "what: why", without the kernel and line
-                reasons[re.sub(r"^.*?: line \d+: ", "", report.reason or "")[:160]] += 1
+                reasons[reason_without_place(report.reason or "")[:160]] += 1
     unsupported = sum(reasons.values()) - failed_modules
     print(f"{modules} modules ({failed_modules} failed whole), {ok} kernels ok, {unsupported} unsupported "
           f"for {args.target} in {time.perf_counter() - started:.1f} s")

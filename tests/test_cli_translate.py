@@ -151,3 +151,13 @@ def test_emit_writes_objects_assembly_and_llvm_ir(tmp_path):
         assert name in kernels
     assert fatkit("translate", str(SAMPLE_PTX), "--target", "gfx1100", "-o", str(tmp_path), "--emit", "exe",
                   check=2).returncode == 2
+
+
+def test_unsupported_reasons_are_grouped_without_kernel_and_line():
+    from fatkit.cli.render import grouped_reasons
+
+    reasons = ["_Z1av: line 12: ldmatrix.x4: instruction not supported yet",
+               "_Z1bv: line 907: ldmatrix.x4: instruction not supported yet",
+               "k: line 3: call.uni: malloc: device-side malloc needs a device heap"]
+    assert grouped_reasons(reasons) == [("ldmatrix.x4: instruction not supported yet", 2),
+                                        ("call.uni: malloc: device-side malloc needs a device heap", 1)]

@@ -19,7 +19,7 @@ from fatkit.cache.precompile import Report, precompile as run_precompile
 from fatkit.cache.zluda import ZludaExport
 from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.progress import file_progress
-from fatkit.cli.render import console, short_path
+from fatkit.cli.render import console, grouped_reasons, short_path
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 
@@ -117,14 +117,9 @@ def _render(report: Report, exported: dict[str, Any] | None) -> None:
         table.add_row(short_path(m["source"]) + extra, m["target"], f"[{style[m['status']]}]{status}[/]", str(ok),
                       str(len(m["kernels"]) - ok), f"{m['compile_seconds']:.2f}")
     out.print(table)
-    reasons: dict[str, int] = {}
-    for m in report.modules:
-        for k in m["kernels"]:
-            if k["status"] != "ok":
-                reasons[k["reason"]] = reasons.get(k["reason"], 0) + 1
-        if m["reason"] and m["status"] == "failed":
-            reasons[m["reason"]] = reasons.get(m["reason"], 0) + 1
-    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+    reasons = [k["reason"] for m in report.modules for k in m["kernels"] if k["status"] != "ok"]
+    reasons += [m["reason"] for m in report.modules if m["reason"] and m["status"] == "failed"]
+    for reason, count in grouped_reasons(reasons):
         out.print(f"[yellow]failed[/] ({count}×): {reason}", highlight=False)
     out.print(f"modules: {summary['modules_total']} ({summary['modules_translated']} translated, "
               f"{summary['modules_cached']} cached, {summary['modules_failed']} failed, "

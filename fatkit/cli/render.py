@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,20 @@ def _render_kernels(out: Console, b: dict[str, Any]) -> None:
 
 def _opt(value: Any) -> str:
     return "-" if value is None else str(value)
+
+
+# "kernel: line N: " before what an unsupported kernel stopped at (lower/core.py's Unsupported)
+_PLACE = re.compile(r"^[^:\s]+: line \d+: ")
+
+
+def reason_without_place(reason: str) -> str:
+    """A kernel's reason without the kernel and PTX line: what to group kernels by."""
+    return _PLACE.sub("", reason, count=1)
+
+
+def grouped_reasons(reasons: list[str]) -> list[tuple[str, int]]:
+    """Why kernels were not translated, most frequent first, grouped without the kernel and PTX line."""
+    return Counter(reason_without_place(r) for r in reasons).most_common()
 
 
 def short_path(path: str) -> str:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.progress import file_progress
-from fatkit.cli.render import console, short_path
+from fatkit.cli.render import console, grouped_reasons, short_path
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import PtxModule, ptx_modules
@@ -204,9 +204,9 @@ def _render(reports: list[dict[str, Any]], outdir: Path) -> None:
             written = Path(r["output"]).name if r["output"] else "[yellow]none[/]"
         table.add_row(where, r["target"], str(counts["ok"]), str(counts["unsupported"]), written)
     out.print(table)
-    reasons = {k["reason"] for r in reports for k in r["kernels"] if k["status"] == "unsupported"}
-    for reason in sorted(reasons):
-        out.print(f"[yellow]unsupported:[/] {reason}", highlight=False)
+    reasons = [k["reason"] for r in reports for k in r["kernels"] if k["status"] == "unsupported"]
+    for reason, count in grouped_reasons(reasons):
+        out.print(f"[yellow]unsupported[/] ({count} kernel{'s' if count > 1 else ''}): {reason}", highlight=False)
     errors = {r["error"] for r in reports if r["error"]} | {
         k["reason"] for r in reports for k in r["kernels"] if k["status"] == "error"}
     for error in sorted(errors):
