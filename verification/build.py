@@ -75,7 +75,7 @@ def _records(name: str, family: str, kernels: list[tuple[str, str]], original: P
         for label, kernel in kernels:
             status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
             record = {"name": f"{name}{'.' + label if label != name else ''}{tag}", "family": family,
-                      "target": target, "kernel": kernel, "original": original.name}
+                      "target": target, "kernel": kernel, "label": label, "original": original.name}
             if product is None or status != "ok":
                 record.update(status="not-translated", reason=status)
             else:
@@ -94,6 +94,7 @@ def build_tables(out: Path, only: str | None) -> list[dict]:
         original = out / f"{case.name}.orig.ptx"
         original.write_text(table_module(case, TARGET))
         for record in _records(case.name, case.family, [(case.name, case.name)], original, out):
+            del record["label"]
             record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp, ulp_type=case.ulp_type)
             records.append(record)
     return records
@@ -114,8 +115,8 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
                             str(original)], check=True, capture_output=True)
             launches = {launch.label: launch for launch in program.launches}
             entries = [(label, launch.kernel) for label, launch in launches.items()]
-            for (label, _), record in zip(entries * 2, _records(stem, f"program:{program.name}", entries, original, out)):
-                launch = launches[label]
+            for record in _records(stem, f"program:{program.name}", entries, original, out):
+                launch = launches[record.pop("label")]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
                               params=[p.manifest() for p in launch.params],
                               ulp=launch.fast_math_ulp if "--use_fast_math" in flags else 0)
