@@ -70,3 +70,32 @@ def test_code_objects_decode_with_llvm_tools(processor, tmp_path):
             body = re.search(rf"^[0-9a-f]+ <{re.escape(name)}>:\n((?:\t.*\n)+)", disassembly, re.M)
             assert body, f"{name} not disassembled"
             assert re.search(r"\ts_endpgm\b", body.group(1))
+
+
+def test_kernels_compiled_in_groups_make_one_code_object(monkeypatch, tmp_path):
+    """A module's kernels compiled in several children (codegen_groups) link into one code object with one
+    metadata note listing every kernel, each global defined once, and the same bytes for any number of jobs."""
+    from fatkit.translate.pipeline import lower, parse, passes
+    from fatkit.translate.targets import amdgpu
+
+    text = (SAMPLES / "ptx" / "basics.sm_80.ptx").read_text()
+    options = Options(target="gfx942")
+    kernels = lower(passes(parse(text, options), options), options).kernels
+    monkeypatch.setattr(amdgpu, "_GROUP_IR_BYTES", sum(len(k.llvm_ir) for k in kernels) // 6)
+    assert len(amdgpu.codegen_groups(list(kernels))) >= 3
+
+    serial = translate(text, Options(target="gfx942", jobs=1))
+    parallel = translate(text, Options(target="gfx942", jobs=2))
+    assert serial.product == parallel.product
+    assert sorted(k.name for k in parallel.validated.kernels) == sorted(k.signature.name for k in kernels)
+
+    path = tmp_path / "grouped.hsaco"
+    path.write_bytes(parallel.product)
+    notes = _run([_tool("llvm-readelf", "gfx942"), "--notes", path])
+    assert notes.count("NT_AMDGPU_METADATA") == 1
+    assert len(re.findall(r"\.symbol:\s+\S+\.kd", notes)) == len(kernels)
+    symbols = _run([_tool("llvm-readelf", "gfx942"), "--dyn-symbols", "-W", path])
+    defined = [line.split()[-1] for line in symbols.splitlines()
+               if re.search(r"\b(OBJECT|FUNC)\b", line) and " UND " not in line]
+    assert "weights" in defined and len(defined) == len(set(defined))
+    _run([_tool("llvm-objdump", "gfx942"), "-d", "--mcpu=gfx942", path])

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from families import all_cases, table_module  # noqa: E402
-from programs import PROGRAMS, VARIANTS  # noqa: E402
+from programs import PROGRAMS  # noqa: E402
 
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.translate.pipeline import Options, translate  # noqa: E402
@@ -106,7 +106,7 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
         raise SystemExit("nvcc not on PATH: the CUDA program cases need it")
     records = []
     for program in PROGRAMS:
-        for variant, arch, flags in VARIANTS:
+        for variant, arch, flags in program.built_variants():
             stem = f"{program.name}.{arch}.{variant}"
             if only and only not in stem:
                 continue

@@ -55,6 +55,10 @@ class Program:
     name: str
     source: str
     launches: tuple[Launch, ...] = field(default_factory=tuple)
+    variants: tuple[tuple[str, str, tuple[str, ...]], ...] | None = None  # None: every VARIANT
+
+    def built_variants(self) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+        return VARIANTS if self.variants is None else self.variants
 
 
 def _in(dtype: str, random: str = "bits", low: float = 0, high: float = 1, count: int = N) -> Param:
@@ -71,6 +75,7 @@ def _n(value: int = N) -> Param:
 
 FLOATS = dict(random="uniform", low=-8.0, high=8.0)
 BLOCKS = N // BLOCK
+MATRIX_BLOCKS = 512  # blocks of the matrix program's launches
 
 WARP_LAUNCHES = (
     Launch("warp_sum_shfl_down", (_in("s32", "range", -1000, 1000), _out(4 * N // 32), _n())),
@@ -119,6 +124,16 @@ PROGRAMS = (
         Launch("double_libm", (_in("f64", **FLOATS), _out(32 * N), _n())),
         Launch("conversions", (_in("f32", **FLOATS), _out(16 * N), _out(4 * N), _out(8 * N), _n())),
     )),
+    # ldmatrix/movmatrix need sm_75+, stmatrix sm_90 (its kernel writes zeros below); blocks of 128 threads and
+    # of 96, whose last emulated 64-lane wave holds one warp; the tile is one 16-byte row a thread
+    Program("matrix", "matrix.cu", tuple(
+        Launch(kernel, (_in("u32", count=4 * MATRIX_BLOCKS * threads), _in("u32", count=MATRIX_BLOCKS * threads),
+                        _out(words * MATRIX_BLOCKS * threads)),
+               grid=(MATRIX_BLOCKS, 1, 1), block=(threads, 1, 1), shared=16 * threads, name=f"{kernel}.block{threads}")
+        for kernel, words in (("ldmatrix_forms", 4 * 14), ("ldmatrix_generic_movmatrix", 4 * 4),
+                              ("stmatrix_forms", 6 * 16))
+        for threads in (128, 96)),
+        variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))),
 )
 
 # (name, nvcc -arch, extra nvcc flags)

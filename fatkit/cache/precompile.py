@@ -95,14 +95,14 @@ def cached_entry(cache: Cache, job: Job, options: Options) -> CacheEntry | None:
 # --- the work done in a pool process -------------------------------------------------------------------
 
 
-def translate_job(texts: list[str], processor: str, opt_level: int) -> dict[str, Any]:
+def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs: int = 1) -> dict[str, Any]:
     """Select a candidate by lowering, translate it; a plain dict travels back from the pool process.
 
     Keys: `index` (candidate chosen), `kernels`, `code_object` (bytes | None), `target_id` (of the code
     object), `seconds` (parse to validate of the chosen one), `error` (codegen/validate or internal failure),
     `store` (whether the outcome is the translator's settled answer, worth caching when there is no object).
     """
-    options = Options(target=processor, opt_level=opt_level)
+    options = Options(target=processor, opt_level=opt_level, jobs=kernel_jobs)
     best: tuple[int, Lowered, float] | None = None
     failures: list[str] = []
     for index, text in enumerate(texts):
@@ -212,10 +212,12 @@ def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *
 
 
 def _run(jobs: list[Job], workers: int, opt_level: int):
-    """(job, outcome) pairs as they finish: in this process for one worker, else in a process pool."""
+    """(job, outcome) pairs as they finish: in this process for one worker or one job, else in a process pool.
+    Workers beyond the number of jobs go to the kernels of each module (translate_job's kernel_jobs)."""
+    kernel_jobs = max(1, workers // max(1, len(jobs)))
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            yield job, translate_job([c.text for c in job.candidates], job.processor, opt_level)
+            yield job, translate_job([c.text for c in job.candidates], job.processor, opt_level, kernel_jobs)
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
         running: dict[Future, Job] = {}
@@ -225,7 +227,7 @@ def _run(jobs: list[Job], workers: int, opt_level: int):
                 while queue and len(running) < 2 * workers:  # bounded: texts are pickled on submission
                     job = queue.pop(0)
                     running[pool.submit(translate_job, [c.text for c in job.candidates], job.processor,
-                                        opt_level)] = job
+                                        opt_level, kernel_jobs)] = job
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     yield running.pop(future), future.result()

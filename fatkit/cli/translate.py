@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -47,6 +48,9 @@ def translate(
                              help="What to write per module and target: hsaco (linked, validated code object), "
                                   "obj (relocatable object), asm (AMDGPU assembly) or llvm (optimised LLVM IR)."),
     as_json: bool = typer.Option(False, "--json", help="Print the per-module, per-kernel report as JSON."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "-j", "--jobs", min=1,
+                             help="Processes lowering and compiling a module's kernels at once (the output is "
+                                  "the same for any number)."),
 ) -> None:
     """Translate PTX to AMD code objects (`<name>.<target>.hsaco`); unsupported kernels are reported and skipped.
 
@@ -68,7 +72,7 @@ def translate(
             _dump(module, targets, dump_after)
         return
     outdir = _output_dir(output)
-    reports = [_translate_module(module, name, outdir, emit) for module in modules for name in targets]
+    reports = [_translate_module(module, name, outdir, emit, jobs) for module in modules for name in targets]
     if as_json:
         sys.stdout.write(json.dumps({"modules": reports}, indent=2) + "\n")
     else:
@@ -109,9 +113,9 @@ def _stage(name: str):
     return dict(STAGES)[name]
 
 
-def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str) -> dict[str, Any]:
+def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, jobs: int) -> dict[str, Any]:
     """Run the stages for one target; write the code object (or what --emit asks for) when any kernel lowered."""
-    options = Options(target=target)
+    options = Options(target=target, jobs=jobs)
     report: dict[str, Any] = {
         "source": module.source, "container": module.container, "entry": module.entry,
         "ptx_sha256": hashlib.sha256(module.text.encode()).hexdigest(), "target": target,

@@ -357,6 +357,14 @@ class ElfView:
         offset, count = table
         return layout.array(bytes(self._buf[offset : offset + count * entsize]), entsize) if count else []
 
+    def section_header_field(self, index: int, field: str) -> int:
+        """The file offset of `field` (`sh_offset`, `sh_size`, …) in section header `index`, for writers that
+        patch one header in place."""
+        offset, count = self._section_table()
+        if not 0 <= index < count:
+            raise FormatError(f"no section header {index} (the file has {count})", offset=offset)
+        return offset + index * self._header.e_shentsize + self._layouts.section.offsets[field]
+
     @cached_property
     def _section_headers(self) -> list:
         """The raw section header records, in index order."""

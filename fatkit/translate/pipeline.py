@@ -7,7 +7,9 @@ left out of the product; the module's other kernels still translate. Nothing is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
 from typing import Any, Callable
 
 from fatkit.errors import FatkitError, UsageError
@@ -24,10 +26,14 @@ class Options:
 
     target: str = "gfx942"  # "host" or an AMD processor
     opt_level: int = 2
+    # processes lowering kernels and compiling groups of them at once; the output is the same for any value
+    jobs: int = field(default=1, compare=False)
 
     def __post_init__(self) -> None:
         if self.opt_level not in (0, 1, 2, 3):
             raise UsageError(f"opt level must be 0–3, not {self.opt_level}")
+        if self.jobs < 1:
+            raise UsageError(f"jobs must be at least 1, not {self.jobs}")
 
 
 @dataclass(frozen=True)
@@ -68,22 +74,47 @@ def passes(module: ast.Module, options: Options) -> Prepared:
 
 
 def lower(prepared: Prepared, options: Options) -> Lowered:
-    """Lower each kernel on its own into an LLVM module; unsupported ones are reported, not lowered."""
+    """Lower each kernel on its own into an LLVM module; unsupported ones are reported, not lowered.
+
+    With `options.jobs` > 1 the kernels are lowered in forked processes (lowering is Python, bound by the
+    GIL), each inheriting the prepared module rather than receiving a pickled copy."""
     target = target_named(options.target)
-    kernels, reports = [], []
+    count = len(prepared.module.kernels)
+    if options.jobs > 1 and count > 1:
+        with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
+                                 initializer=_adopt, initargs=(prepared, target)) as pool:
+            outcomes = list(pool.map(_lower_adopted, range(count)))
+    else:
+        outcomes = [_lower_one(prepared, target, index) for index in range(count)]
+    kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
+    return Lowered(target, kernels, tuple(report for _, report in outcomes))
+
+
+def _lower_one(prepared: Prepared, target: Target, index: int) -> tuple[LoweredKernel | None, KernelReport]:
+    kernel = prepared.module.kernels[index]
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
-    for kernel in prepared.module.kernels:
-        try:
-            failure = prepared.failure(kernel.name)
-            if failure is not None:
-                raise failure
-            registers = prepared.storage[kernel.name].registers
-            kernels.append(lower_kernel(kernel, registers, target, prepared.module.variables, functions, prepared))
-        except (Unsupported, PassError) as unsupported:
-            reports.append(KernelReport(kernel.name, "unsupported", str(unsupported), unsupported.line))
-        else:
-            reports.append(KernelReport(kernel.name, "ok"))
-    return Lowered(target, tuple(kernels), tuple(reports))
+    try:
+        failure = prepared.failure(kernel.name)
+        if failure is not None:
+            raise failure
+        registers = prepared.storage[kernel.name].registers
+        lowered = lower_kernel(kernel, registers, target, prepared.module.variables, functions, prepared)
+    except (Unsupported, PassError) as unsupported:
+        return None, KernelReport(kernel.name, "unsupported", str(unsupported), unsupported.line)
+    return lowered, KernelReport(kernel.name, "ok")
+
+
+_adopted: tuple[Prepared, Target] | None = None  # what a forked lowering process works on
+
+
+def _adopt(prepared: Prepared, target: Target) -> None:
+    global _adopted
+    _adopted = (prepared, target)
+
+
+def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:
+    assert _adopted is not None
+    return _lower_one(*_adopted, index)
 
 
 def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
@@ -91,7 +122,7 @@ def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
         raise FatkitError("no kernel of the module could be lowered: "
                           + "; ".join(r.reason or r.name for r in lowered.reports) if lowered.reports
                           else "the module has no kernels")
-    return lowered, lowered.target.codegen(list(lowered.kernels), options.opt_level)
+    return lowered, lowered.target.codegen(list(lowered.kernels), options.opt_level, options.jobs)
 
 
 def validate(generated: tuple[Lowered, Any], options: Options) -> Translation:

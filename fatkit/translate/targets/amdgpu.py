@@ -19,17 +19,23 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
+
+import msgpack
 
 from llvmlite import binding as llvm
 from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
-from fatkit.formats.hsaco import CodeObject, parse_code_object
+from fatkit.formats.common import align
+from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
+from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.translate.targets.base import (
     LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
 )
@@ -44,7 +50,8 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-EMIT_KINDS = ("obj", "asm", "llvm")  # what `emit` writes besides linked code objects
+EMIT_KINDS = ("obj", "asm", "llvm")
+_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up  # what `emit` writes besides linked code objects
 
 
 def wavefront_size(processor: str) -> int:
@@ -216,9 +223,15 @@ class AmdgpuTarget(Target):
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
-        """Compile in a child process to a relocatable object, then link it to an ET_DYN code object."""
-        return link(self.emit(kernels, opt_level, "obj"))
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> bytes:
+        """Compile each group of kernels (`codegen_groups`) in a child process to a relocatable object, up to
+        `jobs` at once, then link them into one ET_DYN code object with one metadata note."""
+        groups = codegen_groups(kernels)
+        if len(groups) == 1:
+            return link([self.emit(kernels, opt_level, "obj")])
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
+            objects = list(pool.map(lambda group: self.emit(group, opt_level, "obj"), groups))
+        return link(with_one_metadata_note(objects))
 
     def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
         """The kernels linked into one LLVM module, optimised and compiled in a child process, as `kind`:
@@ -323,14 +336,80 @@ def _intrinsic(module: ir.Module, name: str, result: ir.Type, args: tuple[ir.Typ
     return ir.Function(module, ir.FunctionType(result, args), name)
 
 
-def link(relocatable: bytes) -> bytes:
-    """`ld.lld -shared --no-undefined` (ziglang's LLD) of one relocatable object into a code object."""
+def codegen_groups(kernels: list[LoweredKernel]) -> list[list[LoweredKernel]]:
+    """The kernels in order, cut into groups of about _GROUP_IR_BYTES of LLVM IR, each compiled on its own.
+
+    The cut depends on the module alone, never on how many jobs run, so the code object's bytes do too."""
+    groups: list[list[LoweredKernel]] = [[]]
+    size = 0
+    for kernel in kernels:
+        if groups[-1] and size >= _GROUP_IR_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(kernel)
+        size += len(kernel.llvm_ir)
+    return groups
+
+
+def with_one_metadata_note(objects: list[bytes]) -> list[bytes]:
+    """Relocatable objects compiled apart, changed so that linking them gives one NT_AMDGPU_METADATA note.
+
+    Each object lists its own kernels in its own note, and ld.lld would concatenate the notes; a loader reads
+    one. The first object's note section is rewritten (appended at the end of the file, its section header
+    pointed there) to hold the merged metadata — every object's `amdhsa.kernels`, in order — and the other
+    objects' metadata notes are removed from their note sections."""
+    found = [_metadata_note_section(data) for data in objects]
+    merged = dict(found[0][2])
+    merged["amdhsa.kernels"] = [kernel for _, _, metadata, _ in found for kernel in metadata["amdhsa.kernels"]]
+    return [_with_note_section(data, *found[index][:2], (merged if index == 0 else None), found[index][3])
+            for index, data in enumerate(objects)]
+
+
+def _metadata_note_section(data: bytes) -> tuple[ElfView, Section, dict, list[Note]]:
+    """The object's note section holding its AMDGPU metadata note, that metadata, and the section's notes."""
+    view = ElfView(data)
+    for section in view.sections:
+        if section.type != SHT_NOTE:
+            continue
+        notes = [n for n in view.notes() if section.offset <= n.offset < section.offset + section.size]
+        for note in notes:
+            if note.owner == "AMDGPU" and note.type == NT_AMDGPU_METADATA:
+                return view, section, msgpack.unpackb(note.desc, raw=False), notes
+    raise FatkitError("a relocatable object from LLVM has no AMDGPU metadata note")
+
+
+def _with_note_section(data: bytes, view: ElfView, section: Section, metadata: dict | None,
+                       notes: list[Note]) -> bytes:
+    """`data` whose note section holds `notes` with the metadata note replaced by `metadata` (or left out)."""
+    content = bytearray()
+    for note in notes:
+        desc = note.desc
+        if note.owner == "AMDGPU" and note.type == NT_AMDGPU_METADATA:
+            if metadata is None:
+                continue
+            desc = msgpack.packb(metadata, use_bin_type=True)
+        name = note.owner.encode() + b"\0"
+        content += struct.pack("<III", len(name), len(desc), note.type)
+        content += name.ljust(align(len(name), 4), b"\0") + desc.ljust(align(len(desc), 4), b"\0")
+    patched = bytearray(data)
+    patched += bytes(align(len(patched), 4) - len(patched))
+    start = len(patched)
+    patched += content
+    struct.pack_into("<Q", patched, view.section_header_field(section.index, "sh_offset"), start)
+    struct.pack_into("<Q", patched, view.section_header_field(section.index, "sh_size"), len(content))
+    return bytes(patched)
+
+
+def link(relocatables: list[bytes]) -> bytes:
+    """`ld.lld -shared --no-undefined` (ziglang's LLD) of relocatable objects into one code object."""
     with tempfile.TemporaryDirectory(prefix="fatkit-link-") as tmp:
-        source, output = Path(tmp, "kernels.o"), Path(tmp, "kernels.hsaco")
-        source.write_bytes(relocatable)
+        sources = [Path(tmp, f"kernels{index}.o") for index in range(len(relocatables))]
+        for source, relocatable in zip(sources, relocatables):
+            source.write_bytes(relocatable)
+        output = Path(tmp, "kernels.hsaco")
         try:
             linker = subprocess.run(
-                [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--no-undefined", str(source), "-o",
+                [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--no-undefined", *map(str, sources), "-o",
                  str(output)], capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise FatkitError(f"ld.lld took longer than {_CODEGEN_TIMEOUT_S} s") from None

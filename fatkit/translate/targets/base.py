@@ -259,8 +259,9 @@ class Target(ABC):
         """Add module-level settings (flags, metadata) once every function is in."""
 
     @abstractmethod
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> Any:
-        """Turn the lowered kernels into the target's product (a code object, a JIT-compiled program)."""
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Any:
+        """Turn the lowered kernels into the target's product (a code object, a JIT-compiled program), using
+        up to `jobs` processes where the target can split the work; the product does not depend on `jobs`."""
 
     @abstractmethod
     def validate(self, product: Any, kernels: list[LoweredKernel]) -> Any:
