@@ -32,6 +32,9 @@ from fatkit.errors import FatkitError
 from fatkit.extract.scan import Source, scan_buffer, scan_source
 from fatkit.formats import ar, codecs, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
 from fatkit.formats.elf import ElfView
+from fatkit.repack.section import (KernelRecord, Manifest, ModuleRecord, build_payload, code_object_bundle_id,
+                                   read_payload)
+from fatkit.repack.wheel import read_wheel, record_hash, rewrite_record, write_wheel
 from fatkit.translate.hazards import analyse
 from fatkit.translate.ptx import parse_ptx, print_ptx
 
@@ -105,6 +108,38 @@ def _zip(data: bytes) -> None:
     _scan(data)
 
 
+def _fatkit_amd(data: bytes) -> None:
+    """The `.fatkit_amd` section reader, then what a shim asks of what it accepted."""
+    manifest = read_payload(data)
+    manifest.to_json()
+    for module in manifest.modules:
+        manifest.find(module.ptx_blake3, module.target)
+
+
+def _wheel(data: bytes) -> None:
+    """The wheel repacker's reader and writer: what it accepts it must copy (RECORD rewritten) into a wheel it
+    reads back with the same members, in order, with the same compressed bytes."""
+    wheel = read_wheel(data, "fuzz")
+    for member in wheel.members:
+        if not member.is_dir and member.info.file_size >= 4 and wheel.head(member) == b"\x7fELF":
+            wheel.stream(member, io.BytesIO())
+    first = next((m.name for m in wheel.members if m is not wheel.record), "missing.so")
+    record, _ = rewrite_record(wheel.read_record(), {first: (record_hash(bytes(32)), 1)})
+    out = io.BytesIO()
+    write_wheel(wheel, out, record)
+    try:
+        again = read_wheel(out.getvalue(), "fuzz output")
+    except FatkitError as exc:
+        raise AssertionError(f"the wheel written from an accepted one is refused: {exc}") from None
+    assert [m.name for m in again.members] == [m.name for m in wheel.members]
+    for old, new in zip(wheel.members, again.members):
+        if old is not wheel.record:
+            assert bytes(wheel.raw(old)) == bytes(again.raw(new)), old.name
+            assert (old.info.CRC, old.info.file_size, old.info.external_attr) == \
+                   (new.info.CRC, new.info.file_size, new.info.external_attr), old.name
+    assert again.read_record() == record
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "elf": _elf,
     "fatbin": _fatbin,
@@ -116,6 +151,8 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "hsaco": lambda data: hsaco.parse_code_object(data),
     "ar": lambda data: list(ar.members(data)),
     "zip": _zip,
+    "fatkit_amd": _fatkit_amd,
+    "wheel": _wheel,
     "scan": lambda data: scan_buffer(Source("fuzz", data)).to_json(with_kernels=True, with_hash=True),
 }
 
@@ -155,7 +192,37 @@ def seeds() -> dict[str, list[bytes]]:
         z.writestr("pkg/lib.so", files["nv_lib.so"])
         z.writestr("pkg/k.hsaco", files["amd_gfx942_v6.hsaco"])
     out["zip"].append(zipped.getvalue())
+    out["fatkit_amd"] = _payload_seeds(files["amd_gfx942_v6.hsaco"])
+    out["wheel"] = _wheel_seeds(files["amd_gfx942_v6.hsaco"])
     return out
+
+
+def _payload_seeds(code_object: bytes) -> list[bytes]:
+    """`.fatkit_amd` payloads as repack writes them: compressed (CCOB v3) and plain, with a translated module,
+    a failed one and an alternative PTX (small code objects: mutations should land in the structure)."""
+    ptx_a, ptx_b, ptx_c = (bytes([n]).hex() * 32 for n in (0xA1, 0xB2, 0xC3))
+    bundle_id = code_object_bundle_id(ptx_a, "gfx942")
+    manifest = Manifest("0.1.0", "0123456789abcdef", ("gfx942", "gfx1100"), (
+        ModuleRecord(ptx_a, "gfx942", "translated", bundle_id, "compute_90", ("c0.e1",), (ptx_c,), None,
+                     (KernelRecord("saxpy", "ok"), KernelRecord("tma", "unsupported", "cp.async.bulk.tensor"))),
+        ModuleRecord(ptx_b, "gfx1100", "failed", None, "compute_80", ("c1.e2",), (), "no kernel translated", ())),
+        {bundle_id: code_object[:512]})
+    return [build_payload(manifest), build_payload(manifest, compress=False)]
+
+
+def _wheel_seeds(elf: bytes) -> list[bytes]:
+    """Small wheels: stored and deflated members, an ELF one, a directory entry, RECORD with CRLF lines."""
+    seeds = []
+    for method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", method) as z:
+            z.writestr("pkg/", b"")
+            z.writestr("pkg/__init__.py", b"X = 1\n")
+            z.writestr("pkg/k.so", elf[:64])  # small: most mutations should land in the zip structure
+            z.writestr("pkg-1.0.dist-info/RECORD", b"pkg/__init__.py,sha256=abc,6\r\npkg/k.so,sha256=def,64\r\n"
+                                                   b"pkg-1.0.dist-info/RECORD,,\r\n")
+        seeds.append(buf.getvalue())
+    return seeds
 
 
 SPECIAL_VALUES = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF,

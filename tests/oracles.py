@@ -111,6 +111,20 @@ def ptxas() -> Path | None:
     return path
 
 
+def assert_ptxas_accepts(ptx: bytes | str, workdir: Path, arch: str = "sm_90") -> None:
+    """ptxas assembles `ptx` for `arch` (the test skips when no ptxas 13 is installed)."""
+    import pytest
+
+    tool = ptxas()
+    if tool is None:
+        pytest.skip("ptxas not available (CUDA toolkit or PyPI nvidia-cuda-nvcc)")
+    source = workdir / "ptxas-input.ptx"
+    source.write_bytes(ptx.encode() if isinstance(ptx, str) else ptx)
+    result = subprocess.run([tool, f"-arch={arch}", str(source), "-o", str(workdir / "ptxas-output.cubin")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
 @functools.cache
 def cuobjdump12() -> Path | None:
     """cuobjdump 12.8, taken once from the triton 3.6 wheel (the only 12.x build pip can fetch)."""

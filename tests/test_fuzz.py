@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fatkit.errors import FatkitError
-from tests.fuzzing import TARGETS
+from tests.fuzzing import TARGETS, seeds
 
 REGRESSIONS = sorted((Path(__file__).parent / "samples" / "fuzz").glob("*.bin"))
 
@@ -22,6 +22,13 @@ def test_regression_inputs_are_rejected_cleanly(path):
         target(path.read_bytes())
     except FatkitError:
         pass
+
+
+@pytest.mark.parametrize("target", ["fatkit_amd", "wheel"])
+def test_seeds_are_accepted(target):
+    """Mutations start from inputs the reader accepts (else only its first rejection would be fuzzed)."""
+    for data in seeds()[target]:
+        TARGETS[target](data)
 
 
 def test_fuzz_budget_has_no_escapes_or_hangs():

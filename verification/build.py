@@ -36,7 +36,7 @@ from fatkit.translate.pipeline import Options, translate  # noqa: E402
 TARGET = "sm_90"
 # Cases with warp collectives or lane registers also run as an emulated 64-lane wave (the CDNA algorithm).
 WAVE64_TARGET = "sm_90:wave64"
-WARP_LEVEL = re.compile(r"\b(?:shfl|vote|match|redux|activemask|elect)\.|%laneid|%lanemask_")
+WARP_LEVEL = re.compile(r"\b(?:shfl|vote|match|redux|activemask|elect|ldmatrix|stmatrix|movmatrix|w?mma)\.|%laneid|%lanemask_")
 TABLE_THREADS = 4096
 # 64-bit input patterns every table case sees in every (a, b) pair: integer boundaries, f32 values in the
 # low word (±0, ±1, ±inf, NaNs, subnormals, extremes, ties), f64 values, f16/bf16 values in the low half.

@@ -134,6 +134,45 @@ PROGRAMS = (
                               ("stmatrix_forms", 6 * 16))
         for threads in (128, 96)),
         variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))),
+    # cp.async pipelines (sm_80+), an mbarrier ring (try_wait on sm_90, test_wait below), and an sm_90 bulk copy
+    # on an mbarrier with bulk store/reductions (compiled out below compute_90: its outputs stay as they were)
+    Program("asynccopy", "asynccopy.cu", (
+        *(Launch(kernel, (_in("u32"), _out(N), _n(N - 1000)), grid=(N // 4096, 1, 1), block=(128, 1, 1))
+          for kernel in ("cp_async_pipeline", "pipeline_primitives")),
+        Launch("mbarrier_ring", (_in("u32"), _out(4 * 64 * (N // 1024))), grid=(N // 1024, 1, 1), block=(128, 1, 1)),
+        Launch("bulk_copy_mbarrier", (_in("u32"), _out(4 * N), Param("inout", "u32", 1024),
+                                      Param("inout", "u32", 1024)), grid=(N // 1024, 1, 1), block=(256, 1, 1)),
+    ), variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("O1", "compute_90", ("-Xcicc", "-O1")),
+                 ("G", "compute_90", ("-G",)))),
+    # device malloc/free (fatkit's heap against CUDA's) and cooperative groups' grid.sync() on a co-resident
+    # grid of 128 blocks (the runner launches modules reading %envreg cooperatively); every variant builds
+    Program("runtime", "runtime.cu", (
+        Launch("heap_per_thread", (_in("u32", count=64 * 256), _out(4 * 64 * 256), _n(64 * 256)), grid=(64, 1, 1)),
+        Launch("heap_per_block", (_in("u32", count=1024 * 256), _out(4 * 1024 * 256), _n(1024 * 256)),
+               grid=(1024, 1, 1)),
+        Launch("grid_rounds", (_in("u32", count=128 * 256), _out(4 * 128 * 256), _out(4 * 4 * 128), _n(128 * 256)),
+               grid=(128, 1, 1)),
+    )),
+    # warp-level mma, dense and 2:4 sparse, every shape and type fatkit lowers (sm_89/sm_90 forms write nothing
+    # below compute_90), and the WMMA API: 2^16 threads; (kernel, bytes of D a thread writes)
+    Program("mma", "mma.cu", tuple(
+        Launch(kernel, (_in("u32"), _out(words << 16)), grid=((1 << 16) // BLOCK, 1, 1)) for kernel, words in (
+            ("mma_m16n8k16_f32_f16", 16), ("mma_m16n8k16_f32_bf16", 16), ("mma_m16n8k16_f16_f16", 8),
+            ("mma_m16n8k8_f32_f16", 16), ("mma_m16n8k8_f32_bf16", 16), ("mma_m16n8k8_f16_f16", 8),
+            ("mma_m16n8k8_tf32", 16), ("mma_m16n8k8_tf32_low_bits_set", 16), ("mma_m16n8k4_tf32", 16),
+            ("mma_m16n8k32_s8", 16), ("mma_m16n8k32_u8_s8_satfinite", 16), ("mma_m16n8k16_s8_u8_satfinite", 16),
+            ("mma_m8n8k16_s8_satfinite", 8), ("mma_m16n8k64_s4", 16), ("mma_m16n8k32_u4_s4_satfinite", 16),
+            ("mma_m8n8k32_s4_u4", 8), ("mma_m8n8k128_b1_xor", 8), ("mma_m16n8k128_b1_and", 16),
+            ("mma_m16n8k256_b1_xor", 16), ("mma_m16n8k32_e4m3", 16), ("mma_m16n8k32_e5m2_e4m3", 16),
+            ("mma_m8n8k4_f64", 16), ("mma_m16n8k4_f64", 32), ("mma_m16n8k8_f64", 32), ("mma_m16n8k16_f64", 32),
+            ("mma_m8n8k4_f16_row_col_f32", 32), ("mma_m8n8k4_f16_col_row_f16_to_f32", 32),
+            ("mma_m8n8k4_f16_row_row_f16", 16), ("mma_sp_m16n8k32_f16", 16), ("mma_sp_m16n8k32_bf16_selector1", 16),
+            ("mma_sp_m16n8k16_f16_selector2", 16), ("mma_sp_m16n8k16_bf16_selector3", 16),
+            ("mma_sp_m16n8k32_s8_u8_satfinite_selector1", 16), ("mma_sp_m16n8k64_u8", 16),
+            ("mma_sp_m16n8k64_e4m3", 16), ("wmma_m16n16k16_f16_f32", 32), ("wmma_m32n8k16_f16_f16", 16),
+            ("wmma_m8n32k16_bf16", 32), ("wmma_m16n16k16_s8", 32), ("wmma_m16n16k8_tf32", 32),
+            ("wmma_m8n8k4_f64", 16), ("wmma_m8n8k32_s4", 8), ("wmma_m8n8k128_b1", 8))),
+        variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))),
 )
 
 # (name, nvcc -arch, extra nvcc flags)

@@ -127,14 +127,23 @@ def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str, np.ndar
     return False, f"{len(bad)} of {len(e)} words differ: " + "; ".join(first), bad
 
 
+def _reads_envreg(ptx: str, kernel: str) -> bool:
+    """Whether the kernel reads %envreg: cooperative groups' grid.sync() finds its workspace there, which only a
+    cooperative launch sets (the re-lowered kernel is launched the same way)."""
+    start = ptx.find(f".entry {kernel}(")
+    end = ptx.find(".entry ", start + 1)
+    return start >= 0 and "%envreg" in ptx[start:end if end > 0 else len(ptx)]
+
+
 def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> dict:
     record = {"name": case["name"], "family": case["family"], "kernel": case["kernel"]}
     if case.get("status") != "translated":
         record.update(status="not-translated", reason=case.get("reason"))
         return record
     try:
-        original = cp.RawModule(path=str(build / case["original"]))
-        relowered = cp.RawModule(path=str(build / case["relowered"]))
+        cooperative = _reads_envreg((build / case["original"]).read_text(), case["kernel"])
+        original = cp.RawModule(path=str(build / case["original"]), enable_cooperative_groups=cooperative)
+        relowered = cp.RawModule(path=str(build / case["relowered"]), enable_cooperative_groups=cooperative)
         if case["kind"] == "table":
             host_inputs = table_inputs(case["count"], case["edges"], rng)
             params = [{"kind": "in"}] * 3 + [{"kind": "out", "bytes": case["count"] * 8}]

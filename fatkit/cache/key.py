@@ -22,7 +22,7 @@ from fatkit.translate.pipeline import Options
 # Bump when what the translator produces for the same PTX changes in a way a shim can observe: kernel
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
-TRANSLATOR_ABI = 1
+TRANSLATOR_ABI = 2  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families
 
 # Features a target id may set, as LLVM names them; they are written in this (alphabetical) order.
 TARGET_FEATURES = ("sramecc", "xnack")

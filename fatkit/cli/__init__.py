@@ -24,12 +24,12 @@ EXIT_GATE = 3
 
 
 # as `fatkit --help` lists them: a user's order (the `cache` group follows the commands)
-COMMAND_ORDER = ("inspect", "extract", "translate", "lint", "precompile")
+COMMAND_ORDER = ("inspect", "extract", "translate", "lint", "precompile", "repack")
 
 
 def _register() -> None:
     # commands register themselves on `app`
-    from fatkit.cli import cache, extract, inspect, lint, precompile, translate  # noqa: F401
+    from fatkit.cli import cache, extract, inspect, lint, precompile, repack, translate  # noqa: F401
 
     app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.callback.__name__))
 

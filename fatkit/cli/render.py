@@ -90,12 +90,34 @@ def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
                     table.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
                 where = [""] * 5
         out.print(table)
+        _render_repacked(out, b)
     if kernels:
         _render_kernels(out, b)
     for err in b["errors"]:
         where = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
         out.print(f"  [yellow]! {where}{err['message']}[/]", highlight=False)
     out.print()
+
+
+def _render_repacked(out: Console, b: dict[str, Any]) -> None:
+    """The code objects `fatkit repack` added (`.fatkit_amd`): which PTX each was translated from, what failed."""
+    for c in b["containers"]:
+        if "manifest" not in c:
+            continue
+        for e in c["entries"]:
+            origin = e.get("translated_from")
+            if origin:
+                failed = f", {origin['kernels_failed']} not translated" if origin["kernels_failed"] else ""
+                out.print(f"  {c['index']}.{e['index']} {e['arch']} ← PTX {', '.join(origin['sources'])} "
+                          f"({origin['arch']}, BLAKE3 {origin['ptx_blake3'][:16]}…): {origin['kernels']} kernels"
+                          f"{failed}", highlight=False)
+        for m in c["manifest"]["modules"]:
+            place = f"PTX {', '.join(m['sources'])} for {m['target']}"
+            if m["bundle_id"] is None and m["status"] != "no-kernels":
+                out.print(f"  [yellow]not translated[/]: {place}: {m['reason']}", highlight=False)
+            for k in m["kernels"]:
+                if k["status"] != "ok":  # the reason names the kernel and its PTX line
+                    out.print(f"  [yellow]not translated[/] ({place}): {k['reason'] or k['name']}", highlight=False)
 
 
 def _render_kernels(out: Console, b: dict[str, Any]) -> None:

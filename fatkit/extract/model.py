@@ -35,7 +35,7 @@ class Entry:
     """One piece of device code: a fatbin entry (PTX, cubin, NVVM) or an offload-bundle entry (code object)."""
 
     index: int
-    kind: str  # ptx | elf | nvvm | hsaco | host | other
+    kind: str  # ptx | elf | nvvm | hsaco | host | manifest (of `.fatkit_amd`) | other
     arch: str  # compute_90a, sm_100f, gfx942:xnack-
     offset: int  # file offset of the entry (fatbin: its header; bundle: its payload)
     stored_size: int  # bytes the entry occupies as stored
@@ -48,6 +48,7 @@ class Entry:
     flags: int | None = None
     bundle_id: str | None = None
     error: str | None = None  # set when the payload could not be read
+    translated_from: dict[str, Any] | None = None  # `.fatkit_amd` code objects: the PTX and kernels behind them
 
     @property
     def payload(self) -> bytes:
@@ -112,6 +113,8 @@ class Entry:
             out["hash"] = self.hash
         if with_kernels and "kernels" in self.__dict__:
             out["kernels"] = [k.to_json() for k in self.kernels]
+        if self.translated_from is not None:
+            out["translated_from"] = self.translated_from
         if self.error is not None:
             out["error"] = self.error
         return out
@@ -130,6 +133,7 @@ class Container:
     entries: list[Entry] = field(default_factory=list)
     wrapper: dict[str, Any] | None = None  # {"vendor", "version", "offset"} of the registering record
     ccob: dict[str, Any] | None = None  # {"version", "method", "uncompressed_size"} for compressed bundles
+    manifest: dict[str, Any] | None = None  # the `.fatkit_amd` manifest (fatkit repack, docs/repack.md)
 
     @property
     def vendor(self) -> str:
@@ -149,6 +153,8 @@ class Container:
             out["wrapper"] = self.wrapper
         if self.ccob is not None:
             out["ccob"] = self.ccob
+        if self.manifest is not None:
+            out["manifest"] = self.manifest
         out["entries"] = [e.to_json(**kw) for e in self.entries]
         return out
 

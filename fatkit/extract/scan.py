@@ -38,6 +38,7 @@ FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nv.fatbin", "__fatbin", "__
 BUNDLE_SECTIONS = (".hip_fatbin",)
 BUNDLE_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # clang-offload-bundler -type=o: one section per target
 LLVM_OFFLOADING_SECTION = ".llvm.offloading"
+REPACK_SECTION = ".fatkit_amd"  # added by `fatkit repack`: a bundle of translated code objects and a manifest
 
 # Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
 DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
@@ -152,7 +153,7 @@ ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError,
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
     try:
-        archive = zipfile.ZipFile(_BufferFile(source.buf))
+        archive = zipfile.ZipFile(BufferFile(source.buf))
         infos = [i for i in archive.infolist() if i.filename and not i.filename.endswith("/")]
     except ZIP_ERRORS as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
@@ -200,7 +201,7 @@ def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) ->
     return data
 
 
-class _BufferFile:
+class BufferFile:
     """A read-only file object over an mmap/memoryview, so zipfile reads members without copying the zip."""
 
     def __init__(self, buf: Buffer):
@@ -314,6 +315,8 @@ def _scan_elf(finder: _Finder) -> None:
             finder.walk_section(section, family="bundle")
         elif section.name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
+        elif section.name == REPACK_SECTION:
+            finder.repack_section(section)
         elif section.name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
                 f"{LLVM_OFFLOADING_SECTION} section (LLVM offload binary from clang -fgpu-rdc/--offload-new-driver):"
@@ -482,6 +485,32 @@ class _Finder:
                       loader=self._loader(partial(_slice_bytes, self.buf, section.offset, section.size)))
         self._add(Container(index=0, format="offload-section", offset=section.offset, size=section.size,
                             section=section.name, found_by=["section"], entries=[entry]))
+
+    def repack_section(self, section) -> None:
+        """`.fatkit_amd` (fatkit repack): its bundle, each code object mapped to the PTX it was translated from."""
+        from fatkit.repack.section import read_payload  # fatkit.repack imports this module
+
+        end = min(section.offset + section.size, len(self.buf))
+        kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+        if not self.bundle(section.offset, kind, "section", end=end):
+            return
+        try:
+            manifest = read_payload(bytes(self.buf[section.offset:end]))
+        except FatkitError as exc:
+            self._error(exc.located(base=section.offset))
+            return
+        container = self.by_offset[section.offset]
+        container.manifest = manifest.to_json()
+        by_id = {m.bundle_id: m for m in manifest.modules if m.bundle_id is not None}
+        for entry in container.entries:
+            module = by_id.get(entry.bundle_id)
+            if module is not None:
+                entry.translated_from = {"ptx_blake3": module.ptx_blake3, "sources": list(module.sources),
+                                         "arch": module.arch, "target": module.target,
+                                         "kernels": len(module.kernels),
+                                         "kernels_failed": sum(k.status != "ok" for k in module.kernels)}
+            elif entry.kind == "host":
+                entry.kind = "manifest"
 
     def magic_scan(self) -> None:
         """Validated scan for containers nothing else found, window by window.

@@ -15,6 +15,7 @@ warps per wave), or single target families (`gfx942`) when only some members of 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -159,8 +160,9 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                              "taken modulo 32"),
     "lanemask": HazardKind(WARNING, (WAVE64,), "{name} is a 32-bit lane mask; wave64 masks are 64-bit and are "
                                                "cut per 32-lane half"),
-    "mma": HazardKind(WARNING, BOTH, "{name}: tensor-core MMA; maps to MFMA (CDNA) or WMMA (RDNA3+) with other "
-                                     "fragment layouts, else emulated"),
+    "mma": HazardKind(WARNING, BOTH, "{name}: tensor-core MMA; emulated with lane exchanges and scalar arithmetic "
+                                     "(exact for integers; floats summed in f64, rounded once), far slower than "
+                                     "MFMA (CDNA) or WMMA (RDNA3+), which it does not use yet"),
     "ldmatrix": HazardKind(WARNING, BOTH, "{name}: loads tensor-core fragments in NVIDIA's lane layout; emulated "
                                           "with shared-memory loads and lane permutes"),
     "stmatrix": HazardKind(WARNING, BOTH, "{name}: stores tensor-core fragments in NVIDIA's lane layout; emulated "
@@ -169,8 +171,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                            "permutes"),
     "cp-async": HazardKind(WARNING, BOTH, "{name}: asynchronous global→shared copy; becomes a synchronous copy "
                                           "and its groups and waits no-ops"),
-    "cp-async-bulk": HazardKind(WARNING, BOTH, "{name}: bulk copy by the TMA engine; emulated with cooperative "
-                                               "loads and stores"),
+    "cp-async-bulk": HazardKind(WARNING, BOTH, "{name}: bulk copy by the TMA engine; done by the issuing "
+                                               "thread's own loads and stores"),
     "mbarrier": HazardKind(WARNING, BOTH, "{name}: shared-memory transaction barrier; emulated with LDS atomics "
                                           "and polling"),
     "approx": HazardKind(WARNING, BOTH, "{name}: approximate result; AMD's approximation differs in the last "
@@ -180,9 +182,9 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "ftz-mix": HazardKind(WARNING, BOTH, "{name}: the kernel mixes .ftz and non-.ftz f32 arithmetic ({ftz} vs "
                                          "{plain} instructions); AMD's denormal mode is per kernel, so the "
                                          "{minority} ones need explicit handling"),
-    "printf": HazardKind(WARNING, BOTH, "calls {name}: device printf needs a printf buffer the host drains"),
+    "printf": HazardKind(WARNING, BOTH, "calls {name}: device printf fills a buffer the shim drains (docs/runtime.md)"),
     "assert": HazardKind(WARNING, BOTH, "calls {name}: device assert prints and traps; needs printf support"),
-    "device-heap": HazardKind(WARNING, BOTH, "calls {name}: the device heap needs an AMD device allocator"),
+    "device-heap": HazardKind(WARNING, BOTH, "calls {name}: fatkit's per-module heap serves it (docs/runtime.md)"),
     "extern-call": HazardKind(WARNING, BOTH, "calls {name}, not defined in this module: needs device linking "
                                              "(-rdc) to run"),
     "address-size-32": HazardKind(WARNING, BOTH, "the module uses .address_size 32: AMD code objects are 64-bit, "
@@ -534,7 +536,9 @@ class _Analysis:
         if self.module.address_size == 32:
             add("address-size-32", kernel.line, None)
         for directive in kernel.directives:
-            if "cluster" in directive.name:
+            # a cluster of one CTA (`.reqnctapercluster 1, 1, 1`, `.maxclusterrank 1`) is the CTA itself
+            one_cta = directive.name in ("reqnctapercluster", "maxclusterrank") and math.prod(directive.values) == 1
+            if "cluster" in directive.name and not one_cta:
                 add("cluster", kernel.line, None, name=f".{directive.name}")
         ftz: list[tuple[int, str, str | None]] = []  # (line, instruction, function) of f32 arithmetic
         plain: list[tuple[int, str, str | None]] = []

@@ -12,14 +12,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower.core import I8, I32, handles, llvm_type
+from fatkit.translate.lower.runtime import RUNTIME_FUNCTIONS, call_argument
 from fatkit.translate.ptx import ast
 
-# External functions CUDA's device runtime provides, and why each is not available here.
-_RUNTIME = {
-    "vprintf": "device-side printf needs a host-side print buffer, which fatkit's targets do not provide",
-    "malloc": "device-side malloc needs a device heap, which fatkit's targets do not provide",
-    "free": "device-side free needs a device heap, which fatkit's targets do not provide",
-}
 _ASSERT_PARAMETERS = ("b64", "b64", "b32", "b64", "b64")  # message, file, line, function, char size
 
 
@@ -101,8 +96,9 @@ def _direct(lw, name: str, returns, arguments):
     if name == "__assertfail":
         _assert_fail(lw, returns, arguments)
         return None, (), (), True
-    if name in _RUNTIME:
-        raise lw.fail(f"{name}: {_RUNTIME[name]}")
+    if name in RUNTIME_FUNCTIONS:  # malloc, free, vprintf: lower/runtime.py
+        RUNTIME_FUNCTIONS[name](lw, returns, arguments)
+        return None, (), (), False
     prepared = lw.callees.prepared
     if prepared is not None and prepared.module.function(name) is not None:
         raise lw.fail(f"{name} is declared .extern and not defined in this module (separately compiled device "
@@ -171,13 +167,8 @@ def _assert_fail(lw, returns, arguments) -> None:
     the message, file, line and function where the target can."""
     if returns or len(arguments) != len(_ASSERT_PARAMETERS):
         raise lw.fail("__assertfail takes (message, file, line, function, char size)")
-    values = []
-    for item, ptx_type in zip(arguments[:4], _ASSERT_PARAMETERS):
-        if type(item) is ast.Name and lw.variables.get(item.name, ("",))[0] == "param":
-            values.append(lw.builder.load(lw.variables[item.name][1], typ=llvm_type(ptx_type)))
-        else:
-            values.append(lw.read(item, ptx_type))
-    message, file, line, function = values
+    message, file, line, function = (call_argument(lw, item, ptx_type)
+                                     for item, ptx_type in zip(arguments[:4], _ASSERT_PARAMETERS))
     lw.target.trap(lw.builder, (message, file, line, function))
     lw.stop_thread()
 

@@ -21,7 +21,7 @@ from llvmlite import ir
 from fatkit.errors import FatkitError
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
-from fatkit.translate.targets.base import KernelParam, KernelSignature, Target
+from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
 
 
 class Unsupported(FatkitError):
@@ -206,13 +206,13 @@ class Lowering:
             slot = self.alloca(value.type, param.name)
             builder.store(value, slot, align=param.align)
             self.params[param.name] = _Slot(slot, value.type, param.type)
-        self.labels = {s.name: function.append_basic_block(s.name.lstrip("$"))
+        self.labels = {s.name: function.append_basic_block(local_name(s.name.lstrip("$")))
                        for s in kernel.statements() if type(s) is ast.Label}
         self.ins: ast.Instruction | None = None
 
     def alloca(self, llvm_ty: ir.Type, name: str) -> ir.Value:
         """Stack memory among the allocas that open the entry block (so that a loop does not grow the stack)."""
-        instruction = _StackAlloca(self.entry, llvm_ty, self.target.stack_address_space, name)
+        instruction = _StackAlloca(self.entry, llvm_ty, self.target.stack_address_space, local_name(name))
         position = self.leading_allocas
         self.entry.instructions.insert(position, instruction)
         self.leading_allocas += 1

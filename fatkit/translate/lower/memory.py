@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from fatkit.translate.lower.asynccopy import st_bulk
 from fatkit.translate.lower.atomic import (
     SCOPES, STATE_SPACES, Order, atomic_load, atomic_store, memory_order, state_space,
 )
@@ -94,6 +95,9 @@ def ld(lw, ins):
 
 @handles("st")
 def st(lw, ins):
+    if ins.has("bulk"):  # st.bulk: zeroing a range (lower/asynccopy.py)
+        st_bulk(lw, ins)
+        return
     space, t, width, order, volatile, (a, v) = _access(lw, ins, stored=True)
     pointer, size = lw.address(a, space), ast.TYPE_SIZES[t]
     items = (v,) if width == 1 else _vector(lw, v, width)

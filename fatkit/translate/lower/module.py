@@ -36,7 +36,12 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     module.data_layout = target.data_layout
     param_types = [ir.ArrayType(I8, p.size) if p.array else llvm_type(p.type) for p in signature.params]
     used = _names_used(kernel, functions)
-    used |= _initializer_names(module_variables, used)
+    while True:  # functions an initializer names (vtables) and what they use in turn
+        more = _initializer_names(module_variables, used)
+        more |= {n for name in more if name in functions for n in _names_used(functions[name], functions)}
+        if more <= used:
+            break
+        used |= more
     reached = [kernel, *(functions[name] for name in used if name in functions)]
     named_barriers = any(needs_named_barriers(i) for body in reached for i in body.instructions())
     # A kernel's own variable hides a module variable of its name from the kernel, not from its callees.
@@ -70,8 +75,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     target.finish_module(module)
     bodies = [kernel, *(declaration for _, declaration in callees.lowered.values())]
     # Barriers and warp collectives need the block's threads running together on a target that runs
-    # them one by one (host); bar.warp.sync is a `bar`.
-    barriers = any(i.opcode in ("bar", "barrier") or i.opcode in COLLECTIVES
+    # them one by one (host), as do mbarrier waits; bar.warp.sync is a `bar`.
+    barriers = any(i.opcode in ("bar", "barrier", "mbarrier") or i.opcode in COLLECTIVES
                    for body in bodies for i in body.instructions())
     # LLVM may order the LDS variables otherwise than declared: padding before each stays under its alignment
     padding = sum(g.align - 1 for g in module.global_values if isinstance(g, ir.GlobalVariable)

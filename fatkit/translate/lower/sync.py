@@ -1,4 +1,5 @@
-"""Synchronisation: fences (fence, membar), the CTA barriers bar/barrier (sync, arrive, red), nanosleep.
+"""Synchronisation: fences (fence, membar), the CTA barriers bar/barrier (sync, arrive, red), nanosleep, and
+the no-ops griddepcontrol and setmaxnreg (their docstrings say why).
 
 Fences are LLVM fences at the PTX scope's sync scope:
 
@@ -32,6 +33,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.atomic import SCOPES, Order, atomic_load, atomic_rmw, fence, memory_order
 from fatkit.translate.lower.core import I1, I16, I32, handles
+from fatkit.translate.lower.special import explicit_cluster_of_one
 from fatkit.translate.lower.warp import bar_warp_sync
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import NAMED_BARRIER_OPERATIONS
@@ -90,6 +92,34 @@ def _proxy_fence(lw, ins):
     fence(lw.builder, order)
 
 
+@handles("griddepcontrol")
+def griddepcontrol(lw, ins):
+    """Programmatic dependent launch, which AMD does not have: a kernel of a stream starts only once the one
+    before it has completed, with its memory writes visible. So `.wait` (wait for the prerequisite grids to
+    complete and their writes to be visible) has nothing left to wait for, and `.launch_dependents` (let
+    the dependent grid be scheduled before this one completes) only allows an earlier start: both are
+    no-ops."""
+    if len([m for m in ins.modifiers if m in ("launch_dependents", "wait")]) != 1:
+        raise lw.fail("griddepcontrol is .launch_dependents or .wait")
+    lw.check_modifiers(ins, {"launch_dependents", "wait"})
+    lw.operands(ins, 0)
+
+
+@handles("setmaxnreg")
+def setmaxnreg(lw, ins):
+    """setmaxnreg.inc/.dec.sync.aligned.u32 n hands physical registers between the warpgroups of a CTA. PTX
+    registers are virtual, so no value a thread can see depends on it, and AMD allocates a kernel's
+    registers once for its whole run: a no-op once the form is checked (n in 24-256, a multiple of 8)."""
+    if len([m for m in ins.modifiers if m in ("inc", "dec")]) != 1 or not ins.has("sync", "aligned"):
+        raise lw.fail("setmaxnreg is setmaxnreg.inc/.dec.sync.aligned.u32")
+    lw.check_modifiers(ins, {"inc", "dec", "sync", "aligned"})
+    if lw.types(ins, 1) != ["u32"]:
+        raise lw.fail("setmaxnreg takes .u32")
+    (count,) = lw.operands(ins, 1)
+    if type(count) is not ast.IntImm or not 24 <= count.value <= 256 or count.value % 8:
+        raise lw.fail("setmaxnreg's register count is an immediate in 24-256, a multiple of 8")
+
+
 @handles("nanosleep")
 def nanosleep(lw, ins):
     """The ISA bounds the sleep to [0, 2t] ns: the target's short pause (about 64 cycles on AMDGPU, none on
@@ -115,6 +145,9 @@ def bar(lw, ins):
     count b; red writes the popc (u32) or and/or (pred) of predicate c over the phase's threads."""
     if ins.has("warp"):  # bar.warp.sync: a warp collective, not a CTA barrier
         bar_warp_sync(lw, ins)
+        return
+    if ins.has("cluster"):
+        cluster_barrier(lw, ins)
         return
     kinds = [m for m in ins.modifiers if m in ("sync", "arrive", "red")]
     reductions = [m for m in ins.modifiers if m in ("popc", "and", "or")]
@@ -157,6 +190,26 @@ def bar(lw, ins):
             lw.write(destination, result, "u32")
         else:
             lw.write(destination, lw.builder.icmp_unsigned("!=", result, ir.Constant(I32, 0)), "pred")
+
+
+def cluster_barrier(lw, ins) -> None:
+    """barrier.cluster.arrive{.release|.relaxed}{.aligned} / barrier.cluster.wait{.acquire}{.aligned} in a
+    cluster of one CTA (explicit_cluster_of_one refuses larger ones): every thread of the cluster arrives
+    before it waits, so waiting for all arrivals is the CTA barrier at the wait, and the arrive only orders
+    the thread's earlier accesses (release) before it."""
+    explicit_cluster_of_one(lw)
+    kinds = [m for m in ins.modifiers if m in ("arrive", "wait")]
+    if ins.opcode != "barrier" or len(kinds) != 1 or ins.operands:
+        raise lw.fail("expected barrier.cluster.arrive or barrier.cluster.wait, without operands")
+    lw.check_modifiers(ins, {"cluster", "aligned", *kinds} | ({"release", "relaxed"} if kinds == ["arrive"]
+                                                               else {"acquire"}))
+    if lw.target.shared_address_space is None:
+        raise lw.fail(f"the {lw.target.name} target runs threads one after another and cannot "
+                      "wait at a barrier")
+    if kinds == ["wait"]:
+        lw.target.barrier(lw.builder)
+    elif not ins.has("relaxed"):
+        fence(lw.builder, Order("release", lw.target.syncscope("cta")))
 
 
 def _predicate(lw, operand: ast.Operand) -> ir.Value:

@@ -20,7 +20,8 @@ from fatkit.translate.targets.base import Unavailable
 WARP = 32
 M32 = 0xFFFFFFFF
 # Opcodes whose threads must run together where a target runs them one by one (bar.warp.sync is `bar`).
-COLLECTIVES = frozenset({"shfl", "vote", "match", "redux", "activemask", "elect"})
+COLLECTIVES = frozenset({"shfl", "vote", "match", "redux", "activemask", "elect", "ldmatrix", "stmatrix",
+                         "movmatrix", "mma", "wmma"})
 CANONICAL_NAN = 0x7FFFFFFF  # PTX's canonical f32 NaN
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +60,18 @@ class PointerTo(ir.PointerType):
         self.pointee = pointee
 
 
+_LOCAL_NAME_LIMIT = 128
+
+
+def local_name(name: str) -> str:
+    """`name` for an LLVM local value (argument, alloca, block). LLVM cuts local names at 1024 characters, so
+    two long PTX parameter names that differ only at the end (C++ kernels' `<mangled>_param_0`, `_param_1`)
+    would collide; a long name keeps its two ends around a digest of the whole."""
+    if len(name) <= _LOCAL_NAME_LIMIT:
+        return name
+    return f"{name[:48]}.{hashlib.blake2b(name.encode(), digest_size=8).hexdigest()}.{name[-48:]}"
+
+
 def kernel_function(module: ir.Module, signature: KernelSignature, param_types: list[ir.Type], calling_convention: str,
                     array_attribute: str, array_address_space: int) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value]]:
     """A kernel with one argument per PTX parameter, array parameters as pointers carrying `array_attribute`
@@ -66,7 +80,7 @@ def kernel_function(module: ir.Module, signature: KernelSignature, param_types: 
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), types), signature.name)
     function.calling_convention = calling_convention
     for argument, param in zip(function.args, signature.params):
-        argument.name = param.name
+        argument.name = local_name(param.name)
         if param.array:
             argument.add_attribute(array_attribute)
             argument.attributes.align = param.align

@@ -474,7 +474,7 @@ class HostTarget(Target):
     def breakpoint(self, builder):
         """No debugger drives host threads: execution goes on (llvm.debugtrap would stop the process)."""
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> "HostProgram":
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> "HostProgram":
         module = linked_and_optimised([k.llvm_ir for k in kernels], self.target_machine, opt_level)
         engine = llvm.create_mcjit_compiler(module, self.target_machine)
         engine.finalize_object()

@@ -181,7 +181,7 @@ class NvptxTarget(Target):
                             f"{{ .reg .pred p; isspacep.{space} p, $1; selp.u32 $0, 1, 0, p; }}", "=r,l")
         return builder.trunc(builder.call(test, [address]), ir.IntType(1))
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int) -> bytes:
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> bytes:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
         we want to see, and this target only runs in verification."""
         module = linked_and_optimised([k.llvm_ir for k in kernels], self._machine, opt_level)

@@ -1,0 +1,851 @@
+"""mma.sync.aligned and mma.sp on the CPU (`host`, waves of 32 and of 64 lanes holding two warps) against a
+Python model built from the PTX ISA's fragment tables (written out here form by form, independently of
+lower/mma.py), with random and edge inputs; compiled for gfx942 and gfx1100; written back as PTX that
+ptxas accepts."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import random
+import struct
+import subprocess
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from fatkit.translate import pipeline
+from fatkit.translate.pipeline import Options, translate
+from fatkit.translate.targets import host
+from tests import oracles
+from tests.ptxrun import HEADER
+
+RANDOM = random.Random(20261129)
+WARP = 32
+
+
+@pytest.fixture(params=[32, 64], ids=["wave32", "wave64"])
+def wave(request, monkeypatch):
+    if request.param == 64:
+        make = pipeline.target_named
+        monkeypatch.setattr(pipeline, "target_named",
+                            lambda name: host.HostTarget(wave_size=64) if name == "host" else make(name))
+    return request.param
+
+
+# ------------------------------------------------------------------------------------------------ the ISA's tables
+
+def _g(lane):
+    return lane >> 2
+
+
+def _t(lane):
+    return lane % 4
+
+
+def a_place(shape: str, atype: str, lane: int, i: int) -> tuple[int, int]:
+    """Row and column of element a_i in `lane`, as the ISA's "Matrix Fragments for mma.<shape>" give them."""
+    g, t = _g(lane), _t(lane)
+    if shape == "m8n8k4":  # .f64
+        return g, t
+    if shape in ("m8n8k16", "m8n8k32", "m8n8k128"):
+        return g, t * {"m8n8k16": 4, "m8n8k32": 8, "m8n8k128": 32}[shape] + i
+    if atype in ("tf32", "f64"):
+        if shape == "m16n8k4":
+            return (g if i == 0 else g + 8), t
+        # m16n8k8 (a0..a3) and m16n8k16 .f64 (a0..a7): row alternates, column steps by 4 every two
+        return (g if i % 2 == 0 else g + 8), t + 4 * (i // 2)
+    if atype in ("f16", "bf16"):
+        if shape == "m16n8k8":
+            return (g if i < 2 else g + 8), t * 2 + (i & 1)
+        return (g if i < 2 or 4 <= i < 6 else g + 8), t * 2 + (i & 1) + (8 if i >= 4 else 0)
+    per = {"s8": 4, "u8": 4, "e4m3": 4, "e5m2": 4, "s4": 8, "u4": 8, "b1": 32}[atype]
+    registers_per_row = {("m16n8k16", 4): 1, ("m16n8k32", 4): 2, ("m16n8k32", 8): 1, ("m16n8k64", 8): 2,
+                         ("m16n8k128", 32): 1, ("m16n8k256", 32): 2}[shape, per]
+    r, j = divmod(i, per)
+    if registers_per_row == 1:
+        return (g if r == 0 else g + 8), t * per + j
+    return (g if r in (0, 2) else g + 8), t * per + j + (4 * per if r >= 2 else 0)
+
+
+def b_place(shape: str, btype: str, lane: int, i: int) -> tuple[int, int]:
+    g, t = _g(lane), _t(lane)
+    if btype in ("tf32", "f64"):
+        return t + 4 * i, g
+    if btype in ("f16", "bf16"):
+        return t * 2 + (i & 1) + 8 * (i // 2), g
+    per = {"s8": 4, "u8": 4, "e4m3": 4, "e5m2": 4, "s4": 8, "u4": 8, "b1": 32}[btype]
+    r, j = divmod(i, per)
+    return t * per + j + 4 * per * r, g
+
+
+def c_place(m: int, lane: int, i: int) -> tuple[int, int]:
+    g, t = _g(lane), _t(lane)
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+# ------------------------------------------------------------------------------------------------ element codecs
+
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "f64": 64, "f32": 32, "s32": 32,
+        "s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1}
+
+
+def _minifloat(bits: int, exponent_bits: int, mantissa_bits: int, has_infinity: bool) -> float:
+    sign = -1.0 if bits >> (exponent_bits + mantissa_bits) & 1 else 1.0
+    field, fraction = bits >> mantissa_bits & ((1 << exponent_bits) - 1), bits & ((1 << mantissa_bits) - 1)
+    bias = (1 << (exponent_bits - 1)) - 1
+    if field == (1 << exponent_bits) - 1 and (has_infinity or fraction == (1 << mantissa_bits) - 1):
+        return sign * math.inf if has_infinity and fraction == 0 else math.nan
+    if field == 0:
+        return sign * fraction * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (fraction + (1 << mantissa_bits)) * 2.0 ** (field - bias - mantissa_bits)
+
+
+def decode(ptx_type: str, bits: int):
+    if ptx_type == "f16":
+        return float(np.array([bits], dtype=np.uint16).view(np.float16)[0])
+    if ptx_type == "bf16":
+        return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    if ptx_type == "tf32":
+        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFE000))[0]
+    if ptx_type == "f32":
+        return struct.unpack("<f", struct.pack("<I", bits))[0]
+    if ptx_type == "f64":
+        return struct.unpack("<d", struct.pack("<Q", bits))[0]
+    if ptx_type == "e4m3":
+        return _minifloat(bits, 4, 3, False)
+    if ptx_type == "e5m2":
+        return _minifloat(bits, 5, 2, True)
+    width = BITS[ptx_type]
+    if ptx_type[0] == "s" and bits >> (width - 1):
+        return bits - (1 << width)
+    return bits
+
+
+def _elements(words: list[int], ptx_type: str) -> list[int]:
+    width = BITS[ptx_type]
+    per = max(1, 32 // width)
+    return [word >> (j * width) & ((1 << width) - 1) for word in words for j in range(per)]
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+def mma_kernel(instruction: str, counts: tuple[int, int, int, int], widths: tuple[int, int, int, int],
+               metadata: bool) -> str:
+    """Thread i loads its A, B, C registers (and a metadata word) from arrays indexed by its global thread
+    number, runs `instruction` on {%d…}, {%a…}, {%b…}, {%c…} and stores its D registers."""
+    names = "abcd"
+    declarations, loads, stores = [], [], []
+    for name, count, width in zip(names, counts, widths):
+        declarations.append(f".reg .b{width} %{name}<{count}>;")
+    for slot, (name, count, width) in enumerate(zip(names[:3], counts[:3], widths[:3])):
+        for r in range(count):
+            loads.append(f"ld.global.b{width} %{name}{r}, [%p{slot}+{r * width // 8}];")
+    for r in range(counts[3]):
+        stores.append(f"st.global.b{widths[3]} [%p3+{r * widths[3] // 8}], %d{r};")
+    operands = ", ".join("{" + ", ".join(f"%{name}{r}" for r in range(count)) + "}"
+                         for name, count in zip("dabc", (counts[3], *counts[:3])))
+    if metadata:
+        loads.append("ld.global.b32 %e, [%p4];")
+        operands += ", %e"
+    address = []
+    for slot, (count, width) in enumerate(zip((*counts[:3], counts[3], 1), (*widths[:3], widths[3], 32))):
+        address.append(f"ld.param.u64 %q{slot}, [param{slot}];\nmul.wide.u32 %w, %i, {count * width // 8};\n"
+                       f"add.s64 %p{slot}, %q{slot}, %w;")
+    params = ", ".join(f".param .u64 param{slot}" for slot in range(5))
+    return HEADER.replace("8.0", "8.5") + f"""
+.visible .entry mma_test({params})
+{{
+    {chr(10).join(declarations)}
+    .reg .b32 %e, %i, %n;
+    .reg .b64 %q<5>, %p<5>, %w;
+    mov.u32 %i, %tid.x;
+    mov.u32 %n, %ntid.x;
+    mov.u32 %e, %ctaid.x;
+    mad.lo.u32 %i, %e, %n, %i;
+    {chr(10).join(address)}
+    {chr(10).join(loads)}
+    {instruction} {operands};
+    {chr(10).join(stores)}
+    ret;
+}}
+"""
+
+
+def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[list[int]], d_count: int,
+            widths: tuple[int, int, int, int], metadata: list[int] | None = None) -> list[list[int]]:
+    """Run over len(a) threads (blocks of 32/64/96 threads); returns each thread's D register words."""
+    threads = len(a)
+    counts = (len(a[0]), len(b[0]), len(c[0]), d_count)
+    text = mma_kernel(instruction, counts, widths, metadata is not None)
+    program = translate(text, Options(target="host")).product
+    arrays = []
+    for rows, width in zip((a, b, c), widths):
+        kind = ctypes.c_uint32 if width == 32 else ctypes.c_uint64
+        arrays.append((kind * (threads * len(rows[0])))(*[x for row in rows for x in row]))
+    kind = ctypes.c_uint32 if widths[3] == 32 else ctypes.c_uint64
+    out = (kind * (threads * d_count))()
+    meta = (ctypes.c_uint32 * threads)(*(metadata or [0] * threads))
+    block = 96 if threads % 96 == 0 else 64 if threads % 64 == 0 else 32
+    program.launch("mma_test", [ctypes.addressof(x) for x in (*arrays, out, meta)], grid=(threads // block, 1, 1),
+                   block=(block, 1, 1))
+    return [list(out[i * d_count:(i + 1) * d_count]) for i in range(threads)]
+
+
+# ------------------------------------------------------------------------------------------------ forms
+
+SHAPES = {  # shape → (m, k)
+    "m8n8k4": (8, 4), "m8n8k16": (8, 16), "m8n8k32": (8, 32), "m8n8k128": (8, 128), "m16n8k4": (16, 4),
+    "m16n8k8": (16, 8), "m16n8k16": (16, 16), "m16n8k32": (16, 32), "m16n8k64": (16, 64),
+    "m16n8k128": (16, 128), "m16n8k256": (16, 256),
+}
+
+
+def _register_count(m: int, k: int, ptx_type: str, matrix: str) -> int:
+    per = max(1, 32 // BITS[ptx_type])
+    return {"a": m * k, "b": k * 8}[matrix] // (32 * per)
+
+
+def _word(ptx_type: str, rng: random.Random, special: bool) -> int:
+    """A register's worth of random elements (whole words for the integer types)."""
+    if ptx_type in ("f16", "bf16"):
+        return _float_halves(ptx_type, rng, special)
+    if ptx_type == "tf32":
+        return _random_float(rng, special) | rng.getrandbits(13)  # low bits that must be ignored
+    if ptx_type == "f64":
+        return struct.unpack("<Q", struct.pack("<d", rng.choice(SPECIAL_DOUBLES) if special and rng.random() < .2
+                                                 else rng.uniform(-4, 4)))[0]
+    if ptx_type in ("e4m3", "e5m2"):
+        return rng.getrandbits(32) & (0xFFFFFFFF if special else 0x3F3F3F3F)  # below ±2 unless special
+    return rng.getrandbits(32)  # integer and b1 elements: any bits
+
+
+SPECIAL_DOUBLES = [math.inf, -math.inf, math.nan, 0.0, -0.0, 5e-324, 1e300]
+
+
+def _random_float(rng: random.Random, special: bool) -> int:
+    if special and rng.random() < 0.25:
+        return rng.choice([0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001, 0x80000000, 0x7F7FFFFF, 0x00800000])
+    return struct.unpack("<I", struct.pack("<f", rng.uniform(-4, 4)))[0]
+
+
+def _float_halves(ptx_type: str, rng: random.Random, special: bool) -> int:
+    halves = []
+    for _ in range(2):
+        if special and rng.random() < 0.25:
+            specials = ([0x7C00, 0xFC00, 0x7E00, 0x0001, 0x83FF, 0x7BFF, 0x8000] if ptx_type == "f16"
+                        else [0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x807F, 0x7F7F, 0x8000])
+            halves.append(rng.choice(specials))
+        elif ptx_type == "f16":
+            halves.append(int(np.array([rng.uniform(-4, 4)], dtype=np.float16).view(np.uint16)[0]))
+        else:
+            halves.append(struct.unpack("<I", struct.pack("<f", rng.uniform(-4, 4)))[0] >> 16)
+    return halves[0] | halves[1] << 16
+
+
+def _accumulator_word(ptx_type: str, rng: random.Random, special: bool) -> int:
+    if ptx_type == "f32":
+        return _random_float(rng, special)
+    if ptx_type == "f16":
+        return _float_halves("f16", rng, special)
+    if ptx_type == "f64":
+        return _word("f64", rng, special)
+    return rng.choice([0x7FFFFFF0, 0x80000010, rng.getrandbits(32)]) if special else rng.getrandbits(32)
+
+
+def _reference(shape, dtype, atype, btype, ctype, a_words, b_words, c_words, extra: str,
+               logical_a=None) -> list[list[int]]:
+    """D registers of every lane of every warp, from the matrices the ISA's tables assemble."""
+    m, k = SHAPES[shape]
+    lanes = len(a_words)
+    result = []
+    for first in range(0, lanes, WARP):
+        A, B, C = {}, {}, {}
+        for lane in range(WARP):
+            for i, value in enumerate(_elements(a_words[first + lane], atype) if logical_a is None else ()):
+                A[a_place(shape, atype, lane, i)] = value
+            for i, value in enumerate(_elements(b_words[first + lane], btype)):
+                B[b_place(shape, btype, lane, i)] = value
+            for i, value in enumerate(_elements(c_words[first + lane], ctype)):
+                C[c_place(m, lane, i)] = value
+        if logical_a is not None:
+            A = logical_a(first)
+        for lane in range(WARP):
+            elements = []
+            for i in range(len(_elements(c_words[first + lane], ctype))):
+                row, col = c_place(m, lane, i)
+                elements.append(_dot(dtype, atype, btype, ctype, [A[row, kk] for kk in range(k)],
+                                     [B[kk, col] for kk in range(k)], C[row, col], extra))
+            per = max(1, 32 // BITS[dtype])
+            width = BITS[dtype]
+            result.append([sum(elements[r * per + j] << (j * width) for j in range(per))
+                           for r in range(len(elements) // per)])
+    return result
+
+
+def _dot(dtype, atype, btype, ctype, row, column, c, extra):
+    if atype == "b1":
+        operation = (lambda x, y: x & y) if "and" in extra else (lambda x, y: x ^ y)
+        return (c + sum(operation(x, y) for x, y in zip(row, column))) & 0xFFFFFFFF
+    if atype in ("s8", "u8", "s4", "u4"):
+        total = decode("s32", c) + sum(decode(atype, x) * decode(btype, y) for x, y in zip(row, column))
+        if "satfinite" in extra:
+            total = max(-(1 << 31), min((1 << 31) - 1, total))
+        return total & 0xFFFFFFFF
+    if atype == "f64":
+        total = decode("f64", c)
+        for x, y in zip(row, column):
+            total = _fma(decode("f64", x), decode("f64", y), total)
+        return struct.unpack("<Q", struct.pack("<d", total))[0] if not math.isnan(total) else 0x7FF8000000000000
+    total = np.float64(decode(ctype, c))
+    with np.errstate(all="ignore"):
+        for x, y in zip(row, column):
+            total = total + np.float64(decode(atype, x)) * np.float64(decode(btype, y))
+        if dtype == "f16":
+            return 0x7FFF if np.isnan(total) else int(np.array([total], dtype=np.float16).view(np.uint16)[0])
+        return 0x7FFFFFFF if np.isnan(total) else int(np.array([total], dtype=np.float32).view(np.uint32)[0])
+
+
+def _fma(x: float, y: float, z: float) -> float:
+    """IEEE fma of doubles (exact product and sum, one rounding), through fractions where all are finite."""
+    if math.isfinite(x) and math.isfinite(y) and math.isinf(z):
+        return z  # the exact product is finite (x * y in Python could overflow to an infinity)
+    if not all(map(math.isfinite, (x, y, z))):
+        return x * y + z
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    if exact == 0:
+        return x * y + z  # the sign of a zero sum
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
+def _same(dtype: str, got: int, want: int) -> bool:
+    """Equal bits, any NaN matching any NaN (f64 NaNs are not canonicalised by the ISA)."""
+    if dtype == "f64":
+        return got == want or (math.isnan(decode("f64", got)) and math.isnan(decode("f64", want)))
+    return got == want
+
+
+def _check(instruction, shape, dtype, atype, btype, ctype, threads, special, extra="", seed=0):
+    m, k = SHAPES[shape]
+    rng = random.Random(seed or RANDOM.getrandbits(32))
+    a = [[_word(atype, rng, special) for _ in range(_register_count(m, k, atype, "a"))] for _ in range(threads)]
+    b = [[_word(btype, rng, special) for _ in range(_register_count(m, k, btype, "b"))] for _ in range(threads)]
+    c_count = m * 8 // 32 // (2 if ctype == "f16" else 1)
+    c = [[_accumulator_word(ctype, rng, special) for _ in range(c_count)] for _ in range(threads)]
+    d_count = m * 8 // 32 // (2 if dtype == "f16" else 1)
+    wide = 64 if atype == "f64" else 32
+    got = run_mma(instruction, a, b, c, d_count, (wide, wide, wide, wide))
+    want = _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)
+    for lane, (g, w) in enumerate(zip(got, want)):
+        for r, (x, y) in enumerate(zip(g, w)):
+            assert _same(dtype, x, y), f"{instruction}: thread {lane} d{r}: {x:#x}, expected {y:#x}"
+
+
+DENSE = [
+    # (shape, dtype, atype, btype, ctype, extra)
+    ("m16n8k16", "f32", "f16", "f16", "f32", ""),
+    ("m16n8k16", "f32", "bf16", "bf16", "f32", ""),
+    ("m16n8k16", "f16", "f16", "f16", "f16", ""),
+    ("m16n8k8", "f32", "f16", "f16", "f32", ""),
+    ("m16n8k8", "f32", "bf16", "bf16", "f32", ""),
+    ("m16n8k8", "f16", "f16", "f16", "f16", ""),
+    ("m16n8k8", "f32", "tf32", "tf32", "f32", ""),
+    ("m16n8k4", "f32", "tf32", "tf32", "f32", ""),
+    ("m16n8k32", "s32", "s8", "s8", "s32", ""),
+    ("m16n8k32", "s32", "u8", "s8", "s32", "satfinite"),
+    ("m16n8k16", "s32", "s8", "u8", "s32", "satfinite"),
+    ("m16n8k16", "s32", "u8", "u8", "s32", ""),
+    ("m8n8k16", "s32", "s8", "s8", "s32", "satfinite"),
+    ("m16n8k64", "s32", "s4", "s4", "s32", ""),
+    ("m16n8k32", "s32", "u4", "s4", "s32", "satfinite"),
+    ("m8n8k32", "s32", "s4", "u4", "s32", ""),
+    ("m8n8k128", "s32", "b1", "b1", "s32", "xor.popc"),
+    ("m16n8k128", "s32", "b1", "b1", "s32", "and.popc"),
+    ("m16n8k256", "s32", "b1", "b1", "s32", "xor.popc"),
+    ("m16n8k32", "f32", "e4m3", "e4m3", "f32", ""),
+    ("m16n8k32", "f32", "e5m2", "e4m3", "f32", ""),
+    ("m16n8k32", "f16", "e4m3", "e5m2", "f16", ""),
+    ("m16n8k16", "f32", "e4m3", "e4m3", "f32", ""),
+    ("m8n8k4", "f64", "f64", "f64", "f64", ""),
+    ("m16n8k4", "f64", "f64", "f64", "f64", ""),
+    ("m16n8k8", "f64", "f64", "f64", "f64", ""),
+    ("m16n8k16", "f64", "f64", "f64", "f64", ""),
+]
+
+
+def _instruction(shape, dtype, atype, btype, ctype, extra):
+    bits = f".{extra}" if extra and extra != "satfinite" else ""
+    satfinite = ".satfinite" if extra == "satfinite" else ""
+    return f"mma.sync.aligned.{shape}.row.col{satfinite}.{dtype}.{atype}.{btype}.{ctype}{bits}"
+
+
+@pytest.mark.parametrize("form", DENSE, ids=lambda f: "-".join(x for x in f if x))
+def test_dense_mma_random(form, wave):
+    shape, dtype, atype, btype, ctype, extra = form
+    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=64, special=False, extra=extra)
+
+
+EDGE = [f for f in DENSE if f[2] in ("f16", "bf16", "tf32", "e4m3", "f64") or "satfinite" in f[5]]
+
+
+@pytest.mark.parametrize("form", EDGE, ids=lambda f: "-".join(x for x in f if x))
+def test_dense_mma_edges(form, wave):
+    """NaN, ±inf, subnormals, the largest finite values (f32 overflow), integer overflow and saturation;
+    three warps (96 threads: at wave64 the last wave holds one warp)."""
+    shape, dtype, atype, btype, ctype, extra = form
+    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=96, special=True, extra=extra)
+
+
+def test_exact_sums_equal_the_exact_result():
+    """Small-integer f16 inputs: every partial sum is exact, so the result is the exact one whatever the
+    order — what the H200 comparison (verification/cuda/mma.cu) relies on."""
+    rng = random.Random(7)
+    def half_int(): return int(np.array([rng.randint(-8, 8) * 0.25], dtype=np.float16).view(np.uint16)[0])
+    a = [[half_int() | half_int() << 16 for _ in range(4)] for _ in range(32)]
+    b = [[half_int() | half_int() << 16 for _ in range(2)] for _ in range(32)]
+    c = [[struct.unpack("<I", struct.pack("<f", rng.randint(-100, 100)))[0] for _ in range(4)] for _ in range(32)]
+    got = run_mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", a, b, c, 4, (32, 32, 32, 32))
+    A = {a_place("m16n8k16", "f16", lane, i): decode("f16", v) for lane in range(32)
+         for i, v in enumerate(_elements(a[lane], "f16"))}
+    B = {b_place("m16n8k16", "f16", lane, i): decode("f16", v) for lane in range(32)
+         for i, v in enumerate(_elements(b[lane], "f16"))}
+    for lane in range(32):
+        for i in range(4):
+            row, col = c_place(16, lane, i)
+            exact = Fraction(decode("f32", c[lane][i])) + sum(Fraction(A[row, kk]) * Fraction(B[kk, col])
+                                                              for kk in range(16))
+            assert decode("f32", got[lane][i]) == float(exact)
+
+
+# ------------------------------------------------------------------------------------------------ m8n8k4 .f16
+
+def _quad_pair_place(matrix: str, layout: str, ptx_type: str, lane: int, i: int) -> tuple[int, int]:
+    """The ISA's m8n8k4 .f16 tables, within the lane's quad pair."""
+    high = 4 if lane >= 16 else 0
+    if matrix == "a":
+        return (lane % 4 + high, i) if layout == "row" else (i % 4 + high, lane % 4)
+    if matrix == "b":
+        return (lane % 4, i + high) if layout == "row" else (i, lane % 4 + high)
+    if ptx_type == "f16":
+        return lane % 4 + high, i
+    return (lane & 1) + (i & 2) + high, (i & 4) + (lane & 2) + (i & 1)
+
+
+@pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")])
+@pytest.mark.parametrize("dtype,ctype", [("f32", "f32"), ("f16", "f16"), ("f32", "f16"), ("f16", "f32")])
+def test_quad_pair_m8n8k4_f16(layouts, dtype, ctype, wave):
+    """Volta's m8n8k4 .f16: four independent 8×8×4 products, one per quad pair (lanes 4p–4p+3, 4p+16–4p+19)."""
+    rng = random.Random(hash((layouts, dtype, ctype)) & 0xFFFF)
+    threads = 64
+    a = [[_word("f16", rng, False) for _ in range(2)] for _ in range(threads)]
+    b = [[_word("f16", rng, False) for _ in range(2)] for _ in range(threads)]
+    c_count, d_count = (4 if ctype == "f16" else 8), (4 if dtype == "f16" else 8)
+    c = [[_accumulator_word(ctype, rng, False) for _ in range(c_count)] for _ in range(threads)]
+    instruction = f"mma.sync.aligned.m8n8k4.{layouts[0]}.{layouts[1]}.{dtype}.f16.f16.{ctype}"
+    got = run_mma(instruction, a, b, c, d_count, (32, 32, 32, 32))
+    for first in range(0, threads, WARP):
+        for pair in range(4):
+            lanes = [first + 4 * pair + q for q in range(4)] + [first + 16 + 4 * pair + q for q in range(4)]
+            A, B, C = {}, {}, {}
+            for lane in lanes:
+                for i, value in enumerate(_elements(a[lane], "f16")):
+                    A[_quad_pair_place("a", layouts[0], "f16", lane % 32, i)] = value
+                for i, value in enumerate(_elements(b[lane], "f16")):
+                    B[_quad_pair_place("b", layouts[1], "f16", lane % 32, i)] = value
+                for i, value in enumerate(_elements(c[lane], ctype)):
+                    C[_quad_pair_place("c", "", ctype, lane % 32, i)] = value
+            for lane in lanes:
+                elements = [_dot(dtype, "f16", "f16", ctype, [A[row, kk] for kk in range(4)],
+                                 [B[kk, col] for kk in range(4)], C[row, col], "")
+                            for row, col in (_quad_pair_place("c", "", dtype, lane % 32, i) for i in range(8))]
+                per = 2 if dtype == "f16" else 1
+                want = [sum(elements[r * per + j] << (16 * j) for j in range(per)) for r in range(8 // per)]
+                assert got[lane] == want, f"{instruction}: thread {lane}"
+
+
+# ------------------------------------------------------------------------------------------------ sparse
+
+def _sparse_metadata(rng: random.Random) -> int:
+    """A metadata word: for each 4-column chunk two distinct indices, in ascending order."""
+    word = 0
+    for chunk in range(8):
+        first, second = sorted(rng.sample(range(4), 2))
+        word |= (first | second << 2) << (4 * chunk)
+    return word
+
+
+def _metadata_owner(atype: str, selector: int, k: int, row: int, chunk: int, p: int) -> tuple[int, int]:
+    """(lane in the group, bit) of the index of stored element p of 4-column chunk `chunk` in `row`: the
+    ISA's figures for 16-bit types (as CUTLASS's CuTe ELayout of SM80_SPARSE_16x8x{16,32}), CuTe's
+    ELayout of SM80_SPARSE_16x8x{32,64}_S32S8S8S32 for 8-bit ones."""
+    if BITS[atype] == 16:
+        return selector * (k // 16) + chunk // 4, 16 * (row // 8) + 4 * (chunk % 4) + 2 * p
+    return row // 8 + 2 * (selector + chunk // 8), 4 * (chunk % 8) + 2 * p
+
+
+SPARSE = [  # shape, atype, btype, accumulator, selector, extra
+    ("m16n8k32", "f16", "f16", "f32", 0, ""), ("m16n8k32", "bf16", "bf16", "f32", 1, ""),
+    ("m16n8k16", "f16", "f16", "f32", 2, ""), ("m16n8k16", "bf16", "bf16", "f32", 3, ""),
+    ("m16n8k32", "f16", "f16", "f16", 1, ""),
+    ("m16n8k32", "s8", "u8", "s32", 1, "satfinite"), ("m16n8k32", "u8", "u8", "s32", 0, ""),
+    ("m16n8k64", "s8", "s8", "s32", 0, ""), ("m16n8k64", "e4m3", "e5m2", "f32", 0, ""),
+]
+
+
+@pytest.mark.parametrize("form", SPARSE, ids=lambda f: "-".join(map(str, f)))
+def test_sparse_mma(form, wave):
+    shape, atype, btype, accumulator, selector, extra = form
+    m, k = SHAPES[shape]
+    rng = random.Random(hash(form) & 0xFFFF)
+    threads = 64
+    bits = BITS[atype]
+    dense_shape = f"m16n8k{k // 2}"
+    a = [[_word(atype, rng, False) for _ in range(k * bits // 128)] for _ in range(threads)]
+    b = [[_word(btype, rng, False) for _ in range(k * bits // 128)] for _ in range(threads)]
+    c_count = 2 if accumulator == "f16" else 4
+    c = [[_accumulator_word(accumulator, rng, extra == "satfinite") for _ in range(c_count)] for _ in range(threads)]
+    metadata = [_sparse_metadata(rng) for _ in range(threads)]
+    satfinite = ".satfinite" if extra else ""
+    instruction = (f"mma.sp::ordered_metadata.sync.aligned.{shape}.row.col{satfinite}.{accumulator}.{atype}.{btype}"
+                   f".{accumulator}")
+    got = run_mma_sparse(instruction, a, b, c, metadata, selector)
+
+    def logical_a(first):
+        """The 16×K matrix: stored element p of chunk q of row r at column 4q + index(r, q, p)."""
+        compressed = {}
+        for lane in range(WARP):
+            for i, value in enumerate(_elements(a[first + lane], atype)):
+                compressed[a_place(dense_shape, atype, lane, i)] = value
+        matrix = {(r, col): 0 for r in range(16) for col in range(k)}
+        for r in range(16):
+            for stored in range(k // 2):
+                chunk, p = divmod(stored, 2)
+                owner, bit = _metadata_owner(atype, selector, k, r, chunk, p)
+                index = metadata[first + (r % 8) * 4 + owner] >> bit & 3
+                matrix[r, 4 * chunk + index] = compressed[r, stored]
+        return matrix
+
+    want = _reference(shape, accumulator, atype, btype, accumulator, a, b, c, extra, logical_a=logical_a)
+    assert got == want
+
+
+def run_mma_sparse(instruction, a, b, c, metadata, selector):
+    counts = (len(a[0]), len(b[0]), len(c[0]), len(c[0]))
+    kernel = mma_kernel(instruction, counts, (32, 32, 32, 32), True)
+    kernel = kernel.replace(", %e;", f", %e, {selector};")
+    program = translate(kernel, Options(target="host")).product
+    threads = len(a)
+    arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
+    d_count = len(c[0])
+    out = (ctypes.c_uint32 * (threads * d_count))()
+    meta = (ctypes.c_uint32 * threads)(*metadata)
+    program.launch("mma_test", [ctypes.addressof(x) for x in (*arrays, out, meta)], grid=(threads // 32, 1, 1),
+                   block=(32, 1, 1))
+    return [list(out[i * d_count:(i + 1) * d_count]) for i in range(threads)]
+
+
+# ------------------------------------------------------------------------------------------------ rejections
+
+@pytest.mark.parametrize("instruction,why", [
+    ("mma.sync.aligned.m16n8k16.row.row.f32.f16.f16.f32", ".row.col"),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32", "does not exist"),
+    ("mma.sync.aligned.m8n8k4.row.row.f64.f64.f64.f64", ".row.col"),
+    ("mma.sync.aligned.m16n8k16.row.col.satfinite.f32.f16.f16.f32", ".satfinite"),
+])
+def test_rejected_forms_name_the_reason(instruction, why):
+    kernel = mma_kernel(instruction, (4, 2, 4, 4), (32, 32, 32, 32), False)
+    options = Options(target="host")
+    (report,) = pipeline.lower(pipeline.passes(pipeline.parse(kernel, options), options), options).reports
+    assert report.status == "unsupported" and why in report.reason
+
+
+# ------------------------------------------------------------------------------------------------ other targets
+
+CODEGEN_FORMS = [f for f in DENSE if f[:3] in (("m16n8k16", "f32", "f16"), ("m16n8k16", "f32", "bf16"),
+                                                ("m16n8k32", "s32", "s8"), ("m16n8k128", "s32", "b1"),
+                                                ("m16n8k32", "f32", "e4m3"), ("m16n8k4", "f64", "f64"))]
+
+
+def _objdump(code_object: bytes, tmp_path) -> str:
+    path = tmp_path / "k.hsaco"
+    path.write_bytes(code_object)
+    tool = "/usr/lib/llvm-22/bin/llvm-objdump"
+    return subprocess.run([tool, "-d", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("form", CODEGEN_FORMS, ids=lambda f: "-".join(x for x in f if x))
+def test_amdgpu_codegen(form, target, tmp_path):
+    shape, dtype, atype, btype, ctype, extra = form
+    m, k = SHAPES[shape]
+    wide = 64 if atype == "f64" else 32
+    counts = (_register_count(m, k, atype, "a"), _register_count(m, k, btype, "b"),
+              m * 8 // 32 // (2 if ctype == "f16" else 1), m * 8 // 32 // (2 if dtype == "f16" else 1))
+    kernel = mma_kernel(_instruction(*form), counts, (wide,) * 4, False)
+    result = translate(kernel, Options(target=target))
+    assert [r.status for r in result.kernels] == ["ok"]
+    disassembly = _objdump(result.product, tmp_path)
+    assert "ds_bpermute_b32" in disassembly  # the fragments travel between lanes
+
+
+def test_sparse_amdgpu_codegen(tmp_path):
+    kernel = mma_kernel("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+                        (4, 4, 4, 4), (32,) * 4, True).replace(", %e;", ", %e, 0;")
+    for target in ("gfx942", "gfx1100"):
+        result = translate(kernel, Options(target=target))
+        assert [r.status for r in result.kernels] == ["ok"]
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_90:wave64"])
+def test_nvptx_output_assembles(target, tmp_path):
+    for form in CODEGEN_FORMS:
+        shape, dtype, atype, btype, ctype, extra = form
+        m, k = SHAPES[shape]
+        wide = 64 if atype == "f64" else 32
+        counts = (_register_count(m, k, atype, "a"), _register_count(m, k, btype, "b"),
+                  m * 8 // 32 // (2 if ctype == "f16" else 1), m * 8 // 32 // (2 if dtype == "f16" else 1))
+        result = translate(mma_kernel(_instruction(*form), counts, (wide,) * 4, False), Options(target=target))
+        oracles.assert_ptxas_accepts(result.product, tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ wmma
+
+WMMA_SHAPES = {"m16n16k16": (16, 16, 16), "m32n8k16": (32, 8, 16), "m8n32k16": (8, 32, 16), "m16n16k8": (16, 16, 8),
+               "m8n8k4": (8, 8, 4)}
+NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "tf32": np.float32, "s8": np.int8,
+         "u8": np.uint8, "s32": np.int32}
+WMMA_REGISTERS = {  # (shape, type) → registers of A, B; accumulators: 8 (f32/s32), 4 (f16), 2 (f64)
+    ("m16n16k16", "f16"): (8, 8), ("m32n8k16", "f16"): (8, 8), ("m8n32k16", "f16"): (8, 8),
+    ("m16n16k16", "bf16"): (4, 4), ("m32n8k16", "bf16"): (8, 2), ("m8n32k16", "bf16"): (2, 8),
+    ("m16n16k16", "s8"): (2, 2), ("m32n8k16", "s8"): (4, 1), ("m8n32k16", "u8"): (1, 4),
+    ("m16n16k8", "tf32"): (4, 4), ("m8n8k4", "f64"): (1, 1),
+}
+
+
+def _matrix_bytes(values: np.ndarray, ptx_type: str, layout: str, stride: int) -> bytes:
+    """A matrix laid out row- or column-major with `stride` elements between rows (columns)."""
+    rows, columns = values.shape
+    major = values if layout == "row" else values.T
+    padded = np.zeros((major.shape[0], stride), dtype=np.float64 if ptx_type not in ("s8", "u8", "s32") else np.int64)
+    padded[:, :major.shape[1]] = major
+    if ptx_type == "bf16":
+        return (np.asarray(padded, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    return np.asarray(padded, dtype=NUMPY[ptx_type]).tobytes()
+
+
+def _wmma_kernel(shape, atype, ctype, dtype, layouts, strides, space):
+    a_count, b_count = WMMA_REGISTERS[shape, atype]
+    c_count = {"f16": 4, "f32": 8, "s32": 8, "f64": 2}
+    wide = 64 if atype == "f64" else 32
+    counts = (a_count, b_count, c_count[ctype], c_count[dtype])
+    declarations = [f".reg .b{wide} %{name}<{count}>;" for name, count in zip("abcd", counts)]
+    vector = {name: "{" + ", ".join(f"%{name}{r}" for r in range(count)) + "}" for name, count in zip("abcd", counts)}
+    if atype == "f16":
+        types = f"{dtype}.{ctype}"
+    else:
+        types = f"{dtype}.{atype}.{atype}.{ctype}"
+    space_text = f".{space}" if space else ""
+    stride = [f", {s}" if s else "" for s in strides]
+    m, n, k = WMMA_SHAPES[shape]
+    sizes = [m * k, k * n, m * n, m * n]
+    element = {"f16": 2, "bf16": 2, "f32": 4, "s32": 4, "tf32": 4, "f64": 8, "s8": 1, "u8": 1}
+    addresses = []
+    for slot, t in enumerate((atype, atype, ctype, dtype)):
+        span = max(sizes[slot], (strides[slot] or 0) * 32) * element[t]
+        addresses.append(f"ld.param.u64 %q{slot}, [param{slot}];\nmul.wide.u32 %w, %warp, {span};\n"
+                         f"add.s64 %q{slot}, %q{slot}, %w;" + ("\ncvta.to.global.u64 %q{0}, %q{0};".format(slot)
+                                                              if space == "global" else ""))
+    params = ", ".join(f".param .u64 param{slot}" for slot in range(4))
+    operands = ", ".join(vector[name] for name in "dabc")
+    return HEADER.replace("8.0", "8.5") + f"""
+.visible .entry wmma_test({params})
+{{
+    {chr(10).join(declarations)}
+    .reg .b32 %warp, %n, %e;
+    .reg .b64 %q<4>, %w;
+    mov.u32 %warp, %tid.x;
+    mov.u32 %n, %ntid.x;
+    mov.u32 %e, %ctaid.x;
+    mad.lo.u32 %warp, %e, %n, %warp;
+    shr.u32 %warp, %warp, 5;
+    {chr(10).join(addresses)}
+    wmma.load.a.sync.aligned.{layouts[0]}.{shape}{space_text}.{atype} {vector['a']}, [%q0]{stride[0]};
+    wmma.load.b.sync.aligned.{layouts[1]}.{shape}{space_text}.{atype} {vector['b']}, [%q1]{stride[1]};
+    wmma.load.c.sync.aligned.{layouts[2]}.{shape}{space_text}.{ctype} {vector['c']}, [%q2]{stride[2]};
+    wmma.mma.sync.aligned.{layouts[0]}.{layouts[1]}.{shape}.{types} {operands};
+    wmma.store.d.sync.aligned.{layouts[3]}.{shape}{space_text}.{dtype} [%q3], {vector['d']}{stride[3]};
+    ret;
+}}
+"""
+
+
+WMMA_FORMS = [  # shape, atype, ctype, dtype, layouts (a, b, c, d), strides (None: the default), space
+    ("m16n16k16", "f16", "f32", "f32", ("row", "col", "row", "row"), (None, None, None, None), "global"),
+    ("m16n16k16", "f16", "f16", "f16", ("col", "row", "col", "row"), (24, 20, 16, 32), ""),
+    ("m32n8k16", "f16", "f32", "f16", ("row", "row", "row", "col"), (None, 12, None, 40), "global"),
+    ("m8n32k16", "f16", "f16", "f32", ("col", "col", "row", "row"), (None, None, 36, None), ""),
+    ("m16n16k16", "bf16", "f32", "f32", ("row", "col", "col", "row"), (None, None, None, 20), "global"),
+    ("m32n8k16", "bf16", "f32", "f32", ("col", "row", "row", "row"), (None, None, None, None), ""),
+    ("m8n32k16", "bf16", "f32", "f32", ("row", "col", "row", "col"), (20, None, None, None), "global"),
+    ("m16n16k16", "s8", "s32", "s32", ("row", "col", "row", "row"), (None, 32, None, None), "global"),
+    ("m32n8k16", "s8", "s32", "s32", ("row", "row", "col", "row"), (None, None, None, None), ""),
+    ("m8n32k16", "u8", "s32", "s32", ("col", "col", "row", "row"), (None, None, None, None), "global"),
+    ("m16n16k8", "tf32", "f32", "f32", ("row", "col", "row", "col"), (None, 12, None, None), "global"),
+    ("m8n8k4", "f64", "f64", "f64", ("row", "col", "row", "row"), (None, None, 10, None), "global"),
+]
+
+
+def _small_values(rng, shape, ptx_type):
+    if ptx_type == "s8":
+        return rng.integers(-128, 128, size=shape)
+    if ptx_type == "u8":
+        return rng.integers(0, 256, size=shape)
+    if ptx_type == "s32":
+        return rng.integers(-(1 << 31), 1 << 31, size=shape)
+    return rng.integers(-8, 9, size=shape).astype(np.float64) / (1 if ptx_type in ("f16", "bf16") else 4)
+
+
+@pytest.mark.parametrize("form", WMMA_FORMS,
+                         ids=lambda f: "-".join(map(str, f[:4])) + "-" + "".join(layout[0] for layout in f[4]))
+def test_wmma_load_mma_store(form, wave):
+    """Two warps each load A, B, C from their own matrices, multiply and store D: A·B + C exactly (small
+    integers; integer forms wrap), whatever fragment layout holds them."""
+    shape, atype, ctype, dtype, layouts, strides, space = form
+    m, n, k = WMMA_SHAPES[shape]
+    rng = np.random.default_rng(hash(form) & 0xFFFF)
+    warps = 2
+    element = {"f16": 2, "bf16": 2, "f32": 4, "s32": 4, "tf32": 4, "f64": 8, "s8": 1, "u8": 1}
+    dims = [(m, k), (k, n), (m, n), (m, n)]
+    buffers, matrices = [], []
+    for slot, t in enumerate((atype, atype, ctype, dtype)):
+        rows, columns = dims[slot]
+        stride = strides[slot] or (columns if layouts[slot] == "row" else rows)
+        span = max(rows * columns, (strides[slot] or 0) * 32) * element[t]
+        chunks = []
+        for _ in range(warps):
+            values = _small_values(rng, dims[slot], t) if slot < 3 else np.zeros(dims[slot])
+            matrices.append(values)
+            data = _matrix_bytes(values, t, layouts[slot], stride)
+            chunks.append(data + bytes(span - len(data)))
+        buffers.append(ctypes.create_string_buffer(b"".join(chunks)))
+    kernel = _wmma_kernel(shape, atype, ctype, dtype, layouts, strides, space)
+    program = translate(kernel, Options(target="host")).product
+    program.launch("wmma_test", [ctypes.addressof(x) for x in buffers], block=(32 * warps, 1, 1))
+    for warp in range(warps):
+        a, b, c = (matrices[slot * warps + warp] for slot in range(3))
+        rows, columns = m, n
+        stride = strides[3] or (columns if layouts[3] == "row" else rows)
+        span = max(rows * columns, (strides[3] or 0) * 32) * element[dtype]
+        raw = buffers[3].raw[warp * span:(warp + 1) * span]
+        if dtype in ("s32",):
+            want = (a.astype(object) @ b.astype(object) + c.astype(object))
+            want = np.array([[((int(x) + (1 << 31)) % (1 << 32)) - (1 << 31) for x in row] for row in want])
+        else:
+            want = a @ b + c
+        expected = _matrix_bytes(want, dtype, layouts[3], stride)
+        got = raw[:len(expected)]
+        assert got == expected, f"warp {warp}"
+
+
+@pytest.mark.parametrize("form", [WMMA_FORMS[0], WMMA_FORMS[7], WMMA_FORMS[11]], ids=lambda f: f[0] + "-" + f[1])
+def test_wmma_codegen_amdgpu_and_nvptx(form, tmp_path):
+    shape, atype, ctype, dtype, layouts, strides, space = form
+    kernel = _wmma_kernel(shape, atype, ctype, dtype, layouts, strides, space)
+    for target in ("gfx942", "gfx1100"):
+        result = translate(kernel, Options(target=target))
+        assert [r.status for r in result.kernels] == ["ok"]
+        assert "ds_bpermute_b32" in _objdump(result.product, tmp_path)
+    for target in ("sm_90", "sm_90:wave64"):
+        oracles.assert_ptxas_accepts(translate(kernel, Options(target=target)).product, tmp_path)
+
+
+def test_quad_pair_and_sparse_codegen(tmp_path):
+    """m8n8k4 .f16 with a lane-chosen B register and an exchanged C, and mma.sp: gfx942, gfx1100 and PTX
+    that ptxas accepts."""
+    kernels = [mma_kernel("mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f16", (2, 2, 4, 8), (32,) * 4, False),
+               mma_kernel("mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (2, 2, 4, 4), (32,) * 4,
+                          True).replace(", %e;", ", %e, 3;")]
+    for kernel in kernels:
+        for target in ("gfx942", "gfx1100"):
+            result = translate(kernel, Options(target=target))
+            assert [r.status for r in result.kernels] == ["ok"]
+            assert "ds_bpermute_b32" in _objdump(result.product, tmp_path)
+        for target in ("sm_90", "sm_90:wave64"):
+            oracles.assert_ptxas_accepts(translate(kernel, Options(target=target)).product, tmp_path)
+
+
+@pytest.mark.parametrize("atype,btype,operation", [("s4", "s4", ""), ("u4", "s4", ".satfinite"),
+                                                   ("b1", "b1", ".xor.popc"), ("b1", "b1", ".and.popc")])
+def test_wmma_sub_byte(atype, btype, operation, wave):
+    """m8n8k32 s4/u4 and m8n8k128 b1: A row-major, B column-major (packed, element 0 in the low bits), strides
+    past the row; D = A·B + C (wrapped or saturated), or C + popc(a op b)."""
+    k = 32 if atype != "b1" else 128
+    shape = f"m8n8k{k}"
+    bits = 1 if atype == "b1" else 4
+    rng = np.random.default_rng(k + len(operation))
+    warps, stride = 2, 2 * k
+    def packed(matrix):  # rows of `matrix` (row-major, contiguous dimension last) packed with `stride`
+        data = bytearray(8 * stride * bits // 8)
+        for r, row in enumerate(matrix):
+            for c, value in enumerate(row):
+                position = (r * stride + c) * bits
+                data[position // 8] |= (int(value) & ((1 << bits) - 1)) << (position % 8)
+        return bytes(data)
+    low, high = {"s4": (-8, 8), "u4": (0, 16), "b1": (0, 2)}[atype], {"s4": (-8, 8), "b1": (0, 2)}[btype]
+    mats = [(rng.integers(*low, size=(8, k)), rng.integers(*high, size=(k, 8)),
+             rng.integers(-(1 << 31), 1 << 31, size=(8, 8))) for _ in range(warps)]
+    if operation == ".satfinite":
+        mats[1] = (mats[1][0], mats[1][1], np.full((8, 8), (1 << 31) - 100))
+    span = 8 * stride * bits // 8
+    a_buffer = ctypes.create_string_buffer(b"".join(packed(a) for a, _, _ in mats))
+    b_buffer = ctypes.create_string_buffer(b"".join(packed(b.T) for _, b, _ in mats))  # column-major
+    c_buffer = ctypes.create_string_buffer(b"".join(np.asarray(c, dtype=np.int32).tobytes() for _, _, c in mats))
+    d_buffer = ctypes.create_string_buffer(warps * 256)
+    satfinite = operation if operation == ".satfinite" else ""
+    popc = operation if "popc" in operation else ""
+    kernel = HEADER.replace("8.0", "8.5") + f"""
+.visible .entry wmma_test(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)
+{{
+    .reg .b32 %a, %b, %c<2>, %d<2>, %warp, %thread;
+    .reg .b64 %q<4>, %w;
+    mov.u32 %thread, %tid.x;
+    shr.u32 %warp, %thread, 5;
+    ld.param.u64 %q0, [pa];
+    mul.wide.u32 %w, %warp, {span};
+    add.s64 %q0, %q0, %w;
+    ld.param.u64 %q1, [pb];
+    add.s64 %q1, %q1, %w;
+    ld.param.u64 %q2, [pc];
+    mul.wide.u32 %w, %warp, 256;
+    add.s64 %q2, %q2, %w;
+    ld.param.u64 %q3, [pd];
+    add.s64 %q3, %q3, %w;
+    wmma.load.a.sync.aligned.row.{shape}.global.{atype} {{%a}}, [%q0], {stride};
+    wmma.load.b.sync.aligned.col.{shape}.global.{btype} {{%b}}, [%q1], {stride};
+    wmma.load.c.sync.aligned.row.{shape}.global.s32 {{%c0, %c1}}, [%q2];
+    wmma.mma{popc}.sync.aligned.row.col.{shape}.s32.{atype}.{btype}.s32{satfinite} {{%d0, %d1}}, {{%a}}, {{%b}},
+        {{%c0, %c1}};
+    wmma.store.d.sync.aligned.row.{shape}.global.s32 [%q3], {{%d0, %d1}};
+    ret;
+}}
+"""
+    program = translate(kernel, Options(target="host")).product
+    program.launch("wmma_test", [ctypes.addressof(x) for x in (a_buffer, b_buffer, c_buffer, d_buffer)],
+                   block=(32 * warps, 1, 1))
+    got = np.frombuffer(d_buffer.raw, dtype=np.int32).reshape(warps, 8, 8)
+    for warp, (a, b, c) in enumerate(mats):
+        if atype == "b1":
+            combine = (lambda x, y: x & y) if "and" in operation else (lambda x, y: x ^ y)
+            exact = c.astype(object) + np.array([[sum(combine(int(a[i, kk]), int(b[kk, j])) for kk in range(k))
+                                                   for j in range(8)] for i in range(8)], dtype=object)
+        else:
+            exact = a.astype(object) @ b.astype(object) + c.astype(object)
+        if satfinite:
+            want = np.array([[max(-(1 << 31), min((1 << 31) - 1, int(x))) for x in row] for row in exact])
+        else:
+            want = np.array([[(int(x) + (1 << 31)) % (1 << 32) - (1 << 31) for x in row] for row in exact])
+        assert (got[warp] == want).all(), f"warp {warp}"
