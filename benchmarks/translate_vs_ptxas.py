@@ -2,6 +2,7 @@
 
     python benchmarks/translate_vs_ptxas.py [--target gfx942] [--limit N] [--markdown] [PATH...]
 
+fatkit runs with `--jobs` processes (default: every core, like `fatkit translate`); ptxas uses one.
 For every distinct PTX module found in PATHs (default: every fetched corpus binary and tests/samples/ptx),
 in the same run: fatkit's whole pipeline (parse, passes, lower, codegen in its child process, link,
 validate) and `ptxas -O3` for the module's own `.target` (at least sm_75, the oldest ptxas 13 accepts), each
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import statistics
@@ -59,13 +61,15 @@ def main() -> None:
     parser.add_argument("--target", default="gfx942")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="stop after this many modules")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="fatkit's processes per module (its -j; default: every core, as the CLI)")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         raise SystemExit("ptxas not on PATH (CUDA toolkit)")
     paths = args.paths or [*corpus_files(), *sorted((ROOT / "tests" / "samples" / "ptx").glob("*.ptx"))]
-    options = Options(target=args.target)
+    options = Options(target=args.target, jobs=args.jobs)
     rows, seen = [], set()
     with tempfile.TemporaryDirectory(prefix="fatkit-bench-") as tmp:
         for module in ptx_modules(scan_paths(paths), on_error=lambda m: print("!", m, file=sys.stderr)):

@@ -27,7 +27,14 @@ with 256-, 160- and 96-thread blocks. Where the ISA leaves a result open or the 
 ex2.approx.f16 rounding), fatkit follows the hardware; each such finding is a CPU regression test in
 `tests/test_translate_gpu_regressions.py`. On the nvptx target the f32 `.approx` functions are the PTX
 instructions themselves, so this run checks everything around them; their AMD forms are checked against the
-ISA's error bounds on the CPU (`tests/test_translate_float.py`)."""
+ISA's error bounds on the CPU (`tests/test_translate_float.py`).
+
+The [5/8] programs: `mma.cu` (every mma/mma.sp/wmma shape and type fatkit lowers, through inline PTX; float
+inputs are small integers, so every partial sum is exact whatever order the tensor cores add in, and the
+comparison stays bit for bit), `matrix.cu` (ldmatrix/stmatrix/movmatrix in every count and .trans), `asynccopy.cu`
+(cp.async pipelines with zero fill and ignore-src, an mbarrier producer/consumer ring, bulk copies, stores and
+reductions completing on an mbarrier). `runtime.cu` exercises fatkit's device heap (malloc/free per thread and per
+block, reused across the 20 timed launches) and cooperative-groups grid.sync (a cooperative launch of 128 blocks)."""
 
 
 def main() -> None:

@@ -227,6 +227,34 @@ class Lowering:
         self.builder._insert(instruction)
         return instruction
 
+    def subroutine(self, name: str, arguments: list[ir.Value], results: list[ir.Type],
+                   body: Callable[[list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+        """`body(arguments)` computed by a call of the internal function `name`, defined at its first use in
+        the module: a large expansion that recurs (the mma emulation, hundreds of times in a CUTLASS kernel)
+        is compiled once instead of at every use. Like a lowered .func, the function takes the target's
+        context arguments first, so the lane interface and special registers work inside; it is convergent,
+        since its lanes exchange values."""
+        module = self.builder.module
+        context = list(self.function.args[:self.target.context_arguments])
+        function = module.globals.get(name)
+        if function is None:
+            result = ir.LiteralStructType(results)
+            function = ir.Function(module, ir.FunctionType(result, [a.type for a in context + arguments]), name)
+            function.linkage = "internal"
+            function.attributes.add("convergent")
+            caller = (self.function, self.builder, self.entry, self.leading_allocas, self.slots)
+            self.function, self.builder = function, ir.IRBuilder(function.append_basic_block("entry"))
+            self.entry, self.leading_allocas, self.slots = self.builder.block, 0, {}
+            try:
+                aggregate = ir.Constant(result, ir.Undefined)
+                for index, value in enumerate(body(list(function.args[len(context):]))):
+                    aggregate = self.builder.insert_value(aggregate, value, index)
+                self.builder.ret(aggregate)
+            finally:
+                self.function, self.builder, self.entry, self.leading_allocas, self.slots = caller
+        returned = self.builder.call(function, context + arguments)
+        return [self.builder.extract_value(returned, index) for index in range(len(results))]
+
     def slot(self, key: str, llvm_ty: ir.Type) -> ir.Value:
         """A per-function stack slot made on first use (the carry flag of `.cc` chains, scratch buffers)."""
         if key not in self.slots:

@@ -407,18 +407,30 @@ def _elements(lw, words: list[ir.Value], fragment: Fragment) -> list[ir.Value]:
             for i in range(fragment.registers * fragment.per_register)]
 
 
-def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -> None:
+def _words(lw, fragment: Fragment, elements: list[ir.Value]) -> list[ir.Value]:
+    """The fragment's register words holding `elements` (element 0 in the low bits)."""
     b = lw.builder
     per, width = fragment.per_register, fragment.register_bits
     word_type = ir.IntType(width)
-    for r, item in enumerate(_registers(lw, operand, fragment, "D")):
+    words = []
+    for r in range(fragment.registers):
         word = None
         for j in range(per):
             part = elements[r * per + j]
             part = b.zext(part, word_type) if part.type.width < width else part
             part = b.shl(part, ir.Constant(word_type, j * fragment.bits)) if j else part
             word = part if word is None else b.or_(word, part)
-        lw.write(item, word, f"b{width}")
+        words.append(word)
+    return words
+
+
+def _write_words(lw, operand, fragment: Fragment, words: list[ir.Value]) -> None:
+    for item, word in zip(_registers(lw, operand, fragment, "D"), words):
+        lw.write(item, word, f"b{fragment.register_bits}")
+
+
+def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -> None:
+    _write_words(lw, operand, fragment, _words(lw, fragment, elements))
 
 
 # ------------------------------------------------------------------------------------------------ mma
@@ -453,7 +465,24 @@ def mma(lw, ins):
     else:
         plans = _dense_plan(lw, form.k, a_fragment, b_fragment, d_fragment, k_base)
     fragments = {"a": a_fragment, "b": b_fragment, "c": c_fragment, "d": d_fragment}
-    _write_fragment(lw, d, d_fragment, multiply(lw, form, registers, plans, fragments))
+    name = ".".join(("fatkit", ins.opcode, *ins.modifiers)) + (f".selector{selector.value}" if form.sparse else "")
+    _write_words(lw, d, d_fragment, product_words(lw, name, form, registers, plans, fragments))
+
+
+def product_words(lw, name: str, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],
+                  fragments: dict[str, Fragment]) -> list[ir.Value]:
+    """D's register words, computed by `multiply` in the subroutine `name` (one per form and module: the
+    name must say everything `plans` and `fragments` depend on)."""
+    order = [(operand, len(registers[operand])) for operand in ("a", "b", "e", "c") if operand in registers]
+    d_fragment = fragments["d"]
+
+    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+        values = iter(arguments)
+        received = {operand: [next(values) for _ in range(count)] for operand, count in order}
+        return _words(lw, d_fragment, multiply(lw, form, received, plans, fragments))
+
+    return lw.subroutine(name, [value for operand, _ in order for value in registers[operand]],
+                         [ir.IntType(d_fragment.register_bits)] * d_fragment.registers, body)
 
 
 def multiply(lw, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],

@@ -23,7 +23,7 @@ from llvmlite import ir
 from fatkit.translate.lower.core import I32, I64, handles
 from fatkit.translate.lower.mma import (
     Form, Fragment, _a_fragment, _b_fragment, _c_fragment, _dense_plan, _elements, _emit_lane, _lane_function,
-    _read_fragment, _registers, _write_fragment, multiply,
+    _read_fragment, _registers, _write_fragment, _write_words, product_words,
 )
 from fatkit.translate.lower.convert import host_half_runtime
 from fatkit.translate.lower.warp import WARP, WarpPosition
@@ -209,4 +209,5 @@ def _mma(lw, ins) -> None:
     registers = {name: _read_fragment(lw, operand, frags[name], name.upper())
                  for name, operand in (("a", a_operand), ("b", b_operand), ("c", c_operand))}
     plans = _dense_plan(lw, k, frags["a"], frags["b"], frags["d"])
-    _write_fragment(lw, d_operand, frags["d"], multiply(lw, form, registers, plans, frags))
+    name = ".".join(("fatkit", ins.opcode, *ins.modifiers))
+    _write_words(lw, d_operand, frags["d"], product_words(lw, name, form, registers, plans, frags))
