@@ -12,9 +12,11 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -149,10 +151,18 @@ def check_bundler(patched: Path, workdir: Path) -> Manifest:
     manifest = read_payload(dumped.read_bytes())
     ids = oracles.bundler_list(dumped)
     assert sorted(ids) == sorted([offload_bundle.HOST_BUNDLE_ID, *manifest.code_objects])
-    unbundled = oracles.bundler_unbundle(dumped, ids, workdir / "unbundled")
+    # The bundler matches ids without their environment field, where the PTX hash is: code objects of several
+    # modules for one target are told apart by fatkit's reader only (docs/repack.md), the others by both.
+    def matched_as(bundle_id: str) -> str:
+        return re.sub(r"-ptx[0-9a-f]{64}-", "--", bundle_id)
+
+    alike = Counter(map(matched_as, ids))
+    distinct = [bundle_id for bundle_id in ids if alike[matched_as(bundle_id)] == 1]
+    unbundled = oracles.bundler_unbundle(dumped, distinct, workdir / "unbundled")
     assert json.loads(unbundled[offload_bundle.HOST_BUNDLE_ID]) == manifest.to_json()
-    for bundle_id, code_object in manifest.code_objects.items():
-        assert unbundled[bundle_id] == code_object
+    for bundle_id in distinct:
+        if bundle_id != offload_bundle.HOST_BUNDLE_ID:
+            assert unbundled[bundle_id] == manifest.code_objects[bundle_id]
     return manifest
 
 
@@ -458,18 +468,23 @@ def test_mutated_payloads_raise_only_format_errors():
 # --- real binaries ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def corpus_repack(tmp_path_factory):
-    source = corpus_file("jax_cuda12_plugin/_prng.so")
+# a jax plugin (one PTX module) and torchaudio's library (three modules, sm_120 PTX)
+CORPUS_BINARIES = {"jax_cuda12_plugin/_prng.so": 1, "torchaudio/lib/libtorchaudio.so": 3}
+
+
+@pytest.fixture(scope="module", params=sorted(CORPUS_BINARIES))
+def corpus_repack(request, tmp_path_factory):
+    source = corpus_file(request.param)
     out = tmp_path_factory.mktemp("corpus-repack")
     result = repack_binary(source, out / source.name, [TARGET])
     return source, out / source.name, result
 
 
 @pytest.mark.corpus
-def test_corpus_prng_keeps_every_guarantee(corpus_repack, tmp_path):
+def test_corpus_binary_keeps_every_guarantee(corpus_repack, tmp_path):
     source, patched, result = corpus_repack
-    assert result.status == "repacked" and result.code_objects == 1
+    expected = next(count for name, count in CORPUS_BINARIES.items() if source.as_posix().endswith(name))
+    assert result.status == "repacked" and result.code_objects == expected
     check_patch(source, patched)
     check_readelf(patched)
     check_cuobjdump(source, patched)
@@ -478,7 +493,7 @@ def test_corpus_prng_keeps_every_guarantee(corpus_repack, tmp_path):
 
 
 @pytest.mark.corpus
-def test_corpus_prng_is_reproducible(corpus_repack, tmp_path):
+def test_corpus_binary_is_reproducible(corpus_repack, tmp_path):
     source, patched, _ = corpus_repack
     again = repack_binary(source, tmp_path / source.name, [TARGET])
     assert again.status == "repacked"

@@ -849,3 +849,20 @@ def test_wmma_sub_byte(atype, btype, operation, wave):
         else:
             want = np.array([[(int(x) + (1 << 31)) % (1 << 32) - (1 << 31) for x in row] for row in exact])
         assert (got[warp] == want).all(), f"warp {warp}"
+
+
+def test_each_form_is_one_subroutine_per_module():
+    """CUTLASS kernels repeat one mma form hundreds of times: its emulation is one internal function per form,
+    called at each use (64 MB of LLVM IR for xformers' sparse-GEMM module when expanded in place)."""
+    instruction = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    text = mma_kernel(instruction, (4, 2, 4, 4), (32,) * 4, False)
+    use = next(line for line in text.splitlines() if instruction in line)
+    twice = text.replace(use, use + "\n" + use)
+    for target in ("host", "gfx942"):
+        options = Options(target=target)
+        (kernel,) = pipeline.lower(pipeline.passes(pipeline.parse(twice, options), options), options).kernels
+        name = "fatkit.mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+        definitions = [line for line in kernel.llvm_ir.splitlines() if line.startswith("define internal")
+                       and f'@"{name}"(' in line]
+        assert len(definitions) == 1 and "convergent" in definitions[0]
+        assert kernel.llvm_ir.count(f'call {{i32, i32, i32, i32}} @"{name}"(') == 2

@@ -12,12 +12,14 @@ implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgr
 (cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
-a child Python process; ziglang's ld.lld (PyPI) links the relocatable object it returns.
+a child Python process (amdgpu_child.py), one per group of kernels; ziglang's ld.lld (PyPI) links the
+relocatable objects they return.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import struct
 import subprocess
@@ -29,18 +31,17 @@ from pathlib import Path
 
 import msgpack
 
-from llvmlite import binding as llvm
 from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.common import align
 from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
+from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine
 from fatkit.translate.targets.base import (
-    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
+    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
 
-TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
 _WORKITEM_ID = {c: f"llvm.amdgcn.workitem.id.{c}" for c in "xyz"}
 _WORKGROUP_ID = {c: f"llvm.amdgcn.workgroup.id.{c}" for c in "xyz"}
@@ -60,13 +61,6 @@ def wavefront_size(processor: str) -> int:
     return 32 if major and int(major.group(1)) >= 10 else 64
 
 
-def _target_machine(processor: str, opt_level: int = 2) -> llvm.TargetMachine:
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(
-        cpu=processor, opt=opt_level, reloc="pic", codemodel="default")
-
-
 class AmdgpuTarget(Target):
     triple = TRIPLE
     stack_address_space = 5
@@ -80,7 +74,7 @@ class AmdgpuTarget(Target):
 
     @cached_property
     def data_layout(self) -> str:
-        return str(_target_machine(self.processor).target_data)
+        return str(target_machine(self.processor).target_data)
 
     @property
     def wavefront_size(self) -> int:
@@ -241,7 +235,7 @@ class AmdgpuTarget(Target):
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
         try:
             child = subprocess.run(
-                [sys.executable, "-c", "from fatkit.translate.targets.amdgpu import codegen_child; codegen_child()",
+                [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import main; main()",
                  self.processor, str(opt_level), kind],
                 input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -409,8 +403,8 @@ def link(relocatables: list[bytes]) -> bytes:
         output = Path(tmp, "kernels.hsaco")
         try:
             linker = subprocess.run(
-                [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--no-undefined", *map(str, sources), "-o",
-                 str(output)], capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+                [_zig(), "ld.lld", "-shared", "--no-undefined", *map(str, sources), "-o", str(output)],
+                capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise FatkitError(f"ld.lld took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if linker.returncode != 0:
@@ -418,15 +412,9 @@ def link(relocatables: list[bytes]) -> bytes:
         return output.read_bytes()
 
 
-def codegen_child() -> None:
-    """Child process entry: NUL-separated LLVM modules on stdin → what argv[3] asks for on stdout."""
-    processor, opt_level, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    texts = sys.stdin.buffer.read().decode().split("\0")
-    machine = _target_machine(processor, opt_level)
-    module = linked_and_optimised(texts, machine, opt_level)
-    if kind == "llvm":
-        sys.stdout.buffer.write(str(module).encode())
-    elif kind == "asm":
-        sys.stdout.buffer.write(machine.emit_assembly(module).encode())
-    else:
-        sys.stdout.buffer.write(machine.emit_object(module))
+def _zig() -> str:
+    """The zig executable of the PyPI package ziglang, run directly: `python -m ziglang` would start a Python
+    interpreter (~0.13 s) only to exec it."""
+    import ziglang
+
+    return str(Path(ziglang.__file__).parent / ("zig.exe" if os.name == "nt" else "zig"))
