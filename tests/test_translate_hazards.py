@@ -121,6 +121,8 @@ INSTRUCTIONS = [
     ("rounding-mode", "cvt.rz.f32.f64 %f1, %fd1;", WARNING, BOTH),
     ("cluster-register", "mov.u32 %r1, %cluster_ctarank;", WARNING, BOTH),
     ("cluster-register", "mov.u32 %r1, %clusterid.x;", WARNING, BOTH),
+    ("grid-sync", "mov.u32 %r1, %envreg1;", WARNING, BOTH),
+    ("grid-sync", "mov.u32 %r1, %envreg2;", WARNING, BOTH),
     ("proxy-fence", "fence.proxy.async.shared::cta;", INFO, BOTH),
     ("grid-dependency", "griddepcontrol.wait;", INFO, BOTH),
     ("register-realloc", "setmaxnreg.inc.sync.aligned.u32 232;", INFO, BOTH),

@@ -191,6 +191,9 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                                  "so pointers are widened"),
     "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD can only give the "
                                                   "values of a cluster of one CTA"),
+    "grid-sync": HazardKind(WARNING, BOTH, "{name}: the cooperative-groups grid-sync workspace; fatkit serves it "
+                                           "from a per-module word (docs/runtime.md), and the kernel needs a "
+                                           "cooperative launch (every block resident at once)"),
     # info
     "dynamic-shared-memory": HazardKind(INFO, BOTH, "{name}: dynamic shared memory, size unknown at compile time; "
                                                     "with {static} bytes static, a launch may ask for at most "
@@ -272,6 +275,7 @@ SPECIAL_REGISTER_KINDS: dict[str, str] = {
     **dict.fromkeys(("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
                      "%cluster_nctarank", "%is_explicit_cluster"), "cluster-register"),
     **dict.fromkeys(("%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid"), "hardware-id"),
+    **dict.fromkeys(("%envreg1", "%envreg2"), "grid-sync"),
     **dict.fromkeys(("%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"),
                     "clock"),
 }
