@@ -80,19 +80,20 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     GIL), each inheriting the prepared module rather than receiving a pickled copy."""
     target = target_named(options.target)
     count = len(prepared.module.kernels)
+    functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
     if options.jobs > 1 and count > 1:
         with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
-                                 initializer=_adopt, initargs=(prepared, target)) as pool:
+                                 initializer=_adopt, initargs=(prepared, target, functions)) as pool:
             outcomes = list(pool.map(_lower_adopted, range(count)))
     else:
-        outcomes = [_lower_one(prepared, target, index) for index in range(count)]
+        outcomes = [_lower_one(prepared, target, functions, index) for index in range(count)]
     kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
     return Lowered(target, kernels, tuple(report for _, report in outcomes))
 
 
-def _lower_one(prepared: Prepared, target: Target, index: int) -> tuple[LoweredKernel | None, KernelReport]:
+def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Function],
+               index: int) -> tuple[LoweredKernel | None, KernelReport]:
     kernel = prepared.module.kernels[index]
-    functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
     try:
         failure = prepared.failure(kernel.name)
         if failure is not None:
@@ -104,12 +105,12 @@ def _lower_one(prepared: Prepared, target: Target, index: int) -> tuple[LoweredK
     return lowered, KernelReport(kernel.name, "ok")
 
 
-_adopted: tuple[Prepared, Target] | None = None  # what a forked lowering process works on
+_adopted: tuple[Prepared, Target, dict[str, ast.Function]] | None = None  # what a forked process lowers
 
 
-def _adopt(prepared: Prepared, target: Target) -> None:
+def _adopt(prepared: Prepared, target: Target, functions: dict[str, ast.Function]) -> None:
     global _adopted
-    _adopted = (prepared, target)
+    _adopted = (prepared, target, functions)
 
 
 def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:
