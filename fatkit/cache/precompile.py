@@ -57,13 +57,15 @@ def arch_rank(arch: str | None) -> tuple[int, int]:
     return (-int(match.group(1)), _VARIANT_ORDER[match.group(2)]) if match else (0, 0)
 
 
-def plan(modules: Iterable[PtxModule], targets: list[str]) -> tuple[list[Job], int]:
-    """Group PTX entries into modules (one per container), dedupe identical modules; one job per target.
+def plan(modules: Iterable[PtxModule], targets: list[str], *, per_entry: bool = False) -> tuple[list[Job], int]:
+    """Group PTX entries into modules (one per container, or with `per_entry` one per PTX entry), dedupe
+    identical modules; one job per target.
 
     Returns the jobs and how many module occurrences were duplicates of another."""
-    containers: dict[tuple[str, int], list[PtxModule]] = {}
+    containers: dict[tuple[str, int, int | None], list[PtxModule]] = {}
     for module in modules:
-        key = (module.source, module.container if module.container is not None else id(module))
+        key = (module.source, module.container if module.container is not None else id(module),
+               module.entry if per_entry else None)
         containers.setdefault(key, []).append(module)
     unique: dict[tuple[str, ...], tuple[tuple[Candidate, ...], list[str]]] = {}
     for members in containers.values():
@@ -182,13 +184,14 @@ class Report:
 
 def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *, jobs: int = 1,
                opt_level: int = 2, on_planned: Callable[[int], None] | None = None,
-               on_done: Callable[[dict[str, Any]], None] | None = None) -> Report:
+               on_done: Callable[[dict[str, Any]], None] | None = None, per_entry: bool = False) -> Report:
     """Fill `cache` for every target; returns the report. `on_planned(n)` gets the number of modules to
-    translate, `on_done(record)` each finished one (for a progress bar)."""
+    translate, `on_done(record)` each finished one (for a progress bar). With `per_entry` every PTX entry of a
+    container is translated on its own (ZLUDA's rows: it picks among them with its own parser)."""
     started = time.perf_counter()
     normalized = [normalize_target(t) for t in targets]
     report = Report(normalized, str(cache.directory))
-    work, report.duplicates = plan(modules, normalized)
+    work, report.duplicates = plan(modules, normalized, per_entry=per_entry)
     pending: list[Job] = []
     for job in work:
         options = Options(target=job.processor, opt_level=opt_level)

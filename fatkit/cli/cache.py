@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fatkit.cache import Cache, CacheEntry, default_cache_dir, find, make_key, ptx_texts
+from fatkit.cache import Cache, CacheEntry, default_cache_dir, find, make_key, ptx_texts, zluda
 from fatkit.cache.store import DB_NAME, CacheError
 from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.render import _size, console
@@ -86,8 +86,17 @@ def lookup(
 
 
 @cache_app.command("ls")
-def list_entries(cache_dir: Optional[Path] = CACHE_OPTION, as_json: bool = JSON_OPTION) -> None:
+def list_entries(
+    cache_dir: Optional[Path] = CACHE_OPTION,
+    zluda_db: Optional[Path] = typer.Option(None, "--zluda-db", metavar="FILE",
+                                            help="List the rows of ZLUDA's cache database instead: which are "
+                                                 "fatkit's, and whether ZLUDA would load each (docs/zluda.md)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
     """Every entry, least recently used first."""
+    if zluda_db is not None:
+        _list_zluda_rows(zluda_db, as_json)
+        return
     with _open(cache_dir) as cache:
         entries = list(cache.entries())
         limit = cache.max_size()
@@ -109,6 +118,26 @@ def list_entries(cache_dir: Optional[Path] = CACHE_OPTION, as_json: bool = JSON_
     console().print(table)
     console().print(f"{len(entries)} entries, {_size(sum(e.size for e in entries))} of {_size(limit)}; "
                     f"{cache.path}", highlight=False)
+
+
+def _list_zluda_rows(database: Path, as_json: bool) -> None:
+    rows = list(zluda.list_rows(database))
+    if as_json:
+        sys.stdout.write(json.dumps({"database": str(database), "rows": rows}, indent=2) + "\n")
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("id", "ptx", "by", "device", "backend key", "zluda build", "size", "last used", "sm", "ZLUDA"):
+        table.add_column(col, justify="right" if col in ("id", "size", "sm") else "left", overflow="fold")
+    for r in rows:
+        verdict = f"[green]{r['verdict']}[/]" if r["loads"] else f"[bold red]{r['verdict']}[/]"
+        table.add_row(str(r["id"]), r["hash"][:16], "fatkit" if r["by_fatkit"] else "ZLUDA", r["device"],
+                      r["backend_key"], r["zluda_version"][:12] + ("" if r["newest_key"] else " [dim](other key)[/]"),
+                      _size(r["size"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_access_ms"] / 1000)),
+                      "-" if r["sm_version"] is None else str(r["sm_version"]), verdict)
+    console().print(table)
+    fatkit_rows = sum(r["by_fatkit"] for r in rows)
+    console().print(f"{len(rows)} rows ({fatkit_rows} fatkit's, {len(rows) - fatkit_rows} ZLUDA's), "
+                    f"{sum(not r['loads'] for r in rows)} that ZLUDA would not load; {database}", highlight=False)
 
 
 @cache_app.command()

@@ -16,10 +16,10 @@ from rich.table import Table
 
 from fatkit.cache import Cache, default_cache_dir, normalize_target
 from fatkit.cache.precompile import Report, precompile as run_precompile
-from fatkit.cache.zluda import ZludaExport
+from fatkit.cache import zluda
 from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.progress import file_progress
-from fatkit.cli.render import console, grouped_reasons, short_path
+from fatkit.cli.render import _size, console, grouped_reasons, short_path
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 
@@ -27,8 +27,9 @@ from fatkit.extract.select import ptx_modules
 @app.command()
 def precompile(
     paths: List[Path] = typer.Argument(..., help=".ptx files, binaries, directories, wheels or .a archives."),
-    target: str = typer.Option(..., "--target", help="AMD target ids, comma-separated: gfx942,gfx1100 "
-                                                     "(features allowed: gfx942:sramecc+:xnack-)."),
+    target: Optional[str] = typer.Option(None, "--target", help="AMD target ids, comma-separated: gfx942,gfx1100 "
+                                                               "(features allowed: gfx942:sramecc+:xnack-); "
+                                                               "--format zluda: the device's, by default."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache", metavar="DIR",
                                              help="Cache directory (default $FATKIT_CACHE_DIR, else "
                                                   "$XDG_CACHE_HOME/fatkit, else ~/.cache/fatkit)."),
@@ -36,13 +37,17 @@ def precompile(
     output_format: str = typer.Option("cache", "--format", help="cache (fatkit's cache) or zluda "
                                                                  "(rows in ZLUDA's cache database)."),
     zluda_version: Optional[str] = typer.Option(None, "--zluda-version", metavar="SHA",
-                                                help="--format zluda: the git SHA of the ZLUDA build."),
-    device: Optional[str] = typer.Option(None, "--device", help="--format zluda: HIP gcnArchName of the GPU."),
+                                                help="--format zluda: the 40-digit git SHA of the ZLUDA build "
+                                                     "(default: copied from the newest row ZLUDA wrote)."),
+    device: Optional[str] = typer.Option(None, "--device", help="--format zluda: HIP gcnArchName of the GPU "
+                                                                 "(default: copied from the newest row)."),
     clock_rate: Optional[int] = typer.Option(None, "--clock-rate", metavar="KHZ",
-                                             help="--format zluda: the GPU's clock rate in kHz (ZLUDA keys on it)."),
+                                             help="--format zluda: the GPU's clock rate in kHz (default: copied "
+                                                  "from the newest row)."),
     zluda_db: Optional[Path] = typer.Option(None, "--zluda-db", metavar="FILE",
-                                            help="--format zluda: the database (default "
-                                                 "$XDG_CACHE_HOME/zluda/ComputeCache/zluda2.db)."),
+                                            help="--format zluda: the database (default ZLUDA's: "
+                                                 "$XDG_CACHE_HOME or ~/.cache, then zluda/ComputeCache/zluda2.db)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="--format zluda: list the rows, write none."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Translate every PTX module once per target into the cache a runtime shim loads (docs/cache.md).
@@ -50,20 +55,31 @@ def precompile(
     Identical modules are translated once, what the cache holds is skipped, and the report says what was
     translated, what was already cached, what failed and why, and the compile time a shim no longer pays.
     """
-    targets = [normalize_target(t) for t in target.split(",") if t.strip()]
-    if not targets:
-        raise typer.BadParameter("at least one target, like gfx942", param_hint="--target")
-    export = None
+    plan = None
     if output_format == "zluda":
         # Checked before any translation: a refusal must not cost an hour of codegen.
-        export = ZludaExport.checked(zluda_version, device, clock_rate, targets, zluda_db)
+        plan = zluda.prepare(zluda_db, zluda_version, device, clock_rate, dry_run=dry_run)
+        target = target or plan.key.target
     elif output_format != "cache":
         raise typer.BadParameter(f"cache or zluda, not {output_format!r}", param_hint="--format")
+    elif dry_run:
+        raise typer.BadParameter("only with --format zluda", param_hint="--dry-run")
+    targets = [normalize_target(t) for t in (target or "").split(",") if t.strip()]
+    if not targets:
+        raise typer.BadParameter("at least one target, like gfx942", param_hint="--target")
+    if plan is not None and plan.key.target not in targets:
+        raise typer.BadParameter(f"the ZLUDA device is {plan.key.device}: its target {plan.key.target} must be "
+                                 "among them (or leave --target out)", param_hint="--target")
     with file_progress(paths, "scanning") as on_file:
         modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
     with Cache(cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
-        report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done)
-        exported = export.write(cache, report) if export else None
+        # For ZLUDA every PTX entry gets its own translation: ZLUDA picks among them with its own parser.
+        report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done,
+                                per_entry=plan is not None)
+        exported = None
+        if plan is not None:
+            zluda.plan_rows(plan, report, cache, zluda.entry_texts(modules))
+            exported = zluda.write_plan(plan, cache).to_json()
     for problem in report.problems:
         _warn(f"ignored a corrupt cache entry: {problem}")
     if as_json:
@@ -129,5 +145,31 @@ def _render(report: Report, exported: dict[str, Any] | None) -> None:
     out.print(f"wall time {summary['seconds']:.2f} s; compile time a shim no longer pays: "
               f"{summary['compile_seconds_saved']:.2f} s; cache: {report.cache}", highlight=False)
     if exported is not None:
-        out.print(f"ZLUDA: {exported['rows_written']} row(s) written to {exported['database']}, "
-                  f"{exported['modules_skipped']} module(s) left to ZLUDA's own JIT", highlight=False)
+        _render_zluda(exported)
+
+
+def _render_zluda(exported: dict[str, Any]) -> None:
+    out = console()
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
+                  title="ZLUDA rows")
+    for col in ("ptx", "sm", "kernels", "size", "row", "module"):
+        table.add_column(col, justify="right" if col in ("sm", "kernels", "size") else "left", overflow="fold")
+    style = {"written": "green", "would-write": "green", "present": "cyan"}
+    for row in exported["rows"]:
+        table.add_row(row["ptx_blake3"][:16], str(row["sm_version"]), str(row["kernels"]), _size(row["size"]),
+                      f"[{style.get(row['status'], 'red')}]{row['status']}[/]", short_path(row["source"]))
+    if exported["rows"]:
+        out.print(table)
+    for reason, count in grouped_reasons([s["reason"] for s in exported["skipped"]]):
+        out.print(f"[yellow]left to ZLUDA's JIT[/] ({count}×): {reason}", highlight=False)
+    key = exported["key"]
+    verb = "would write" if exported["dry_run"] else "wrote"
+    done = exported["rows_would_write"] if exported["dry_run"] else exported["rows_written"]
+    out.print(f"ZLUDA: {verb} {done} row(s) ({exported['rows_present']} already there) to {exported['database']}; "
+              f"{exported['modules_skipped']} module(s) left to ZLUDA's own JIT", highlight=False)
+    out.print(f"key: zluda_version {key['zluda_version']}, device {key['device']}, backend_key "
+              f"{key['backend_key']} ({key['from']})", highlight=False)
+    if exported["other_keys"]:
+        out.print(f"[yellow]the database also holds ZLUDA rows under {len(exported['other_keys'])} other key(s) "
+                  "(another ZLUDA build, GPU or clock): give --zluda-version/--device/--clock-rate for those[/]",
+                  highlight=False)

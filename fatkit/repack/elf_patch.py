@@ -96,6 +96,17 @@ def add_section(source: Path, destination: Path, name: str, payload: bytes) -> N
     _with_plan(Path(source), name, payload, write)
 
 
+def section_added(data: bytes, name: str, payload: bytes, *, alignment: int = PAYLOAD_ALIGN) -> bytes:
+    """`data` (an ELF in memory) plus a non-alloc PROGBITS section `name` holding `payload`, laid out as
+    add_section lays out a file; `alignment` is the payload's file alignment and its sh_addralign."""
+    tail, header_fields = _plan(ElfView(data), data, len(data), name, payload, "<in memory>", alignment)
+    out = bytearray(data)
+    out += tail
+    for offset, raw in header_fields:
+        out[offset:offset + len(raw)] = raw
+    return bytes(out)
+
+
 def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
     """Plan the patch of `source` (open, mapped, checked) and call `then(file, size, tail, header_fields)`."""
     try:
@@ -110,7 +121,8 @@ def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
         raise InputError(f"cannot repack: {exc.strerror or exc}", path=str(source)) from None
 
 
-def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) -> tuple[bytes, list[tuple[int, bytes]]]:
+def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str,
+          alignment: int = PAYLOAD_ALIGN) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The bytes to append and the ELF header fields to overwrite."""
     def refuse(why: str) -> FatkitError:
         return FatkitError(f"cannot add {name}: {why}", path=path)
@@ -136,7 +148,7 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
         raise refuse("the section header table runs past the end of the file")
     old_names = elf.section_name_table()
 
-    payload_offset = align(size, PAYLOAD_ALIGN)
+    payload_offset = align(size, alignment)
     names_offset = payload_offset + len(payload)
     new_names = old_names + name.encode("utf-8") + b"\0"
     table_offset = align(names_offset + len(new_names), 8)
@@ -145,7 +157,7 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
     headers[names_index][4] = names_offset  # sh_offset
     headers[names_index][5] = len(new_names)  # sh_size
     # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize
-    headers.append([len(old_names), SHT_PROGBITS, 0, 0, payload_offset, len(payload), 0, 0, PAYLOAD_ALIGN, 0])
+    headers.append([len(old_names), SHT_PROGBITS, 0, 0, payload_offset, len(payload), 0, 0, alignment, 0])
     table = b"".join(SECTION_HEADER.pack(*h) for h in headers)
 
     tail = b"".join([bytes(payload_offset - size), payload, new_names,
