@@ -134,14 +134,20 @@ def database_problems(path: Path, *, writable: bool = True) -> list[str]:
                 f"key {unique}); fatkit writes only the schema of ZLUDA's migration {MIGRATION}")]
     if not writable:
         return []
-    if not os.access(path, os.W_OK):
+    if not _writable(path, os.W_OK):
         return [(f"{path} is read-only for this user: ZLUDA's lookup is an UPDATE (it refreshes last_access), so "
                 "on a read-only database every lookup misses and ZLUDA compiles as if there were no cache; make "
                 "it writable for the user who runs the application, or run fatkit as that user")]
-    if not os.access(path.parent, os.W_OK | os.X_OK):
+    if not _writable(path.parent, os.W_OK | os.X_OK):
         return [(f"{path.parent} is read-only for this user: the database is in WAL mode (ZLUDA sets it), whose "
                 "-wal and -shm files SQLite creates beside it, for ZLUDA's lookups as for fatkit's writes")]
     return []
+
+
+def _writable(path: Path, mode: int) -> bool:
+    """Writable by this user and by somebody: root passes os.access on a file nobody may write, but the
+    application's user could not."""
+    return os.access(path, mode) and bool(path.stat().st_mode & 0o222)
 
 
 def key_rows(path: Path) -> list[dict[str, Any]]:
@@ -290,12 +296,12 @@ def plan_rows(plan: ZludaPlan, report: Any, cache: Cache, texts: Mapping[str, st
 
 
 def _row(key: ZludaKey, module: dict[str, Any], cache: Cache, text: str) -> tuple[ZludaRow | None, str]:
-    if module["status"] not in ("translated", "cached"):
-        return None, f"not translated: {module['reason'] or module['status']}"
     failed = [k for k in module["kernels"] if k["status"] != "ok"]
     if failed:
         return None, (f"{len(failed)} of {len(module['kernels'])} kernels not translated (first: {failed[0]['name']}: "
                       f"{failed[0]['reason']}); ZLUDA would miss them in the row")
+    if module["status"] not in ("translated", "cached"):
+        return None, f"not translated: {module['reason'] or module['status']}"
     if "\ufffd" in text:
         return None, "the PTX text is not valid UTF-8: ZLUDA skips such an entry"
     try:
