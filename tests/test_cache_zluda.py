@@ -370,6 +370,15 @@ def test_cache_ls_tells_fatkits_rows_from_zludas_and_which_would_load(run, tmp_p
     assert fatkit("cache", "ls", "--zluda-db", str(database)).stdout.count("fatkit  gfx1100") == 3
 
 
+def test_the_documented_delete_removes_fatkits_rows_only(run, tmp_path):
+    """docs/zluda.md's statement for replacing fatkit's rows after a fatkit update."""
+    database = copy_database(run, tmp_path)
+    with opened(database) as db:
+        db.execute("""DELETE FROM modules WHERE instr(binary, CAST('{"fatkit_zluda":1,' AS BLOB)) > 0""")
+    after = snapshot(database)
+    assert after["rows"] == run["before"]["rows"] and after["total"] == after["sum"]
+
+
 def test_a_concurrent_writer_is_waited_for(run, tmp_path):
     """A second process (ZLUDA inserting its own row) holds the write lock while fatkit writes: fatkit waits
     for its commit, and both rows are there, with total_size right."""
