@@ -181,12 +181,13 @@ def resolve_key(path: Path, zluda_version: str | None = None, device: str | None
                         f"(ZLUDA keys rows on it verbatim), not {zluda_version!r}")
     if clock_rate is not None and not 0 < clock_rate < 1 << 32:
         problems.append(f"--clock-rate must be the GPU's clock in kHz (a u32), not {clock_rate}")
-    version = zluda_version if zluda_version is not None else seed["zluda_version"]
-    name = device if device is not None else seed["device"]
+    copied: dict[str, Any] = seed or {}  # empty only when every flag is given
+    version = zluda_version if zluda_version is not None else copied["zluda_version"]
+    name = device if device is not None else copied["device"]
     if clock_rate is not None:
-        key_text = backend_key(clock_rate, _is_debug(seed["backend_key"]) if seed else False)
+        key_text = backend_key(clock_rate, _is_debug(copied.get("backend_key", "")))
     else:
-        key_text = seed["backend_key"]
+        key_text = copied["backend_key"]
     try:
         normalize_target(name)
     except UsageError as exc:
