@@ -219,7 +219,7 @@ class PtxFacts:
     address_size: int | None
     sm_version: int
     kernels: tuple[str, ...]
-    variables: tuple[str, ...]  # module-scope .global/.const defined here: exported under their names
+    variables: tuple[str, ...]  # .visible/.weak/.common .global/.const: the module's interface, exported by name
     textures: tuple[str, ...]  # .texref/.samplerref/.surfref: HIP textureReference globals fatkit does not make
 
 
@@ -229,8 +229,9 @@ def ptx_facts(text: str) -> PtxFacts:
     variables = module.variables
     return PtxFacts(
         module.address_size, int(match.group(1)) if match else 0, tuple(k.name for k in module.kernels),
-        tuple(v.name for v in variables if v.state_space in ("global", "const") and v.linkage != "extern"
-              and v.type not in _TEXTURE_TYPES),
+        # Internal ones (no linkage directive) are left out: unused, LLVM drops them, as in ZLUDA's own objects.
+        tuple(v.name for v in variables if v.state_space in ("global", "const")
+              and v.linkage in ("visible", "weak", "common") and v.type not in _TEXTURE_TYPES),
         tuple(v.name for v in variables if v.state_space == "tex" or v.type in _TEXTURE_TYPES))
 
 
