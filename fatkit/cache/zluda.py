@@ -300,8 +300,9 @@ def plan_rows(plan: ZludaPlan, report: Any, cache: Cache, texts: Mapping[str, st
 def _row(key: ZludaKey, module: dict[str, Any], cache: Cache, text: str) -> tuple[ZludaRow | None, str]:
     failed = [k for k in module["kernels"] if k["status"] != "ok"]
     if failed:
-        return None, (f"{len(failed)} of {len(module['kernels'])} kernels not translated (first: {failed[0]['name']}: "
-                      f"{failed[0]['reason']}); ZLUDA would miss them in the row")
+        first = failed[0]["reason"] or failed[0]["name"]  # the reason names the kernel and the PTX line
+        return None, (f"{len(failed)} of {len(module['kernels'])} kernels not translated (first: {first}); ZLUDA "
+                      "would miss them in the row")
     if module["status"] not in ("translated", "cached"):
         return None, f"not translated: {module['reason'] or module['status']}"
     if "\ufffd" in text:
