@@ -162,7 +162,7 @@ def with_zluda_section(code_object: bytes, sm_version: int) -> bytes:
     return bytes(data)
 
 
-# --- the reader that follows ZLUDA's lookup (zluda/src/impl/module.rs), written from the spec ------------------
+# --- a reader that follows ZLUDA's lookup (zluda/src/impl/module.rs, as docs/zluda.md describes it) ---
 
 
 def zluda_ptx_texts(image: bytes) -> list[bytes]:
