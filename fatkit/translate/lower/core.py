@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from llvmlite import ir
 
 from fatkit.errors import FatkitError
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
-from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
+from fatkit.translate.targets.base import (
+    KernelParam,
+    KernelSignature,
+    Target,
+    local_name,
+)
 
 
 class Unsupported(FatkitError):

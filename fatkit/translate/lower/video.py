@@ -155,9 +155,8 @@ def scalar_video(lw, ins):
         dtype_signed = False  # the comparison's 0/1 (and so c) are unsigned
     else:
         dtype_signed, a_signed, b_signed = _video_types(lw, ins, 3)
-    if op in _SHIFTS:
-        if mode is None or b_signed:
-            raise lw.fail(f"{op} takes .clamp or .wrap and an unsigned (.u32) shift amount")
+    if op in _SHIFTS and (mode is None or b_signed):
+        raise lw.fail(f"{op} takes .clamp or .wrap and an unsigned (.u32) shift amount")
     lw.check_modifiers(ins, {*_SECONDARY, *(_COMPARISONS if op == "vset" else ("sat",)),
                              *(("clamp", "wrap") if op in _SHIFTS else ())})
     if len(ins.operands) not in (3, 4):

@@ -106,8 +106,8 @@ def _block(function, block: ast.Block, scopes: list[dict[str, str]], rewriter: R
             if guard is not None and resolve(guard.register, statement) != guard.register:
                 guard = dataclasses.replace(guard, register=resolve(guard.register, statement))
             callee = _callee(statement)
-            operands = tuple(_operand(function, statement, op, lambda n: resolve(n, statement), vectors) if i != callee
-                             else _callee_name(function, statement, op, scopes, global_names)
+            operands = tuple(_operand(function, statement, op, lambda n, s=statement: resolve(n, s), vectors)
+                             if i != callee else _callee_name(function, statement, op, scopes, global_names)
                              for i, op in enumerate(statement.operands))
             if guard is not statement.guard or any(a is not b for a, b in zip(operands, statement.operands)):
                 statement = dataclasses.replace(statement, guard=guard, operands=operands)
