@@ -199,10 +199,16 @@ def simd_model(op, lanes, dsigned, asigned, bsigned, asel, bsel, c_mode, mask, s
     return model
 
 
-def vmad_model(asigned, bsigned, asel, bsel, sat=False, po=False, scale=None):
+def vmad_model(asigned, bsigned, asel, bsel, sat=False, po=False, scale=None, negated=(False, False, False)):
+    """The ISA's vmad pseudocode: ~x + 1 for a negated product or c is -x, and c is sign-extended when the
+    final result is signed."""
+    negate_product, negate_c = negated[0] != negated[1], negated[2]
+
     def model(a, b, c):
-        signed = asigned or bsigned
-        tmp = select(a, asigned, asel) * select(b, bsigned, bsel) + (sx(c, 32) if signed else c) + int(po)
+        signed = asigned or bsigned or negate_product or negate_c
+        product = select(a, asigned, asel) * select(b, bsigned, bsel)
+        addend = sx(c, 32) if signed else c
+        tmp = (-product if negate_product else product) + (-addend if negate_c else addend) + int(po)
         if scale:
             tmp >>= 7 if scale == "shr7" else 15
         return clamp(tmp, 32, signed) if sat else tmp
@@ -284,6 +290,14 @@ def shift_and_set_cases(rng: random.Random) -> list[tuple[str, object]]:
 def vmad_cases(rng: random.Random) -> list[tuple[str, object]]:
     cases = []
     for _, asigned, bsigned in TYPES[:4]:
+        for negated in ((True, False, False), (False, True, False), (True, True, False), (False, False, True),
+                        (True, True, True)):
+            asel, sat, scale = rng.choice([None, "h1", "b2"]), rng.random() < 0.5, rng.choice([None, "shr7"])
+            dtype = "s32" if asigned or bsigned or negated[0] != negated[1] or negated[2] else "u32"
+            mods = f"{dtype}.{_types(asigned, bsigned)}" + (".sat" if sat else "") + (f".{scale}" if scale else "")
+            a, b, c = (("-" if n else "") + r for n, r in zip(negated, ("%r1", "%r2", "%r3")))
+            cases.append((f"vmad.{mods} %r10, {_sel(a, asel)}, {b}, {c};",
+                          vmad_model(asigned, bsigned, asel, None, sat, False, scale, negated)))
         for sat in (False, True):
             for po, scale in ((False, None), (True, None), (False, "shr7"), (True, "shr15"), (False, "shr15")):
                 asel, bsel = rng.choice([None, "b0", "b3", "h1"]), rng.choice([None, "b2", "h0"])
@@ -361,6 +375,9 @@ def test_cvt_pack_sat():
     ("vshl.u32.u32.s32.wrap %r10, %r1, %r2;", "unsigned (.u32) shift amount"),
     ("vset.u32.u32.lt.sat %r10, %r1, %r2;", "no .sat"),
     ("cvt.pack.sat.u8.s32 %r10, %r1, %r2;", "a .b32 c"),
+    ("vmad.s32.u32.u32 %r10, -%r1, %r2, -%r3;", "not both"),
+    ("vmad.s32.u32.u32.po %r10, %r1, %r2, -%r3;", "no operand with .po"),
+    ("vadd.s32.u32.u32 %r10, -%r1, %r2;", "only vmad negates"),
 ])
 def test_malformed_video_forms_are_refused(snippet: str, why: str):
     with pytest.raises(FatkitError, match=why.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):

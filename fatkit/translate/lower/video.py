@@ -57,9 +57,9 @@ def _one(lw, ins, choices, what: str) -> str | None:
 
 
 def _plain(lw, operand: ast.Operand) -> tuple[ast.Operand, str | None]:
-    """An operand and its selector (`%r1.b2` → %r1, "b2"); `-a` is a negation the video forms lack."""
-    if type(operand) is ast.Expr and operand.text.startswith("-"):
-        raise lw.fail(f"operand {operand.text}: negated vmad operands are not supported")
+    """An operand and its selector (`%r1.b2` → %r1, "b2")."""
+    if type(operand) is ast.Minus:
+        raise lw.fail(f"-{operand.operand}: only vmad negates its operands")
     if type(operand) is ast.Name and operand.component is not None:
         return ast.Name(operand.name), operand.component
     return operand, None
@@ -187,20 +187,28 @@ def scalar_video(lw, ins):
 
 @handles("vmad")
 def vmad(lw, ins):
-    """d = (a·b + c [+ 1 with .po]) [>> 7 or 15], exact in 128 bits, signed when a or b is; .sat clamps to
-    the 32-bit range of that signedness."""
+    """d = ±(a·b) ± c [+ 1 with .po] [>> 7 or 15], exact in 128 bits. The result is signed when a or b is or
+    either term is negated (then c is read as signed; a negated c as -c of its signed value); .sat clamps to
+    the 32-bit range of that signedness. The ISA negates the product or c, not both, and nothing with .po."""
     builder = lw.builder
     _, a_signed, b_signed = _video_types(lw, ins, 3)
     scale = _one(lw, ins, ("shr7", "shr15"), "scale")
     lw.check_modifiers(ins, {"sat", "po", "shr7", "shr15"})
-    d, a, b, c = lw.operands(ins, 4)
-    (a, asel), (b, bsel), (c, csel) = _plain(lw, a), _plain(lw, b), _plain(lw, c)
+    d, *sources = lw.operands(ins, 4)
+    negated = [type(x) is ast.Minus for x in sources]
+    (a, asel), (b, bsel), (c, csel) = (_plain(lw, x.operand if type(x) is ast.Minus else x) for x in sources)
     if csel is not None or (type(d) is ast.Name and d.component is not None):
         raise lw.fail("vmad's c and d take no selector")
-    signed = a_signed or b_signed
+    negate_product, negate_c = negated[0] != negated[1], negated[2]
+    if (negate_product and negate_c) or (any(negated) and "po" in ins.modifiers):
+        raise lw.fail("vmad negates the product or c, not both, and no operand with .po")
+    signed = a_signed or b_signed or negate_product or negate_c
     product = builder.mul(_part(lw, _word(lw, a), asel, a_signed, I128),
                           _part(lw, _word(lw, b), bsel, b_signed, I128))
-    total = builder.add(product, _extend(lw, _word(lw, c), signed, I128))
+    if negate_product:
+        product = builder.neg(product)
+    addend = _extend(lw, _word(lw, c), signed, I128)
+    total = builder.sub(product, addend) if negate_c else builder.add(product, addend)
     if "po" in ins.modifiers:
         total = builder.add(total, ir.Constant(I128, 1))
     if scale is not None:

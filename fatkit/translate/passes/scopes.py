@@ -165,8 +165,8 @@ def _operand(function, ins, op: ast.Operand, resolve, vectors: dict[str, tuple[s
         return op if all(a is b for a, b in zip(items, op.items)) else kind(items)
     if kind is ast.Pair:
         return ast.Pair(each(op.first), each(op.second))
-    if kind is ast.Negated:
-        return ast.Negated(each(op.operand))
+    if kind in (ast.Negated, ast.Minus):
+        return kind(each(op.operand))
     if kind is ast.SymbolRef:
         return dataclasses.replace(op, name=resolve(op.name))
     return op
