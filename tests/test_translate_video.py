@@ -368,7 +368,7 @@ def test_cvt_pack_sat():
 
 
 @pytest.mark.parametrize("snippet, why", [
-    ("vadd2.u32.u32.u32.sat.add %r10, %r1, %r2, %r3;", ".sat cannot go with the .add"),
+    ("vadd2.u32.u32.u32.sat.add %r10, %r1, %r2, %r3;", ".sat cannot be used with the secondary .add"),
     ("vadd4.u32.u32.u32 %r10, %r1.h10, %r2, %r3;", "selector .h10"),
     ("vadd.u32.u32.u32.add %r10.b0, %r1, %r2, %r3;", "exclude each other"),
     ("vadd.u32.u32.u32 %r10, %r1, %r2, %r3;", "c is given exactly when"),

@@ -259,7 +259,7 @@ def simd_video(lw, ins):
         comparison = None
         dtype_signed, a_signed, b_signed = _video_types(lw, ins, 3)
     if sat and accumulate:
-        raise lw.fail(".sat cannot go with the .add accumulation")
+        raise lw.fail(".sat cannot be used with the secondary .add")
     lw.check_modifiers(ins, {"add", *(_COMPARISONS if op == "set" else ("sat",))})
     d, a, b, c = lw.operands(ins, 4)
     (d, dsel), (a, asel), (b, bsel), (c, csel) = (_plain(lw, x) for x in (d, a, b, c))
