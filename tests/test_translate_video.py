@@ -385,3 +385,13 @@ def test_malformed_video_forms_are_refused(snippet: str, why: str):
         for kernel in translation.kernels:
             if kernel.status != "ok":
                 raise FatkitError(kernel.reason)
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_every_video_form_compiles_for_amd(processor: str):
+    rng = random.Random(5)
+    cases = scalar_cases(rng) + shift_and_set_cases(rng) + vmad_cases(rng) + simd_cases(rng, 2) + \
+        simd_cases(rng, 4)
+    translation = translate(_kernel("video_amd", [snippet for snippet, _ in cases]), Options(target=processor))
+    assert [k.status for k in translation.kernels] == ["ok"], translation.kernels
+    assert translation.product[:4] == b"\x7fELF"
