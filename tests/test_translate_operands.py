@@ -149,3 +149,68 @@ def test_refused_forms_say_why(instruction, why):
     module = table_kernel("bad", [op]) + ".visible .entry ok()\n{\n    ret;\n}\n"
     report = translate(module, Options(target="host")).kernels[0]
     assert report.status == "unsupported" and why in report.reason, report.reason
+
+
+WIDE_PARAMETERS = """.version 8.3
+.target sm_90
+.address_size 64
+.func (.reg .b128 r) swap_add(.reg .b128 x)
+{
+    .reg .b64 %l<3>;
+    mov.b128 {%l1, %l2}, x;
+    add.s64 %l1, %l1, %l2;
+    mov.b128 r, {%l2, %l1};
+    ret;
+}
+.visible .entry wide_parameters(.param .u64 pout, .param .u32 flag, .param .b128 pq)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    .reg .b128 %q<4>;
+    ld.param.u64 %rd1, [pout];
+    ld.param.u32 %r1, [flag];
+    ld.param.b128 %q1, [pq];
+    setp.ne.u32 %p1, %r1, 0;
+    {
+    .param .b128 param0;
+    st.param.b128 [param0], %q1;
+    .param .b128 retval0;
+    call.uni (retval0), swap_add, (param0);
+    ld.param.b128 %q2, [retval0];
+    }
+    st.global.b128 [%rd1], %q2;
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+    mov.u32 %r4, 0;
+    mov.u32 %r5, 0;
+    @%p1 ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd1];
+    @!%p1 ld.global.nc.b128 %q3, [%rd1];
+    @!%p1 mov.b128 {%rd2, %rd3}, %q3;
+    @!%p1 mov.b64 {%r2, %r3}, %rd3;
+    @%p1 st.global.v4.u32 [%rd1+16], {%r5, %r4, %r3, %r2};
+    @!%p1 st.global.v2.u32 [%rd1+16], {%r2, %r3};
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_b128_parameters_calls_and_guarded_vector_accesses(flag: int):
+    program = translate(WIDE_PARAMETERS, Options(target="host")).product
+    low, high = 0x0123456789ABCDEF, 0xF0E1D2C3B4A59687
+    out = (ctypes.c_uint32 * 8)(*([0xA5A5A5A5] * 8))
+    program.launch("wide_parameters", [ctypes.addressof(out), flag, (low | high << 64).to_bytes(16, "little")])
+    swapped = high | ((low + high) & M64) << 64  # swap_add: (lo, hi) → (hi, lo + hi)
+    words = [(swapped >> (32 * k)) & M32 for k in range(4)]
+    assert list(out[:4]) == words
+    if flag:
+        assert list(out[4:]) == words[::-1]
+    else:
+        assert list(out[4:]) == [words[2], words[3], 0xA5A5A5A5, 0xA5A5A5A5]
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_b128_parameters_compile_for_amd(processor: str):
+    translation = translate(WIDE_PARAMETERS, Options(target=processor))
+    assert [k.status for k in translation.kernels] == ["ok"], translation.kernels

@@ -94,7 +94,9 @@ def kernel_signature(kernel: ast.Function) -> KernelSignature:
                               "only scalar integer/floating-point and sized array parameters are supported")
         align = param.align or element
         offset = align_up(offset, align)
-        params.append(KernelParam(param.name, param.type, offset, size, align, array=bool(param.array)))
+        # a .b128 scalar is passed like an array (by reference, 16-aligned): LLVM aligns i128 arguments to 8
+        array = bool(param.array) or param.type == "b128"
+        params.append(KernelParam(param.name, param.type, offset, size, align, array=array))
         offset += size
     return KernelSignature(kernel.name, tuple(params), offset)
 
