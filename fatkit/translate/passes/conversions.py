@@ -57,7 +57,7 @@ def operand_types(ins: ast.Instruction) -> list[str | None] | None:
         wide = ("s" if t[0] == "s" else "u") + str(2 * int(t[1:]))
         return [wide, t, t, wide][:count]
     if opcode == "mov" and any(type(op) is ast.Vector for op in ins.operands):
-        return None  # mov.b128 {…}: its elements are .b64 (lowering reads them so)
+        return None  # mov.b128 {…}: 2 .b64 or 4 .b32 elements (lowering reads them so)
     if opcode in _SAME:
         return [t] * count
     if opcode in ("shl", "shr") and count == 3:
