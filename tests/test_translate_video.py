@@ -250,7 +250,8 @@ def scalar_cases(rng: random.Random) -> list[tuple[str, object]]:
                 tail = rng.choice([None, "add", "min", "max", "merge"])
                 dsel = rng.choice(list(SUBWORD_BITS)) if tail == "merge" else None
                 secondary = tail if tail != "merge" else None
-                mods = _types(dsigned, asigned, bsigned) + (".sat" if sat else "") + (f".{secondary}" if secondary else "")
+                mods = _types(dsigned, asigned, bsigned) + (".sat" if sat else "") + \
+                    (f".{secondary}" if secondary else "")
                 operands = [_sel("%r10", dsel), _sel("%r1", asel), _sel("%r2", bsel)] + (["%r3"] if tail else [])
                 cases.append((f"{op}.{mods} {', '.join(operands)};",
                               scalar_model(op, dsigned, asigned, bsigned, asel, bsel, sat, secondary, dsel)))

@@ -17,17 +17,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import (
-    F16,
-    F32,
-    F64,
-    I1,
-    I16,
-    I32,
-    I64,
-    handles,
-    llvm_type,
-)
+from fatkit.translate.lower.core import F16, F32, F64, I1, I16, I32, I64, handles, llvm_type
 from fatkit.translate.lower.video import cvt_pack
 from fatkit.translate.ptx import ast
 

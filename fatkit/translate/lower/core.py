@@ -13,20 +13,15 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Callable
 
 from llvmlite import ir
 
 from fatkit.errors import FatkitError
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
-from fatkit.translate.targets.base import (
-    KernelParam,
-    KernelSignature,
-    Target,
-    local_name,
-)
+from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
 
 
 class Unsupported(FatkitError):
@@ -46,7 +41,8 @@ _FLOAT_TYPES = {16: F16, 32: F32, 64: F64}
 # lower/convert.py compute on them through f32.
 _BIT_TYPES = {"bf16": I16, "bf16x2": I32, "f16x2": F16X2, "tf32": I32, "e4m3x2": I16, "e5m2x2": I16}
 
-_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", I128: "i128", F16: "f16", F32: "f32", F64: "f64", F16X2: "v2f16"}
+_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", I128: "i128", F16: "f16", F32: "f32", F64: "f64",
+            F16X2: "v2f16"}
 
 
 def llvm_type(ptx_type: str) -> ir.Type | None:

@@ -18,13 +18,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.asynccopy import st_bulk
 from fatkit.translate.lower.atomic import (
-    SCOPES,
-    STATE_SPACES,
-    Order,
-    atomic_load,
-    atomic_store,
-    memory_order,
-    state_space,
+    SCOPES, STATE_SPACES, Order, atomic_load, atomic_store, memory_order, state_space,
 )
 from fatkit.translate.lower.core import I1, I32, I64, handles, llvm_type, reads_special
 from fatkit.translate.ptx import ast

@@ -14,26 +14,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Callable
 
-from fatkit.translate.passes import (
-    conversions,
-    fp_mode,
-    guards,
-    operands,
-    rounding,
-    scopes,
-    special,
-    storage,
-)
-from fatkit.translate.passes.base import (
-    Buffer,
-    FloatMode,
-    FpMode,
-    PassError,
-    Prepared,
-    Storage,
-)
+from fatkit.translate.passes import conversions, fp_mode, guards, operands, rounding, scopes, special, storage
+from fatkit.translate.passes.base import Buffer, FloatMode, FpMode, PassError, Prepared, Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
 

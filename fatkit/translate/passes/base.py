@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
 
 from fatkit.errors import FatkitError
 from fatkit.translate.ptx import ast

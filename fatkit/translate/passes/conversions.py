@@ -16,15 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fatkit.translate.passes.base import (
-    Prepared,
-    Rewriter,
-    bodies,
-    each_function,
-    fail,
-    instruction,
-    register_types,
-)
+from fatkit.translate.passes.base import Prepared, Rewriter, bodies, each_function, fail, instruction, register_types
 from fatkit.translate.ptx import ast
 
 # Opcodes whose operands all have the instruction's (one) type.

@@ -15,13 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fatkit.translate.passes.base import (
-    Prepared,
-    Rewriter,
-    each_function,
-    fail,
-    instruction,
-)
+from fatkit.translate.passes.base import Prepared, Rewriter, each_function, fail, instruction
 from fatkit.translate.ptx import ast
 
 # `.pred` instructions whose operands are all predicates (vote.pred's membermask, say, is a b32).

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fatkit.translate.passes.base import (
-    Buffer,
-    Prepared,
-    Storage,
-    each_function,
-    fail,
-    register_types,
-)
+from fatkit.translate.passes.base import Buffer, Prepared, Storage, each_function, fail, register_types
 from fatkit.translate.ptx import ast
 
 
