@@ -269,7 +269,7 @@ def scan_buffer(source: Source) -> Binary:
 def _scan_elf(finder: _Finder) -> None:
     binary = finder.binary
     try:
-        elf = ElfView(buf)
+        elf = ElfView(finder.buf)
     except FatkitError as exc:
         binary.format = "elf"
         binary.errors.append(exc.located(binary.path))

@@ -40,7 +40,7 @@ import struct
 from functools import cached_property
 from typing import BinaryIO, NamedTuple
 
-from construct import Bytes, Int16ul, Int32ul, Int64ul, Int8ul, Struct
+from construct import Bytes, Int8ul, Int16ul, Int32ul, Int64ul, Struct
 
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, cstring, need, unpacker
@@ -449,7 +449,7 @@ class PeView:
         return out
 
     def _descriptor_names(self, directory: int, layout: struct.Struct, name_field: int, what: str) -> list[str]:
-        rva, size = self.directory(directory)
+        rva = self.directory(directory)[0]  # the tables end at their all-zero descriptor, not at a size
         if rva == 0:
             return []
         offset = self.rva_to_offset(rva)
