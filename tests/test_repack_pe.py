@@ -79,8 +79,10 @@ def check_patch(original: Path, patched: Path, payload: bytes | None = None) -> 
     last = before.sections[-1]
     alignment = before.optional_header.section_alignment
     assert added.virtual_address == -(-(last.virtual_address + last.virtual_size) // alignment) * alignment
-    assert added.pointerto_raw_data >= len(old) and added.pointerto_raw_data % before.optional_header.file_alignment == 0
-    assert after.optional_header.sizeof_image == -(-(added.virtual_address + added.virtual_size) // alignment) * alignment
+    assert added.pointerto_raw_data >= len(old)
+    assert added.pointerto_raw_data % before.optional_header.file_alignment == 0
+    end = added.virtual_address + added.virtual_size
+    assert after.optional_header.sizeof_image == -(-end // alignment) * alignment
     assert after.optional_header.sizeof_initialized_data == \
         before.optional_header.sizeof_initialized_data + added.sizeof_raw_data
     assert after.optional_header.sizeof_headers == before.optional_header.sizeof_headers

@@ -75,7 +75,8 @@ class BinaryRepack:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": str(self.source), "destination": None if self.destination is None else str(self.destination),
-                "status": self.status, "reason": self.reason, "section": self.section_name if self.section_size else None,
+                "status": self.status, "reason": self.reason,
+                "section": self.section_name if self.section_size else None,
                 "section_size": self.section_size, "code_objects": self.code_objects, "modules_cached": self.cached,
                 "kernels_ok": self.kernels_ok, "kernels_failed": self.kernels_failed, "problems": list(self.problems),
                 "modules": [m.to_json() for m in self.modules]}
@@ -170,8 +171,8 @@ def _host_binary(source: Path) -> Binary:
     binaries = list(scan_path(source))
     if len(binaries) != 1 or binaries[0].format not in HOST_FORMATS:
         kind = binaries[0].format if len(binaries) == 1 else "archive"
-        raise InputError(f"not an ELF or PE executable or shared library ({kind}); repack patches only those",
-                         path=str(source))
+        raise InputError(f"not an ELF executable or shared library or a PE DLL/EXE ({kind}); repack patches "
+                         "only those", path=str(source))
     binary = binaries[0]
     name = PE_SECTION_NAME if binary.format in PE_HOST_FORMATS else SECTION_NAME
     if any(c.section == name for c in binary.containers):

@@ -149,8 +149,9 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
                      f"would end at 0x{header_at + SECTION_HEADER_SIZE:x} (the sections would have to move)")
     if any(bytes(buf[header_at:header_at + SECTION_HEADER_SIZE])):
         raise refuse(f"the bytes after the section table (0x{header_at:x}) are in use")
+    slot = range(header_at, header_at + SECTION_HEADER_SIZE)
     for index, (rva, length) in enumerate(image.directories):
-        if index != DIRECTORY_SECURITY and length and rva < header_at + SECTION_HEADER_SIZE and rva + length > header_at:
+        if index != DIRECTORY_SECURITY and length and rva < slot.stop and rva + length > slot.start:
             raise refuse(f"data directory {index} lies in the slack after the section table")
 
     last = max(sections, key=lambda s: s.virtual_address)
