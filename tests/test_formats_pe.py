@@ -203,3 +203,20 @@ def test_inspect_names_the_format_sections_and_libraries():
     assert proc.returncode == 0, proc.stderr
     assert "PE DLL (Windows)" in proc.stdout and ".nv_fatb" in proc.stdout
     assert "cudart64_12.dll (CUDA runtime) → on AMD: HIP runtime (amdhip64_*.dll)" in proc.stdout
+
+
+def test_extract_lint_and_translate_read_the_dll(tmp_path):
+    def fatkit(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "fatkit", *args], capture_output=True, text=True, timeout=300,
+                              cwd=Path(__file__).parent.parent)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr + proc.stdout
+        return proc.stdout
+
+    fatkit("extract", str(SAMPLE), "-o", str(tmp_path / "x"))
+    standalone = {e.arch: e.payload for e in next(scan_path(FATBIN)).entries}
+    assert (tmp_path / "x" / "pe_kern.dll.c0.e2.compute_90.ptx").read_bytes() == standalone["compute_90"]
+    assert (tmp_path / "x" / "pe_kern.dll.c0.e1.sm_90.cubin").read_bytes() == standalone["sm_90"]
+    assert "pe_kern.dll#c0.e2  sm_90  7 kernels" in fatkit("lint", str(SAMPLE))
+    fatkit("translate", str(SAMPLE), "--target", "gfx942", "-o", str(tmp_path / "t"))
+    (code_object,) = scan_path(tmp_path / "t" / "pe_kern.dll.c0.e2.compute_90.gfx942.hsaco")
+    assert code_object.format == "hsaco" and len(code_object.entries[0].kernels) == 7
