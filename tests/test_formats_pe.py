@@ -220,3 +220,24 @@ def test_extract_lint_and_translate_read_the_dll(tmp_path):
     fatkit("translate", str(SAMPLE), "--target", "gfx942", "-o", str(tmp_path / "t"))
     (code_object,) = scan_path(tmp_path / "t" / "pe_kern.dll.c0.e2.compute_90.gfx942.hsaco")
     assert code_object.format == "hsaco" and len(code_object.entries[0].kernels) == 7
+
+
+def test_a_32_bit_image_is_read_with_its_own_layout():
+    """pe_kern32.dll (PE32, i386): 4-byte ImageBase and pointers, HIGHLOW relocations, 16-byte wrapper records."""
+    path = SAMPLE.with_name("pe_kern32.dll")
+    data = path.read_bytes()
+    view, ref = PeView(data), _lief(data)
+    assert view.magic == 0x10B and view.pointer_size == 4 and view.format == "pe-dll"
+    assert view.image_base == ref.optional_header.imagebase
+    assert [(s.name, s.virtual_address, s.raw_offset) for s in view.sections] == \
+           [(s.name, s.virtual_address, s.pointerto_raw_data) for s in ref.sections]
+    assert [i.dll for i in view.imports] == [i.name for i in ref.imports]
+    assert view.relocations == {e.address: e.type.value for r in ref.relocations for e in r.entries
+                                if e.type.value != 0}
+    assert view.relocations[view.section(".nvFatBi").virtual_address + 8] == 3  # IMAGE_REL_BASED_HIGHLOW
+    assert pe_checksum(open(path, "rb"), view.optional_offsets["checksum"]) == ref.compute_checksum()
+    (record,) = wrappers.read_wrappers(view)
+    assert record.target == view.section(".nv_fatb").offset
+    binary = scan_buffer(Source(path.name, data))
+    assert binary.errors == [] and [c.found_by for c in binary.containers] == [["wrapper", "section"]]
+    assert [e.hash for e in binary.entries] == [e.hash for e in next(scan_path(FATBIN)).entries]

@@ -248,3 +248,12 @@ def test_the_corpus_dlls_take_the_section(name, tmp_path):
     (before,), (after,) = scan_path(source), scan_path(tmp_path / name)
     assert [c.to_json(with_hash=True) for c in after.containers if c.section != PE_SECTION_NAME] == \
            [c.to_json(with_hash=True) for c in before.containers]
+
+
+def test_a_32_bit_image_is_repacked(repacked, tmp_path):
+    _, patched = repacked
+    source = SAMPLE.with_name("pe_kern32.dll")
+    result = repack_binary(source, tmp_path / source.name, [TARGET], cache=patched.parent / "cache")
+    assert result.status == "repacked" and result.code_objects == 1
+    check_patch(source, tmp_path / source.name)
+    check_readobj(tmp_path / source.name)

@@ -456,7 +456,7 @@ class PeView:
         if offset is None:
             raise FormatError(f"{what} directory at RVA 0x{rva:x} is not in the file",
                               offset=self.directories_offset + directory * _DIRECTORY.size)
-        names = []
+        names: list[str] = []
         for index in range(MAX_IMPORTS + 1):
             at = offset + index * layout.size
             need(self._buf, at, layout.size, f"{what} descriptor {index}")

@@ -31,6 +31,9 @@ WrapperRecord = Struct(
 )
 WRAPPER_SIZE = WrapperRecord.sizeof()
 DATA_FIELD = 0x08  # offset of "data" in WrapperRecord
+# In a 32-bit image (PE32) the two pointers are 4 bytes: {u32 magic, u32 version, u32 data, u32 …}, 16 bytes.
+WrapperRecord32 = Struct("magic" / Int32ul, "version" / Int32ul, "data" / Int32ul, "filename_or_fatbins" / Int32ul)
+WRAPPER32_SIZE = WrapperRecord32.sizeof()
 _MAGIC_VERSION = struct.Struct("<II")  # the first two fields of WrapperRecord
 
 Vendor = Literal["nvidia", "hip"]
@@ -38,7 +41,7 @@ Vendor = Literal["nvidia", "hip"]
 
 @dataclass(frozen=True)
 class Wrapper:
-    offset: int  # file offset of the 24-byte record
+    offset: int  # file offset of the 24-byte record (16 bytes in a 32-bit PE image)
     vendor: Vendor
     version: int
     target: int | None  # file offset of the fatbin/bundle it registers; None when the pointer cannot be resolved
@@ -57,13 +60,11 @@ def read_wrappers(elf: ElfView | PeView) -> list[Wrapper]:
         vendor = WRAPPER_SECTIONS.get(ELF_SECTION_OF.get(section.name, section.name) if pe else section.name)
         if vendor is None or not section.has_bytes or section.size == 0:
             continue
-        if pe and elf.pointer_size != 8:
-            raise FormatError(f"{section.name}: registration wrappers of 32-bit (PE32) images are not read",
-                              offset=section.offset)
-        if section.size % WRAPPER_SIZE:
-            raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {WRAPPER_SIZE}-byte "
+        size = WRAPPER32_SIZE if isinstance(elf, PeView) and elf.pointer_size == 4 else WRAPPER_SIZE
+        if section.size % size:
+            raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {size}-byte "
                               "wrappers", offset=section.offset)
-        targets = elf.pointers_in(section, WRAPPER_SIZE, DATA_FIELD)
+        targets = elf.pointers_in(section, size, DATA_FIELD)
         for record, target in targets.items():
             magic, version = _MAGIC_VERSION.unpack_from(elf.buffer, record)
             if magic != WRAPPER_MAGICS[vendor]:

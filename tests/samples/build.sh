@@ -253,35 +253,39 @@ verify_amd() {
     done
 }
 
-# pe_kern.dll: src/pe_kern.c, a DLL whose .nv_fatb holds nv_kern.fatbin and whose .nvFatBi wrapper points at
-# it (see the source). lld writes the link time into the COFF header and the export directory: both are zeroed
+# pe_kern.dll (x86-64) and pe_kern32.dll (i386): src/pe_kern.c, a DLL whose .nv_fatb holds nv_kern.fatbin and
+# whose .nvFatBi wrapper points at it (see the source). lld writes the link time into the COFF header and the export directory: both are zeroed
 # so the sample is the same bytes on every rebuild.
 build_pe() {
     cd "$TMP"
     cp "$SRC/pe_kern.c" "$OUT/nv_kern.fatbin" .
     printf 'LIBRARY cudart64_12.dll\nEXPORTS\ncudaGetDeviceCount\n' > cudart64_12.def
     python3 -m ziglang dlltool -d cudart64_12.def -l libcudart64_12.a -m i386:x86-64
+    python3 -m ziglang dlltool -d cudart64_12.def -l libcudart64_12_i386.a -m i386
     python3 -m ziglang cc -target x86_64-windows-gnu -shared -O2 -s -nostdlib -Wl,--entry=DllMainCRTStartup \
         -Wl,--build-id=none -o pe_kern.dll pe_kern.c -L. -lcudart64_12
-    python3 - pe_kern.dll <<'PY'
+    python3 -m ziglang cc -target x86-windows-gnu -shared -O2 -s -nostdlib -Wl,--entry=DllMainCRTStartup@12 \
+        -Wl,--build-id=none -o pe_kern32.dll pe_kern.c -L. -lcudart64_12_i386
+    python3 - pe_kern.dll pe_kern32.dll <<'PY'
 import struct, sys
-path = sys.argv[1]
-with open(path, "r+b") as f:
-    data = bytearray(f.read())
-    lfanew = struct.unpack_from("<I", data, 0x3C)[0]
-    struct.pack_into("<I", data, lfanew + 8, 0)  # COFF TimeDateStamp
-    optional = lfanew + 24
-    assert struct.unpack_from("<H", data, optional)[0] == 0x20B, "PE32+ expected"
-    export_rva = struct.unpack_from("<I", data, optional + 112)[0]  # data directory 0
-    sections = optional + struct.unpack_from("<H", data, lfanew + 20)[0]
-    for i in range(struct.unpack_from("<H", data, lfanew + 6)[0]):
-        _, vsize, va, raw_size, raw = struct.unpack_from("<8sIIII", data, sections + 40 * i)
-        if va <= export_rva < va + raw_size:
-            struct.pack_into("<I", data, raw + export_rva - va + 4, 0)  # export directory TimeDateStamp
-    f.seek(0)
-    f.write(data)
+for path in sys.argv[1:]:
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        lfanew = struct.unpack_from("<I", data, 0x3C)[0]
+        struct.pack_into("<I", data, lfanew + 8, 0)  # COFF TimeDateStamp
+        optional = lfanew + 24
+        magic = struct.unpack_from("<H", data, optional)[0]
+        directories = optional + {0x20B: 112, 0x10B: 96}[magic]  # PE32+ / PE32
+        export_rva = struct.unpack_from("<I", data, directories)[0]  # data directory 0
+        sections = optional + struct.unpack_from("<H", data, lfanew + 20)[0]
+        for i in range(struct.unpack_from("<H", data, lfanew + 6)[0]):
+            _, vsize, va, raw_size, raw = struct.unpack_from("<8sIIII", data, sections + 40 * i)
+            if va <= export_rva < va + raw_size:
+                struct.pack_into("<I", data, raw + export_rva - va + 4, 0)  # export directory TimeDateStamp
+        f.seek(0)
+        f.write(data)
 PY
-    cp pe_kern.dll "$OUT/pe_kern.dll"
+    cp pe_kern.dll pe_kern32.dll "$OUT/"
 }
 
 case $SET in

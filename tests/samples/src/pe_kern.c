@@ -2,14 +2,16 @@
    section .nv_fatb and its registration wrapper (__fatBinC_Wrapper_t, version 1) in .nvFatBi, the 8-byte cuts
    MSVC's linker makes of .nv_fatbin and .nvFatBinSegment; the wrapper's data pointer is an absolute address,
    so the linker lists it in the base relocation table. One import from cudart64_12.dll, one export.
-   No C runtime: built with -nostdlib and this file's entry point. */
+   No C runtime: built with -nostdlib and this file's entry point. Built for x86-64 (pe_kern.dll, PE32+) and
+   i386 (pe_kern32.dll, PE32, where the wrapper's pointers are 4 bytes and C names get a leading underscore:
+   the asm label is named explicitly). */
 __asm__(".section .nv_fatb,\"dr\"\n"
         ".p2align 3\n"
         ".globl fatbin_data\n"
         "fatbin_data:\n"
         ".incbin \"nv_kern.fatbin\"\n"
         ".text\n");
-extern const unsigned char fatbin_data[];
+extern const unsigned char fatbin_data[] __asm__("fatbin_data");
 
 struct fatbin_wrapper {
     unsigned magic, version;
