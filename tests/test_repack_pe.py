@@ -257,3 +257,17 @@ def test_a_32_bit_image_is_repacked(repacked, tmp_path):
     assert result.status == "repacked" and result.code_objects == 1
     check_patch(source, tmp_path / source.name)
     check_readobj(tmp_path / source.name)
+
+
+def test_the_cli_repacks_the_dlls_of_a_directory(repacked, tmp_path):
+    _, patched = repacked
+    tree = tmp_path / "bin"
+    tree.mkdir()
+    shutil.copy(SAMPLE, tree / "kern.dll")
+    (tree / "notes.txt").write_text("MZ, but not an image")
+    proc = fatkit("repack", str(tree), "--target", TARGET, "-o", str(tmp_path / "out"), "--cache",
+                  str(patched.parent / "cache"), "--json")
+    (binary,) = json.loads(proc.stdout)["binaries"]
+    assert (binary["status"], binary["section"]) == ("repacked", PE_SECTION_NAME)
+    assert (tmp_path / "out" / "bin" / "kern.dll").read_bytes() == patched.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "out" / "bin").iterdir()) == ["kern.dll"]

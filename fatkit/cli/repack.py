@@ -20,7 +20,7 @@ from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.render import console, grouped_reasons
 from fatkit.errors import FatkitError
 from fatkit.extract.scan import expand_inputs
-from fatkit.formats.pe import DOS_MAGIC
+from fatkit.formats.pe import is_pe
 from fatkit.repack import STATUSES, BinaryRepack, output_path, repack_binary
 
 FAILING = ("failed", "error")  # statuses that make the command exit 1
@@ -77,7 +77,8 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
         if path.is_dir():
             for file in expand_inputs([path]):
                 with open(file, "rb") as f:
-                    if f.read(4).startswith((b"\x7fELF", DOS_MAGIC)) or file.suffix == ".whl":
+                    head = f.read(4096)  # a PE image's signature follows its DOS stub
+                    if head.startswith(b"\x7fELF") or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
         else:
             yield path, PurePosixPath(path.name)
