@@ -121,15 +121,12 @@ BaseRelocationBlock = Struct("page_rva" / Int32ul, "block_size" / Int32ul)
 DOS_MAGIC = b"MZ"
 PE_SIGNATURE = b"PE\0\0"
 PE32_MAGIC, PE32_PLUS_MAGIC = 0x10B, 0x20B
-IMAGE_FILE_EXECUTABLE_IMAGE = 0x0002
 IMAGE_FILE_DLL = 0x2000
-MACHINES = {0x8664: "x86-64", 0x14C: "i386", 0xAA64: "arm64", 0x1C4: "arm"}
 IMAGE_SCN_CNT_CODE = 0x20
 IMAGE_SCN_CNT_INITIALIZED_DATA = 0x40
-IMAGE_SCN_CNT_UNINITIALIZED_DATA = 0x80
 IMAGE_SCN_MEM_EXECUTE = 0x20000000
 IMAGE_SCN_MEM_READ = 0x40000000
-DIRECTORY_IMPORT, DIRECTORY_EXCEPTION, DIRECTORY_SECURITY, DIRECTORY_BASERELOC = 1, 3, 4, 5
+DIRECTORY_IMPORT, DIRECTORY_SECURITY, DIRECTORY_BASERELOC = 1, 4, 5
 DIRECTORY_DELAY_IMPORT = 13
 IMAGE_REL_BASED_ABSOLUTE, IMAGE_REL_BASED_HIGHLOW, IMAGE_REL_BASED_DIR64 = 0, 3, 10
 # The ELF section each device-code section of a PE image stands for (its name cut to 8 bytes by the linker);
@@ -228,7 +225,7 @@ class PeView:
             raise FormatError(f"no PE\\0\\0 signature at e_lfanew 0x{lfanew:x} (a DOS program, or not PE)",
                               offset=lfanew)
         self.coff_header_offset = lfanew + 4
-        self.optional_header_offset = optional_at = lfanew + _COFF.size
+        optional_at = lfanew + _COFF.size
         need(buf, optional_at, 2, "optional header magic")
         self.magic: int = _U16.unpack_from(buf, optional_at)[0]
         if self.magic not in _OPTIONAL:
