@@ -241,3 +241,22 @@ def test_a_32_bit_image_is_read_with_its_own_layout():
     binary = scan_buffer(Source(path.name, data))
     assert binary.errors == [] and [c.found_by for c in binary.containers] == [["wrapper", "section"]]
     assert [e.hash for e in binary.entries] == [e.hash for e in next(scan_path(FATBIN)).entries]
+
+
+def test_delay_load_imports_are_listed_after_the_others(data):
+    """A delay-load descriptor (attributes 1: RVAs) written into `.rdata`'s file padding (its VirtualSize grown
+    over it), naming the DLL string of the import table, with data directory 13 pointing at it: lief and fatkit
+    list the same delay-load import."""
+    view = PeView(data)
+    rdata = view.section(".rdata")
+    assert rdata.raw_size - rdata.virtual_size >= 72 and not any(data[rdata.offset + rdata.size:][:72])
+    out = bytearray(data)
+    rva = rdata.virtual_address + -(-rdata.virtual_size // 8) * 8
+    name_rva = struct.unpack_from("<5I", data, view.rva_to_offset(view.directory(1)[0]))[3]
+    at = rdata.offset + rva - rdata.virtual_address  # past VirtualSize: no RVA maps here until it grows
+    struct.pack_into("<8I", out, at, 1, name_rva, 0, 0, 0, 0, 0, 0)  # then an all-zero descriptor
+    struct.pack_into("<I", out, view.section_header_offset(rdata.index) + 8, rva + 64 - rdata.virtual_address)
+    struct.pack_into("<II", out, view.directories_offset + 13 * 8, rva, 64)
+    ours, ref = PeView(bytes(out)), _lief(bytes(out))
+    assert [i.name for i in ref.delay_imports] == ["cudart64_12.dll"]
+    assert ours.imports == [("cudart64_12.dll", False), ("cudart64_12.dll", True)]
