@@ -271,3 +271,21 @@ def test_the_cli_repacks_the_dlls_of_a_directory(repacked, tmp_path):
     assert (binary["status"], binary["section"]) == ("repacked", PE_SECTION_NAME)
     assert (tmp_path / "out" / "bin" / "kern.dll").read_bytes() == patched.read_bytes()
     assert sorted(p.name for p in (tmp_path / "out" / "bin").iterdir()) == ["kern.dll"]
+
+
+def test_the_section_holds_what_the_elf_section_holds_for_the_same_ptx(repacked, tmp_path):
+    """tests/samples/nv_lib.so carries the same PTX (kern.cu, two_arch) in its second fatbin: its `.fatkit_amd`
+    and the DLL's `.fatkit` hold the same code object and the same manifest but for where the PTX sits."""
+    result, patched = repacked
+    library = SAMPLE.with_name("nv_lib.so")
+    elf = repack_binary(library, tmp_path / library.name, [TARGET], cache=patched.parent / "cache")
+    assert elf.status == "repacked" and elf.section_name == ".fatkit_amd"
+    (pe_binary,), (elf_binary,) = scan_path(patched), scan_path(tmp_path / library.name)
+    ours = next(c for c in pe_binary.containers if c.section == PE_SECTION_NAME)
+    theirs = next(c for c in elf_binary.containers if c.section == ".fatkit_amd")
+    code = {e.bundle_id: e.payload for e in ours.entries if e.kind == "hsaco"}
+    assert code == {e.bundle_id: e.payload for e in theirs.entries if e.kind == "hsaco"} and code
+    (module,), (elf_module,) = ours.manifest["modules"], theirs.manifest["modules"]
+    assert (module["sources"], elf_module["sources"]) == (["c0.e2"], ["c1.e2"])
+    assert {**module, "sources": None} == {**elf_module, "sources": None}
+    assert {**ours.manifest, "modules": None} == {**theirs.manifest, "modules": None}
