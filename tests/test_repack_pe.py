@@ -22,7 +22,7 @@ from fatkit.errors import FatkitError
 from fatkit.extract.scan import scan_path
 from fatkit.formats.pe import PeView
 from fatkit.repack import PE_SECTION_NAME, repack_binary
-from fatkit.repack.pe_patch import UNSIGNED_WARNING, add_section
+from fatkit.repack.pe_patch import INTEGRITY_WARNING, UNSIGNED_WARNING, add_section
 from fatkit.repack.section import Manifest, build_payload, read_payload
 from fatkit.repack.wheel import repack_wheel
 from tests.corpus import corpus_file
@@ -289,3 +289,14 @@ def test_the_section_holds_what_the_elf_section_holds_for_the_same_ptx(repacked,
     assert (module["sources"], elf_module["sources"]) == (["c0.e2"], ["c1.e2"])
     assert {**module, "sources": None} == {**elf_module, "sources": None}
     assert {**ours.manifest, "modules": None} == {**theirs.manifest, "modules": None}
+
+
+def test_an_image_that_demands_a_signature_is_warned_about(tmp_path):
+    data = bytearray(SAMPLE.read_bytes())
+    at = PeView(bytes(data)).optional_offsets["dll_characteristics"]
+    struct.pack_into("<H", data, at, struct.unpack_from("<H", data, at)[0] | 0x0080)  # FORCE_INTEGRITY
+    source = tmp_path / "integrity.dll"
+    source.write_bytes(bytes(data))
+    payload = build_payload(Manifest("0", "0", (TARGET,), (), {}))
+    assert add_section(source, tmp_path / "out.dll", PE_SECTION_NAME, payload) == [INTEGRITY_WARNING]
+    assert add_section(SAMPLE, tmp_path / "plain.dll", PE_SECTION_NAME, payload) == []

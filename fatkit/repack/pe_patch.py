@@ -21,7 +21,8 @@ it does not (0 says "not computed"; the loader checks it only for drivers and bo
 
 A signed file (certificate table, data directory 4) cannot stay signed: Authenticode hashes the headers and
 every section, so the signature no longer verifies; add_section says so in its warnings, and refuses with
-`keep_signature`. lief (1.0) was not used: asked to add one section to libbitsandbytes_rocm72.dll, its
+`keep_signature`. An image with FORCE_INTEGRITY in DllCharacteristics loads only with a valid signature: a
+warning too. lief (1.0) was not used: asked to add one section to libbitsandbytes_rocm72.dll, its
 builder changed 414 bytes of the original range (321 in `.rsrc`, which it rebuilds, 74 in `.text`, 19 in
 the headers); see docs/repack.md.
 
@@ -50,6 +51,9 @@ _SECTION = unpacker(SectionHeader)
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _NUMBER_OF_SECTIONS_AT = 2  # in the COFF file header, after Machine
+IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080
+INTEGRITY_WARNING = ("the image sets FORCE_INTEGRITY: Windows loads it only with a valid signature, which the "
+                     "repacked file does not have; sign it")
 UNSIGNED_WARNING = ("the file was signed (Authenticode): the signature no longer verifies, Windows and signtool "
                     "report the file as modified; sign the repacked file again")
 
@@ -138,6 +142,8 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
             raise refuse("the file is signed (Authenticode) and --keep-signature was given: a new section breaks "
                          "the signature")
         warnings.append(UNSIGNED_WARNING)
+    if image.optional["dll_characteristics"] & IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY:
+        warnings.append(INTEGRITY_WARNING)
     if image.section_alignment == 0 or image.file_alignment == 0:
         raise refuse("SectionAlignment or FileAlignment is 0")
 
