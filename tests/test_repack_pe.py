@@ -1,6 +1,6 @@
 """`repack` of Windows images: the `.fatkit` section added to tests/samples/pe_kern.dll, to a `win_amd64` wheel
 holding it, and (payload only, no translation) to the four corpus DLLs; read back by lief, by llvm-readobj-19
-(`--coff-*`) and by fatkit; signed files warned about or refused.
+(`--coff-*`), by llvm-objcopy-22 + clang-offload-bundler-22 and by fatkit; signed files warned about or refused.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from fatkit.repack.pe_patch import INTEGRITY_WARNING, UNSIGNED_WARNING, add_sect
 from fatkit.repack.section import Manifest, build_payload, read_payload
 from fatkit.repack.wheel import repack_wheel
 from tests.corpus import corpus_file
+from tests.test_repack import check_bundler
 from tests.test_repack_wheel import Item, build_wheel, record_problems
 
 SAMPLE = Path(__file__).parent / "samples" / "pe_kern.dll"
@@ -110,12 +111,14 @@ def check_readobj(patched: Path) -> None:
     assert "warning" not in proc.stdout.lower() and f"Name: {PE_SECTION_NAME} " in proc.stdout
 
 
-def test_the_sample_is_repacked_and_keeps_every_guarantee(repacked):
+def test_the_sample_is_repacked_and_keeps_every_guarantee(repacked, tmp_path):
     result, patched = repacked
     assert result.status == "repacked" and result.code_objects == 1 and result.problems == []
     assert result.to_json()["section"] == PE_SECTION_NAME
     check_patch(SAMPLE, patched, None)
     check_readobj(patched)
+    manifest = check_bundler(patched, tmp_path, PE_SECTION_NAME)  # llvm-objcopy + clang-offload-bundler
+    assert len(manifest.code_objects) == 1
 
 
 def test_fatkit_reads_back_the_section_and_maps_it_to_the_ptx(repacked):
