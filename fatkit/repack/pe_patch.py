@@ -164,7 +164,8 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
     virtual_address = align(last.virtual_address + (last.virtual_size or last.raw_size), image.section_alignment)
     raw_offset = align(size, image.file_alignment)
     raw_size = align(payload_size, image.file_alignment)
-    size_of_image = align(virtual_address + max(payload_size, 1), image.section_alignment)
+    # right after the last section (the loader expects sections back to back); SizeOfImage never shrinks
+    size_of_image = max(align(virtual_address + max(payload_size, 1), image.section_alignment), image.size_of_image)
     if raw_offset + raw_size >= 1 << 32 or size_of_image >= 1 << 32:
         raise refuse("the section would lie past 4 GiB, beyond what PE offsets and addresses hold")
     header = _SECTION.pack(raw_name, payload_size, virtual_address, raw_size, raw_offset, 0, 0, 0, 0,
