@@ -20,6 +20,7 @@ from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.render import console, grouped_reasons
 from fatkit.errors import FatkitError
 from fatkit.extract.scan import expand_inputs
+from fatkit.formats.pe import is_pe
 from fatkit.repack import STATUSES, BinaryRepack, output_path, repack_binary
 
 FAILING = ("failed", "error")  # statuses that make the command exit 1
@@ -34,12 +35,17 @@ def repack(
                                              help="Code-object cache to reuse and fill (default: a temporary one)."),
     jobs: int = typer.Option(os.cpu_count() or 1, "-j", "--jobs", min=1, help="Translations run in parallel."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    keep_signature: bool = typer.Option(False, "--keep-signature",
+                                        help="Refuse signed (Authenticode) PE files instead of writing copies "
+                                             "whose signature no longer verifies."),
 ) -> None:
     """Write a copy of each binary with a `.fatkit_amd` section: its PTX translated for the targets (docs/repack.md).
 
     Inputs are only read; copies keep their file names under OUTPUT (a directory's files keep their paths
     under the directory's name). A binary without PTX is copied unchanged (status no-ptx). Exit 1 when a
-    binary could not be repacked or none of its kernels translated.
+    binary could not be repacked or none of its kernels translated. Windows DLLs, EXEs and `.pyd`s get a
+    `.fatkit` section (PE names hold 8 bytes) with the same content; a signed one is written with a warning
+    that its signature no longer verifies, or refused with --keep-signature.
     """
     targets = sorted({normalize_target(t) for t in target.split(",") if t.strip()})
     if not targets:
@@ -52,7 +58,7 @@ def repack(
     written: dict[Path, Path] = {}
     with _cache(cache_dir) as cache:
         for source, relative in _inputs(paths):
-            results.append(_repack_one(source, relative, output, targets, cache, jobs, written))
+            results.append(_repack_one(source, relative, output, targets, cache, jobs, written, keep_signature))
     if as_json:
         report = {"fatkit_version": fatkit.__version__, "targets": targets, "output": str(output),
                   "summary": {s: sum(r.status == s for r in results) for s in STATUSES},
@@ -65,20 +71,21 @@ def repack(
 
 
 def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
-    """(file, name under OUTPUT): a file by its own name, a directory's ELF files and wheels under the
+    """(file, name under OUTPUT): a file by its own name, a directory's ELF and PE files and wheels under the
     directory's name."""
     for path in paths:
         if path.is_dir():
             for file in expand_inputs([path]):
                 with open(file, "rb") as f:
-                    if f.read(4) == b"\x7fELF" or file.suffix == ".whl":
+                    head = f.read(4096)  # a PE image's signature follows its DOS stub
+                    if head.startswith(b"\x7fELF") or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
         else:
             yield path, PurePosixPath(path.name)
 
 
 def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: list[str], cache: Path, jobs: int,
-                written: dict[Path, Path]) -> BinaryRepack:
+                written: dict[Path, Path], keep_signature: bool) -> BinaryRepack:
     """One input, by kind (a new kind of input gets its branch here)."""
     try:
         destination = output_path(output, relative)
@@ -91,8 +98,8 @@ def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: li
     if source.suffix == ".whl":  # a new wheel of the same name whose ELF members are repacked
         from fatkit.repack.wheel import repack_wheel_or_error
 
-        return repack_wheel_or_error(source, destination.parent, targets, cache, jobs)
-    return repack_binary(source, destination, targets, cache, jobs)
+        return repack_wheel_or_error(source, destination.parent, targets, cache, jobs, keep_signature)
+    return repack_binary(source, destination, targets, cache, jobs, keep_signature)
 
 
 @contextlib.contextmanager

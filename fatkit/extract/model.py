@@ -165,7 +165,9 @@ class Binary:
 
     path: str
     size: int
-    format: str  # elf-exec | elf-shared | elf-rel | cubin | hsaco | fatbin | offload-bundle | ccob | ptx | other
+    # elf-exec | elf-pie | elf-shared | elf-rel | pe-dll (DLLs and .pyd modules) | pe-exe | cubin | hsaco | fatbin
+    # | offload-bundle | ccob | ptx | other; elf / pe: headers fatkit could not read (the error says why)
+    format: str
     containers: list[Container] = field(default_factory=list)
     needed: list[str] = field(default_factory=list)
     errors: list[FatkitError] = field(default_factory=list)
