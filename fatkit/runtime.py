@@ -8,14 +8,16 @@ The map is fatkit's own: NVIDIA's encoding is undocumented, and the driver calls
 (`cuTensorMapEncodeTiled`, `…Im2col`, `…Im2colWide`, `cuTensorMapReplaceAddress`) are the shim's to
 implement. 128 bytes, little-endian, every field at a fixed offset (`FIELDS`); a map of 128 zero bytes is
 a valid starting point for device-side construction (rank 1, element strides 1, no interleave, swizzle or
-promotion, zero fill, tiled), which is what Triton and CUTLASS start from before `tensormap.replace`.
+promotion, zero fill, tiled), which is what Triton and CUTLASS start from before `tensormap.replace`. The
+encoders leave every field past the rank, and every field the mode does not use, zero, so a map built on
+the device field by field has the encoder's bytes.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from fatkit.errors import FatkitError
 
@@ -28,7 +30,7 @@ FIELDS: dict[str, tuple[int, str, int]] = {
     "global_address": (0, "Q", 1),
     "global_dim": (8, "Q", 5),            # elements per dimension, dimension 0 innermost
     "global_stride": (48, "Q", 4),        # bytes between consecutive indices of dimensions 1…4
-    "box_dim": (80, "H", 5),              # tiled: the box; im2col: unused (channels/pixels below)
+    "box_dim": (80, "H", 5),              # tiled: the box; im2col: unused (0; channels/pixels below)
     "element_stride_minus_one": (90, "B", 5),
     "rank_minus_one": (95, "B", 1),
     "element_type": (96, "B", 1),         # PTX's tensormap.replace .elemtype codes (ELEMENT_TYPES)
@@ -146,7 +148,7 @@ def _common(data_type: int, rank: int, global_address: int, global_dim: Sequence
     """The checks every encode function shares (the driver's list), and the map with those fields set."""
     _check(data_type in DATA_TYPES, f"tensorDataType {data_type} is not a CUtensorMapDataType fatkit supports "
            "(0-12; the packed 4/6-bit types are not implemented)")
-    code, size, floating = DATA_TYPES[data_type]
+    code, _, floating = DATA_TYPES[data_type]
     _check(rank in ranks, f"tensorRank {rank} must be {ranks.start}-{ranks.stop - 1}")
     _check(interleave in INTERLEAVE_BYTES, f"interleave {interleave} is not a CUtensorMapInterleave")
     _check(swizzle in SWIZZLES, f"swizzle {swizzle} is not a CUtensorMapSwizzle")
@@ -174,7 +176,7 @@ def _common(data_type: int, rank: int, global_address: int, global_dim: Sequence
            "implemented by fatkit's copies")
     if interleave == 2:
         _check(mode == 1, "a 32-byte interleave needs the 32-byte swizzle")
-    return TensorMap(global_address=global_address, global_dim=list(global_dim) + [1] * (5 - rank),
+    return TensorMap(global_address=global_address, global_dim=list(global_dim) + [0] * (5 - rank),
                      global_stride=list(global_strides) + [0] * (5 - rank),
                      element_stride=strides + [1] * (5 - rank), rank=rank, element_type=code,
                      interleave=interleave, swizzle_mode=mode, swizzle_atomicity=atomicity, fill_mode=oob_fill,
@@ -203,7 +205,7 @@ def encode_tensor_map(data_type: int, global_address: int, global_dim: Sequence[
     for i, box in enumerate(box_dim):
         _check(1 <= box <= 256, f"boxDim[{i}] = {box} must be 1 to 256")
     _inner_bytes(tensor, box_dim[0], "boxDim[0]")
-    tensor.box_dim = list(box_dim) + [1] * (5 - rank)
+    tensor.box_dim = list(box_dim) + [0] * (5 - rank)
     return tensor.to_bytes()
 
 
@@ -212,7 +214,6 @@ def _im2col_common(tensor: TensorMap, rank: int, channels_per_pixel: int, pixels
     _check(1 <= pixels_per_column <= 1024, f"pixelsPerColumn = {pixels_per_column} must be 1 to 1024")
     _inner_bytes(tensor, channels_per_pixel, "channelsPerPixel")
     tensor.channels_per_pixel, tensor.pixels_per_column = channels_per_pixel, pixels_per_column
-    tensor.box_dim = [channels_per_pixel, pixels_per_column, 1, 1, 1]
 
 
 def encode_im2col(data_type: int, global_address: int, global_dim: Sequence[int], global_strides: Sequence[int],

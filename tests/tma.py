@@ -145,6 +145,8 @@ def _prologue(name: str, extra_params: str = "") -> str:
     mov.u32 %r2, box;
     mov.u32 %r3, bar;
     mov.u32 %r8, %ntid.x;
+    mov.b64 %rd7, map;
+    cvta.param.u64 %rd7, %rd7;
 """
 
 
@@ -200,7 +202,7 @@ def load_kernel(rank: int) -> str:
     """load{rank}d: a tile load of the box at the coordinates, expect-tx `bytes`, the box copied out."""
     return _prologue(f"load{rank}d") + _PREFILL + f"""
     @%p2 bra ISSUED;
-    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [map, {{{_coordinates(rank)}}}], [%r3];
+    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3];
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
 ISSUED:
 """ + _WAIT_AND_COPY_OUT
@@ -213,7 +215,7 @@ def im2col_kernel(rank: int) -> str:
     names = ", ".join(f"%h{i + 1}" for i in range(rank - 2))
     return _prologue(f"im2col{rank}d", offsets) + _PREFILL + f"""
     @%p2 bra ISSUED;
-{loads}    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r2], [map, {{{_coordinates(rank)}}}], [%r3], {{{names}}};
+{loads}    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
 ISSUED:
 """ + _WAIT_AND_COPY_OUT
@@ -241,7 +243,7 @@ FILL:
     bar.sync 0;
     setp.ne.u32 %p2, %r1, 0;
     @%p2 bra DONE;
-    {operation} [map, {{{_coordinates(rank)}}}], [%r2];
+    {operation} [%rd7, {{{_coordinates(rank)}}}], [%r2];
     cp.async.bulk.commit_group;
     cp.async.bulk.wait_group 0;
 DONE:

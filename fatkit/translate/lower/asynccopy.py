@@ -168,7 +168,8 @@ def cp(lw, ins):
         if modifiers[1:3] != ("async", "bulk"):
             raise lw.fail("cp.reduce is cp.reduce.async.bulk")
         if "tensor" in modifiers:
-            from fatkit.translate.lower.tensorcopy import tensor_reduce  # (it builds on this module)
+            # imported here: tensorcopy builds on this module
+            from fatkit.translate.lower.tensorcopy import tensor_reduce
             tensor_reduce(lw, ins)
             return
         _reduce(lw, ins)
@@ -188,7 +189,8 @@ def cp(lw, ins):
                                      "tile", "im2col", "tile::gather4", "im2col::w", "im2col::w::128",
                                      *(f"{n}d" for n in range(1, 6))})
             return
-        from fatkit.translate.lower.tensorcopy import tensor_copy  # (it builds on this module)
+        # imported here: tensorcopy builds on this module
+        from fatkit.translate.lower.tensorcopy import tensor_copy
         tensor_copy(lw, ins)
     elif kind == "bulk" and modifiers[2:3] in (("commit_group",), ("wait_group",)):
         _group(lw, ins, bulk=True)

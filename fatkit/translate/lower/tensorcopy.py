@@ -31,7 +31,8 @@ says why a synchronous copy is a correct asynchronous one, and how the complete-
   bit 0 of ctaMask is set.
 - cp.reduce.async.bulk.tensor: each in-bounds element reduced into global memory by one relaxed atomic at
   .gpu scope, its type the map's element type (chosen at run time among the integer and f16/bf16/f32/f64
-  types the ISA allows for the operation).
+  types the ISA allows for the operation; a map of another type traps, as do min/max of f16/bf16, whose NaN
+  and ±0 rules are not modelled).
 - tensormap.replace writes one field of a map in shared or global memory, in the layout's own encoding
   (rank and element strides minus one); tensormap.cp_fenceproxy copies a map from shared to global memory
   and then releases it at its scope; `fence.proxy.tensormap::generic` (lower/sync.py) is the acquire.
@@ -42,9 +43,20 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.runtime import ELEMENT_TYPES, FIELDS, MODES
-from fatkit.translate.lower.asynccopy import _at, _complete_tx, _directions, counted_loop
+from fatkit.translate.lower.asynccopy import (
+    _at,
+    _complete_tx,
+    _directions,
+    counted_loop,
+)
 from fatkit.translate.lower.atomic import (
-    SCOPES, Order, _bfloat_add, _llvm_operation, atomic_rmw, fence, memory_order,
+    SCOPES,
+    Order,
+    _bfloat_add,
+    _llvm_operation,
+    atomic_rmw,
+    fence,
+    memory_order,
 )
 from fatkit.translate.lower.convert import host_half_runtime
 from fatkit.translate.lower.core import F16, F32, F64, I1, I8, I16, I32, I64, handles
@@ -57,7 +69,7 @@ _HINTS = {"L2::cache_hint"}
 # reduction → the element types (PTX names, ELEMENT_TYPES) the ISA allows into global memory
 _TENSOR_REDUCTIONS = {
     "add": ("u32", "s32", "u64", "f32", "f64", "f16", "bf16"),
-    "min": ("u32", "s32", "u64", "s64", "f16", "bf16"), "max": ("u32", "s32", "u64", "s64", "f16", "bf16"),
+    "min": ("u32", "s32", "u64", "s64"), "max": ("u32", "s32", "u64", "s64"),  # (and f16/bf16: see _reduce_element)
     "inc": ("u32",), "dec": ("u32",),
     "and": ("u32", "s32", "u64", "s64"), "or": ("u32", "s32", "u64", "s64"), "xor": ("u32", "s32", "u64", "s64"),
 }
@@ -139,16 +151,25 @@ class _Map:
         return builder.gep(base, [offset], source_etype=I8)
 
 
-def _swizzled(lw, base: ir.Value, linear: ir.Value, swizzle: ir.Value) -> ir.Value:
-    """The shared pointer of byte `linear` of a box at shared pointer `base` under swizzle mode `swizzle`:
-    a XOR (((a >> 7) & (2^mode − 1)) << 4) of its absolute address a."""
-    builder = lw.builder
-    pointer = builder.gep(base, [linear], source_etype=I8)
-    absolute = builder.ptrtoint(pointer, I64)
-    mask = builder.sub(builder.shl(_const(1), swizzle), _const(1))
-    delta = builder.shl(builder.and_(builder.lshr(absolute, _const(7)), mask), _const(4))
-    moved = builder.sub(builder.xor(absolute, delta), absolute)  # the change of address, as a gep offset
-    return builder.gep(pointer, [moved], source_etype=I8)
+class _Box:
+    """The shared-memory box of a copy: its pointer and its shared address as the program sees it (the
+    address the swizzle reads, which on the host is an offset in the block's shared window, not the
+    pointer's value)."""
+
+    def __init__(self, lw, operand: ast.Operand):
+        if type(operand) is not ast.Address or operand.extra or operand.base is None:
+            raise lw.fail("the box must be a shared [address]")
+        self.lw, self.pointer = lw, lw.address(operand, "shared")
+        self.address = lw.builder.add(lw.builder.zext(lw.read(operand.base, "u32"), I64), _const(operand.offset))
+
+    def byte(self, linear: ir.Value, swizzle: ir.Value) -> ir.Value:
+        """The pointer of byte `linear` of the box under swizzle mode `swizzle`: the byte at shared address a
+        goes to a XOR (((a >> 7) & (2^mode − 1)) << 4)."""
+        builder = self.lw.builder
+        absolute = builder.add(self.address, linear)
+        mask = builder.sub(builder.shl(_const(1), swizzle), _const(1))
+        delta = builder.shl(builder.and_(builder.lshr(absolute, _const(7)), mask), _const(4))
+        return builder.gep(self.pointer, [builder.sub(builder.xor(absolute, delta), self.address)], source_etype=I8)
 
 
 def _by_size(lw, size: ir.Value, action) -> None:
@@ -259,8 +280,6 @@ def tensor_copy(lw, ins) -> None:
 
 def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multicast: bool) -> None:
     destination, source, mbar = operands[:3]
-    if type(destination) is not ast.Address or destination.extra:
-        raise lw.fail("the destination must be a shared [address]")
     builder = lw.builder
     offsets = None
     if im2col:
@@ -276,7 +295,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
         builder.cbranch(builder.trunc(mask, I1), mine, written)
         builder.position_at_end(mine)
     tensor.check(MODES["im2col" if im2col else "tiled"])
-    shared = lw.address(destination, "shared")
+    shared = _Box(lw, destination)
     fill = tensor.filler()
     if im2col:
         total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
@@ -285,7 +304,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
 
         def element(indices: list[ir.Value]) -> None:
             position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
-            target = _swizzled(lw, shared, _linear(builder, indices, extents, tensor.size), tensor.swizzle)
+            target = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
             _put(lw, tensor, tensor.inside(position), tensor.element(position), target, fill)
 
         _loops(lw, extents, element)
@@ -297,7 +316,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
     builder.position_at_end(written)
 
 
-def _load_im2col(lw, tensor: _Map, shared: ir.Value, coordinates: list[ir.Value], offsets: list[ir.Value],
+def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
                  fill: ir.Value) -> ir.Value:
     """The im2col load (module docstring); returns the bytes it wrote."""
     builder, rank = lw.builder, tensor.rank
@@ -329,7 +348,7 @@ def _load_im2col(lw, tensor: _Map, shared: ir.Value, coordinates: list[ir.Value]
             where = [builder.add(coordinates[0], builder.mul(c, tensor.steps[0]))]
             where += [position[i] for i in range(1, rank)]
             linear_byte = builder.mul(builder.add(builder.mul(index, channels), c), tensor.size)
-            target = _swizzled(lw, shared, linear_byte, tensor.swizzle)
+            target = shared.byte(linear_byte, tensor.swizzle)
             _put(lw, tensor, tensor.inside(where), tensor.element(where), target, fill)
 
         counted_loop(lw, channels, channel)
@@ -340,18 +359,16 @@ def _load_im2col(lw, tensor: _Map, shared: ir.Value, coordinates: list[ir.Value]
 
 def _store(lw, target: ast.Operand, source: ast.Operand, rank: int, operation: str | None) -> None:
     """A tile store (operation None) or reduction from the shared box at `source` into the tensor."""
-    if type(source) is not ast.Address or source.extra:
-        raise lw.fail("the source must be a shared [address]")
     builder = lw.builder
     pointer, coordinates = _coordinates(lw, target, rank)
     tensor = _Map(lw, pointer, rank)
     tensor.check(MODES["tiled"])
-    shared = lw.address(source, "shared")
+    shared = _Box(lw, source)
     extents = _extents(lw, tensor)
 
     def element(indices: list[ir.Value]) -> None:
         position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
-        box = _swizzled(lw, shared, _linear(builder, indices, extents, tensor.size), tensor.swizzle)
+        box = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
         with builder.if_then(tensor.inside(position)):
             destination = tensor.element(position)
             if operation is None:
@@ -380,18 +397,13 @@ def _reduce_element(lw, tensor: _Map, operation: str, destination: ir.Value, sou
             host_half_runtime(lw)
         value = builder.load(source, typ=typ, align=size)
         if name == "bf16":
-            if operation != "add":
-                raise lw.fail(f".{operation} on bf16 tensors: the NaN and ±0 rules of half-precision min/max are "
-                              "not modelled")
             _bfloat_add(lw, destination, value, order, size)
         else:
-            ptx_type = "f16" if name == "f16" else name
-            if name == "f16" and operation != "add":
-                raise lw.fail(f".{operation} on f16 tensors: the NaN and ±0 rules of half-precision min/max are "
-                              "not modelled")
-            atomic_rmw(builder, _llvm_operation(lw, operation, ptx_type), destination, value, order, size)
+            atomic_rmw(builder, _llvm_operation(lw, operation, name), destination, value, order, size)
         builder.branch(after)
-    builder.position_at_end(wrong)  # an element type the operation does not take: the ISA leaves it undefined
+    # an element type the operation does not take (the ISA leaves it undefined), and min/max of f16/bf16,
+    # whose NaN and ±0 rules are not modelled: the launch traps
+    builder.position_at_end(wrong)
     lw.target.trap(builder, None)
     lw.stop_thread()
     builder.position_at_end(after)

@@ -1,0 +1,375 @@
+"""Tensor copies (lower/tensorcopy.py) over fatkit's tensor-map ABI (fatkit/runtime.py, docs/runtime.md), and
+clusterlaunchcontrol (lower/clusterlaunch.py), on the CPU host target.
+
+Maps come from the reference encoder; every copy is checked byte for byte against the numpy model of
+tests/tma.py (written from the ISA and the H200 measurements, not from the lowering) over random tensors:
+ranks 1-5, the four swizzles, boxes partly or wholly outside the tensor (negative coordinates too), element
+(traversal) strides, zero and NaN fill, 1/2/4/8-byte elements, im2col boxes, tile stores and reductions.
+The encoder's checks are tested against the driver's rules, and device-side map construction
+(tensormap.replace + cp_fenceproxy) against the encoder's bytes. The same kernels are compiled for gfx942 and
+gfx1100 and re-lowered for sm_90 (ptxas); verification/tma.py runs them on the H200 against NVIDIA's maps.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from fatkit import runtime
+from fatkit.translate import pipeline
+from fatkit.translate.pipeline import Options, translate
+from tests import oracles, tma
+
+RNG = np.random.default_rng(21)
+THREADS = 32
+# CUtensorMapDataType → (bytes, floating)
+TYPES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
+FLOATING = {6, 7, 8, 9}
+
+
+@functools.cache
+def _program():
+    translation = translate(tma.module(), Options(target="host"))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+    return translation.product
+
+
+def _u32(values) -> list[int]:
+    return [v & 0xFFFFFFFF for v in values] + [0] * (5 - len(values))
+
+
+def _out() -> np.ndarray:
+    return np.zeros(tma.SHARED_BYTES + 4 * THREADS, np.uint8)
+
+
+def _tensor(dims, size, pad_to=16):
+    """Random bytes of a tensor of `dims` with each row padded to 16 bytes, and its byte strides."""
+    pitch = -(-dims[0] * size // pad_to) * pad_to + pad_to * int(RNG.integers(0, 3))
+    strides = [pitch]
+    for d in dims[1:-1]:
+        strides.append(strides[-1] * d)
+    total = strides[-1] * dims[-1] if len(dims) > 1 else pitch
+    return RNG.integers(0, 256, total, dtype=np.uint8), strides[:len(dims) - 1]
+
+
+def _load_case(seed: int):
+    """A random tile-load case: rank, type, box, element strides, swizzle, fill, coordinates."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 6))
+    data_type = int(rng.choice(list(TYPES)))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    span = tma.SWIZZLE_SPAN[swizzle] or 64
+    inner = int(rng.choice([n for n in range(16, span + 1, 16)])) // size
+    box = [inner] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 1, 2, 3])) for _ in range(rank)]
+    dims = [int(rng.integers(max(2, inner // 2), 3 * inner + 2))] + [int(rng.integers(2, 7)) for _ in range(rank - 1)]
+    coords = [int(rng.integers(-box[i] * steps[i], dims[i] + 1)) for i in range(rank)]
+    nan = data_type in FLOATING and bool(rng.integers(0, 2))
+    return rank, data_type, size, box, steps, swizzle, nan, dims, coords
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tile_loads_match_the_model(seed):
+    rank, data_type, size, box, steps, swizzle, nan, dims, coords = _load_case(seed)
+    memory, strides = _tensor(dims, size)
+    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, dims, strides, box, steps, swizzle=swizzle,
+                                      oob_fill=int(nan))
+    extents = tma.box_extents(box, steps)
+    total = int(np.prod(extents)) * size
+    out = _out()
+    _program().launch(f"load{rank}d", [image, out.ctypes.data, *_u32(coords), total], block=(THREADS,))
+    before = np.full(tma.SHARED_BYTES, 0xA5, np.uint8)
+    expected = tma.load(memory, dims, strides, size, box, steps, coords, swizzle, nan, before)
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], expected)
+
+
+def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
+    memory, strides = _tensor([40, 9], 4)
+    image = runtime.encode_tensor_map(7, memory.ctypes.data, [40, 9], strides, [32, 4], oob_fill=1, swizzle=3)
+    out = _out()
+    _program().launch("load2d", [image, out.ctypes.data, *_u32([-100, 20]), 512], block=(THREADS,))
+    words = out[:512].view(np.uint32)
+    assert (words == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_im2col_loads_match_the_model(seed):
+    rng = np.random.default_rng(100 + seed)
+    rank = int(rng.integers(3, 6))
+    size = 2
+    channels = int(rng.choice([8, 16, 32]))
+    dims = [channels + int(rng.integers(0, 9))] + [int(rng.integers(3, 7)) for _ in range(rank - 2)]
+    dims.append(int(rng.integers(1, 4)))
+    memory, strides = _tensor(dims, size)
+    limit = {3: 3, 4: 3, 5: 2}[rank]
+    lower = [int(rng.integers(-limit, 1)) for _ in range(rank - 2)]
+    upper = [int(rng.integers(-limit, limit)) for _ in range(rank - 2)]
+    steps = [1] + [int(rng.choice([1, 2])) for _ in range(rank - 1)]
+    # the bounding box must hold at least one position per spatial dimension
+    for i in range(rank - 2):
+        if dims[i + 1] - 1 + upper[i] < lower[i]:
+            upper[i] = lower[i] - dims[i + 1] + 1
+    pixels = int(rng.integers(1, 20))
+    image = runtime.encode_im2col(6, memory.ctypes.data, dims, strides, lower, upper, channels, pixels, steps,
+                                  oob_fill=int(rng.integers(0, 2)))
+    fields = runtime.decode(image)
+    start = [int(rng.choice(range(lower[i], dims[i + 1] + upper[i], steps[i + 1]))) for i in range(rank - 2)]
+    coords = [int(rng.integers(0, dims[0] - channels + 1))] + start + [int(rng.integers(0, dims[-1]))]
+    offsets = [int(rng.integers(0, 3)) for _ in range(rank - 2)]
+    total = pixels * channels * size
+    out = _out()
+    args = [image, out.ctypes.data, *_u32(coords), total, *(offsets + [0] * (3 - len(offsets)))]
+    _program().launch(f"im2col{rank}d", args, block=(THREADS,))
+    expected = tma.im2col(memory, dims, strides, size, channels, pixels, steps, lower, upper, coords, offsets, 0,
+                          bool(fields.fill_mode))
+    expected[total:] = 0xA5
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], expected)
+
+
+def _signed(value, bits: int = 32) -> int:
+    value = int(value)
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+# operation → (CUtensorMapDataType, the reduction on the old and new elements as unsigned integers)
+_REDUCTIONS = {
+    "add": (2, lambda old, new: (int(old) + int(new)) & 0xFFFFFFFF),
+    "min": (3, lambda old, new: min(_signed(old), _signed(new)) & 0xFFFFFFFF),
+    "xor": (4, lambda old, new: int(old) ^ int(new)),
+}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_tile_stores_and_reductions_match_the_model(seed):
+    rng = np.random.default_rng(200 + seed)
+    operation = [None, "add", "min", "xor"][seed % 4]
+    rank = int(rng.integers(1, 4)) if operation is None else 2
+    data_type, reduce = (_REDUCTIONS[operation] if operation else (int(rng.choice(list(TYPES))), None))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    span = tma.SWIZZLE_SPAN[swizzle] or 64
+    box = [span // size] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 2])) for _ in range(rank)]
+    dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
+    memory, strides = _tensor(dims, size)
+    coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
+    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, dims, strides, box, steps, swizzle=swizzle)
+    source = RNG.integers(0, 256, tma.SHARED_BYTES, dtype=np.uint8)
+    expected = tma.store(memory, dims, strides, size, box, steps, coords, swizzle, source, reduce)
+    kernel = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
+    _program().launch(kernel, [image, _out().ctypes.data, *_u32(coords), 0, source.ctypes.data], block=(THREADS,))
+    np.testing.assert_array_equal(memory, expected)
+
+
+# ------------------------------------------------------------------------------------------- tensormap
+
+REPLACE = tma.HEADER + """
+.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<12>;
+    .shared .align 128 .b8 map[128];
+    .shared .align 1024 .b8 box[1024];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [address];
+    ld.param.u64 %rd3, [source];
+    ld.param.u64 %rd4, [data];
+    mov.u32 %r1, map;
+    mov.u64 %rd5, 0;
+    st.shared.v2.u64 [map], {%rd5, %rd5};
+    st.shared.v2.u64 [map+16], {%rd5, %rd5};
+    st.shared.v2.u64 [map+32], {%rd5, %rd5};
+    st.shared.v2.u64 [map+48], {%rd5, %rd5};
+    st.shared.v2.u64 [map+64], {%rd5, %rd5};
+    st.shared.v2.u64 [map+80], {%rd5, %rd5};
+    st.shared.v2.u64 [map+96], {%rd5, %rd5};
+    st.shared.v2.u64 [map+112], {%rd5, %rd5};
+    tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd4;
+    tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 0, 32;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 1, 4;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 0, 40;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 1, 7;
+    tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r1], 1, 96;
+    tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 1, 2;
+    tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r1], 6;
+    tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r1], 2;
+    tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r1], 0;
+    tensormap.replace.tile.swizzle_atomicity.shared::cta.b1024.b32 [%r1], 0;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd2], [%r1], 128;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
+    mov.u32 %r2, box;
+    mov.u32 %r3, bar;
+    mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u32 %r4, 36;
+    mov.u32 %r5, 5;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 1024;
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+    ret;
+}
+"""
+
+
+def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it():
+    """A zeroed map with every field replaced (the Triton/CUTLASS sequence), copied out with
+    cp_fenceproxy, has the encoder's bytes, and a copy through it matches the model (f16, 64-byte swizzle,
+    element stride 2 in dimension 1, NaN fill)."""
+    memory = RNG.integers(0, 256, 96 * 7, dtype=np.uint8)
+    built, out = np.zeros(128, np.uint8), np.zeros(1024, np.uint8)
+    program = translate(REPLACE, Options(target="host")).product
+    program.launch("build", [out.ctypes.data, built.ctypes.data, 0, memory.ctypes.data])
+    expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
+                                         oob_fill=1)
+    assert built.tobytes() == expected
+    box = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [36, 5], 2, True)
+    np.testing.assert_array_equal(out[:128], box[:128])
+
+
+# ------------------------------------------------------------------------------------------- encoder
+
+GOOD = {"data_type": 7, "global_address": 0x10000, "global_dim": [64, 32], "global_strides": [256], "box_dim": [32, 8]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"data_type": 13}, "tensorDataType 13"),
+    ({"global_address": 0x10008}, "16-byte aligned"),
+    ({"global_address": 0}, "non-null"),
+    ({"global_dim": [0, 32]}, "globalDim[0] = 0"),
+    ({"global_dim": [64, (1 << 32) + 1]}, "globalDim[1]"),
+    ({"global_strides": [260]}, "multiple of 16"),
+    ({"global_strides": [1 << 40]}, "below 2^40"),
+    ({"global_strides": []}, "globalStrides needs 1"),
+    ({"box_dim": [32, 257]}, "boxDim[1] = 257"),
+    ({"box_dim": [3, 8]}, "multiple of 16"),
+    ({"box_dim": [64, 8], "swizzle": 1}, "exceeds the 32-byte swizzle"),
+    ({"element_strides": [1, 9]}, "elementStrides[1] = 9"),
+    ({"oob_fill": 1, "data_type": 2}, "floating-point"),
+    ({"swizzle": 4}, "32/64-byte atoms"),
+    ({"interleave": 1}, "tensorRank >= 3"),
+    ({"global_dim": [1] * 6, "global_strides": [16] * 5, "box_dim": [4] * 6}, "tensorRank 6"),
+])
+def test_the_encoder_rejects_what_the_driver_rejects(change, message):
+    arguments = {**GOOD, **change}
+    with pytest.raises(runtime.TensorMapError, match=message.replace("^", r"\^").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        runtime.encode_tensor_map(**arguments)
+
+
+def test_the_encoders_maps_decode_and_a_zero_map_is_a_rank_one_tile_map():
+    image = runtime.encode_tensor_map(**GOOD, element_strides=[1, 4], swizzle=3, l2_promotion=2)
+    fields = runtime.decode(image)
+    assert (fields.global_address, fields.global_dim[:2], fields.global_stride[:1], fields.box_dim[:2]) == \
+           (0x10000, [64, 32], [256], [32, 8])
+    assert (fields.element_stride[:2], fields.rank, fields.element_type, fields.swizzle_mode, fields.l2_promotion) == \
+           ([1, 4], 2, 7, 3, 2)
+    moved = runtime.replace_address(image, 0x20000)
+    assert runtime.decode(moved).global_address == 0x20000 and moved[8:] == image[8:]
+    with pytest.raises(runtime.TensorMapError, match="aligned"):
+        runtime.replace_address(image, 0x20004)
+    zero = runtime.decode(bytes(128))
+    assert (zero.rank, zero.element_stride, zero.mode, zero.swizzle_mode, zero.fill_mode) == (1, [1] * 5, 0, 0, 0)
+    wide = runtime.decode(runtime.encode_im2col_wide(6, 0x1000, [16, 8, 4], [32, 256], -1, 0, 16, 64, wide_mode=1))
+    assert (wide.mode, wide.lower_corner[0], wide.channels_per_pixel, wide.pixels_per_column) == (3, -1, 16, 64)
+    with pytest.raises(runtime.TensorMapError, match="pixelBoxLowerCorner"):
+        runtime.encode_im2col(6, 0x1000, [16, 8, 8, 2], [32, 256, 2048], [-200, 0], [0, 0], 16, 8)
+
+
+# ------------------------------------------------------------------------------------------- clusterlaunchcontrol
+
+CANCEL = tma.HEADER.replace("8.0", "8.7").replace("sm_90", "sm_100") + """
+.visible .entry cancel(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<2>;
+    .shared .align 16 .b8 response[16];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, response;
+    mov.u32 %r2, bar;
+    mbarrier.init.shared::cta.b64 [%r2], 1;
+    mov.u32 %r3, -1;
+    st.shared.v4.u32 [%r1], {%r3, %r3, %r3, %r3};
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r2];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 16;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [response], 16;
+    ret;
+}
+"""
+
+
+def test_try_cancel_fails_legally_and_completes_its_sixteen_bytes():
+    """The request always fails: the response is fatkit's 16 zero bytes, written before the phase (which
+    waits for 16 bytes of transactions) completes."""
+    out = np.full(16, 0xEE, np.uint8)
+    translate(CANCEL, Options(target="host")).product.launch("cancel", [out.ctypes.data])
+    assert out.tobytes() == bytes(16)
+
+
+# ------------------------------------------------------------------------------------------- refusals, codegen
+
+def _reason(body: str) -> str:
+    ptx = tma.HEADER.replace("8.0", "8.6").replace("sm_90", "sm_100") + f"""
+.visible .entry refused(.param .align 64 .b8 map[128])
+{{
+    .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .b16 %h<4>;
+    .shared .align 128 .b8 s[4096];
+    .shared .align 8 .b64 bar;
+    mov.u32 %r1, s;
+    mov.u32 %r2, bar;
+    {body}
+    ret;
+}}
+"""
+    options = Options(target="host")
+    (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
+    assert report.status == "unsupported", body
+    return report.reason
+
+
+@pytest.mark.parametrize("body, reason", [
+    (("cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [%r1], "
+      "[map, {%r3, %r3, %r3, %r3, %r3}], [%r2];"), "gather4/scatter4"),
+    (("cp.async.bulk.tensor.3d.shared::cluster.global.im2col::w.mbarrier::complete_tx::bytes [%r1], "
+      "[map, {%r3, %r3, %r3}], [%r2], {%h1, %h2};"), "im2col::w"),
+    ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3}], [%r2];",
+     "takes 2 coordinates"),
+    (("cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
+      "[%r2], {%h1};"), "im2col copies are 3d to 5d"),
+    ("cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group [map, {%r3, %r3, %r3}], [%r1];",
+     "im2col_no_offs"),
+])
+def test_refusals_name_the_mode(body, reason):
+    assert reason in _reason(body)
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_the_kernels_compile_for_amd(processor):
+    translation = translate(tma.module() + "".join(p.split("\n", 3)[3] for p in (REPLACE, CANCEL)),
+                            Options(target=processor))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+
+
+def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
+    oracles.assert_ptxas_accepts(tma.module(), tmp_path)
+    translation = translate(tma.module(), Options(target="sm_90"))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+    oracles.assert_ptxas_accepts(translation.product, tmp_path)
