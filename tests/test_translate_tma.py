@@ -24,6 +24,7 @@ from tests import oracles, tma
 
 RNG = np.random.default_rng(21)
 THREADS = 32
+PATIENCE = 1 << 31  # mbarrier wait tries: a loaded CPU can keep the issuing thread off a core for long
 # CUtensorMapDataType → (bytes, floating)
 TYPES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
 FLOATING = {6, 7, 8, 9}
@@ -80,7 +81,7 @@ def test_tile_loads_match_the_model(seed):
     extents = tma.box_extents(box, steps)
     total = int(np.prod(extents)) * size
     out = _out()
-    _program().launch(f"load{rank}d", [image, out.ctypes.data, *_u32(coords), total], block=(THREADS,))
+    _program().launch(f"load{rank}d", [image, out.ctypes.data, *_u32(coords), total, PATIENCE], block=(THREADS,))
     before = np.full(tma.SHARED_BYTES, 0xA5, np.uint8)
     expected = tma.load(memory, dims, strides, size, box, steps, coords, swizzle, nan, before)
     assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
@@ -91,7 +92,7 @@ def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
     memory, strides = _tensor([40, 9], 4)
     image = runtime.encode_tensor_map(7, memory.ctypes.data, [40, 9], strides, [32, 4], oob_fill=1, swizzle=3)
     out = _out()
-    _program().launch("load2d", [image, out.ctypes.data, *_u32([-100, 20]), 512], block=(THREADS,))
+    _program().launch("load2d", [image, out.ctypes.data, *_u32([-100, 20]), 512, PATIENCE], block=(THREADS,))
     words = out[:512].view(np.uint32)
     assert (words == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
     assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
@@ -123,7 +124,7 @@ def test_im2col_loads_match_the_model(seed):
     offsets = [int(rng.integers(0, 3)) for _ in range(rank - 2)]
     total = pixels * channels * size
     out = _out()
-    args = [image, out.ctypes.data, *_u32(coords), total, *(offsets + [0] * (3 - len(offsets)))]
+    args = [image, out.ctypes.data, *_u32(coords), total, PATIENCE, *(offsets + [0] * (3 - len(offsets)))]
     _program().launch(f"im2col{rank}d", args, block=(THREADS,))
     expected = tma.im2col(memory, dims, strides, size, channels, pixels, steps, lower, upper, coords, offsets, 0,
                           bool(fields.fill_mode))
@@ -163,7 +164,7 @@ def test_tile_stores_and_reductions_match_the_model(seed):
     source = RNG.integers(0, 256, tma.SHARED_BYTES, dtype=np.uint8)
     expected = tma.store(memory, dims, strides, size, box, steps, coords, swizzle, source, reduce)
     kernel = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
-    _program().launch(kernel, [image, _out().ctypes.data, *_u32(coords), 0, source.ctypes.data], block=(THREADS,))
+    _program().launch(kernel, [image, _out().ctypes.data, *_u32(coords), 0, 0, source.ctypes.data], block=(THREADS,))
     np.testing.assert_array_equal(memory, expected)
 
 

@@ -123,9 +123,10 @@ def _coordinates(rank: int) -> str:
 
 def _prologue(name: str, extra_params: str = "") -> str:
     """Params: the map, out (SHARED_BYTES bytes of box, then a u32 completion flag a thread), five
-    coordinates, the expected transaction bytes."""
+    coordinates, the expected transaction bytes, how many times a thread tries the mbarrier wait."""
     return f"""
-.visible .entry {name}(.param .align 64 .b8 map[128], .param .u64 out{_COORDS}, .param .u32 bytes{extra_params})
+.visible .entry {name}(.param .align 64 .b8 map[128], .param .u64 out{_COORDS}, .param .u32 bytes,
+    .param .u32 patience{extra_params})
 {{
     .reg .pred %p<4>;
     .reg .b16 %h<4>;
@@ -141,6 +142,7 @@ def _prologue(name: str, extra_params: str = "") -> str:
     ld.param.u32 %c3, [c3];
     ld.param.u32 %c4, [c4];
     ld.param.u32 %r9, [bytes];
+    ld.param.u32 %r12, [patience];
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, box;
     mov.u32 %r3, bar;
@@ -168,15 +170,15 @@ INITIALISED:
     bar.sync 0;
 """
 
-# every thread waits on the phase (at most 2^26 tries, so a wrong tx count cannot hang the GPU), then copies
-# the box out and writes its flag (a u32 after the box, one a thread): 1 when it saw the phase complete
+# every thread waits on the phase (at most `patience` tries, so a wrong tx count cannot hang the GPU), then
+# copies the box out and writes its flag (a u32 after the box, one a thread): 1 when it saw the phase complete
 _WAIT_AND_COPY_OUT = f"""
     mov.u32 %r6, 0;
 WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r3], 0;
     @%p3 bra WAITED;
     add.u32 %r6, %r6, 1;
-    setp.lt.u32 %p1, %r6, 67108864;
+    setp.lt.u32 %p1, %r6, %r12;
     @%p1 bra WAIT;
 WAITED:
     selp.u32 %r7, 1, 0, %p3;
