@@ -25,9 +25,6 @@ from tests import oracles, tma
 RNG = np.random.default_rng(21)
 THREADS = 32
 PATIENCE = 1 << 31  # mbarrier wait tries: a loaded CPU can keep the issuing thread off a core for long
-# CUtensorMapDataType → (bytes, floating)
-TYPES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
-FLOATING = {6, 7, 8, 9}
 
 
 @functools.cache
@@ -37,135 +34,56 @@ def _program():
     return translation.product
 
 
-def _u32(values) -> list[int]:
-    return [v & 0xFFFFFFFF for v in values] + [0] * (5 - len(values))
+def _map(case: dict, memory: np.ndarray) -> bytes:
+    if case["kind"] == "im2col":
+        return runtime.encode_im2col(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
+                                     case["lower"], case["upper"], case["channels"], case["pixels"], case["steps"],
+                                     oob_fill=int(case["nan"]))
+    return runtime.encode_tensor_map(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
+                                     case["box"], case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
 
 
-def _out() -> np.ndarray:
-    return np.zeros(tma.SHARED_BYTES + 4 * THREADS, np.uint8)
-
-
-def _tensor(dims, size, pad_to=16):
-    """Random bytes of a tensor of `dims` with each row padded to 16 bytes, and its byte strides."""
-    pitch = -(-dims[0] * size // pad_to) * pad_to + pad_to * int(RNG.integers(0, 3))
-    strides = [pitch]
-    for d in dims[1:-1]:
-        strides.append(strides[-1] * d)
-    total = strides[-1] * dims[-1] if len(dims) > 1 else pitch
-    return RNG.integers(0, 256, total, dtype=np.uint8), strides[:len(dims) - 1]
-
-
-def _load_case(seed: int):
-    """A random tile-load case: rank, type, box, element strides, swizzle, fill, coordinates."""
-    rng = np.random.default_rng(seed)
-    rank = int(rng.integers(1, 6))
-    data_type = int(rng.choice(list(TYPES)))
-    size = TYPES[data_type]
-    swizzle = int(rng.integers(0, 4))
-    span = tma.SWIZZLE_SPAN[swizzle] or 64
-    inner = int(rng.choice([n for n in range(16, span + 1, 16)])) // size
-    box = [inner] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
-    steps = [int(rng.choice([1, 1, 2, 3])) for _ in range(rank)]
-    dims = [int(rng.integers(max(2, inner // 2), 3 * inner + 2))] + [int(rng.integers(2, 7)) for _ in range(rank - 1)]
-    coords = [int(rng.integers(-box[i] * steps[i], dims[i] + 1)) for i in range(rank)]
-    nan = data_type in FLOATING and bool(rng.integers(0, 2))
-    return rank, data_type, size, box, steps, swizzle, nan, dims, coords
+def _run(case: dict) -> None:
+    """Launch the case on the host and compare with the model: the box and every thread's completion flag
+    (loads), or the tensor (stores)."""
+    memory = tma.tensor(case)
+    want = tma.expected(case, memory)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    box = tma.source(case)
+    _program().launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE,
+                                                           box.ctypes.data), block=(THREADS,))
+    if case["kind"] == "store":
+        np.testing.assert_array_equal(memory, want)
+        return
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], want)
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_tile_loads_match_the_model(seed):
-    rank, data_type, size, box, steps, swizzle, nan, dims, coords = _load_case(seed)
-    memory, strides = _tensor(dims, size)
-    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, dims, strides, box, steps, swizzle=swizzle,
-                                      oob_fill=int(nan))
-    extents = tma.box_extents(box, steps)
-    total = int(np.prod(extents)) * size
-    out = _out()
-    _program().launch(f"load{rank}d", [image, out.ctypes.data, *_u32(coords), total, PATIENCE], block=(THREADS,))
-    before = np.full(tma.SHARED_BYTES, 0xA5, np.uint8)
-    expected = tma.load(memory, dims, strides, size, box, steps, coords, swizzle, nan, before)
-    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
-    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], expected)
+    _run(tma.load_case(seed))
 
 
 def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
-    memory, strides = _tensor([40, 9], 4)
-    image = runtime.encode_tensor_map(7, memory.ctypes.data, [40, 9], strides, [32, 4], oob_fill=1, swizzle=3)
-    out = _out()
-    _program().launch("load2d", [image, out.ctypes.data, *_u32([-100, 20]), 512, PATIENCE], block=(THREADS,))
-    words = out[:512].view(np.uint32)
-    assert (words == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
+    case = {**tma.load_case(0), "rank": 2, "data_type": 7, "size": 4, "dims": [40, 9], "pitch": 160,
+            "strides": [160], "box": [32, 4], "steps": [1, 1], "swizzle": 3, "nan": True, "coords": [-100, 20],
+            "bytes": 512}
+    memory = tma.tensor(case)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    _program().launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE),
+                      block=(THREADS,))
+    assert (out[:512].view(np.uint32) == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
     assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_im2col_loads_match_the_model(seed):
-    rng = np.random.default_rng(100 + seed)
-    rank = int(rng.integers(3, 6))
-    size = 2
-    channels = int(rng.choice([8, 16, 32]))
-    dims = [channels + int(rng.integers(0, 9))] + [int(rng.integers(3, 7)) for _ in range(rank - 2)]
-    dims.append(int(rng.integers(1, 4)))
-    memory, strides = _tensor(dims, size)
-    limit = {3: 3, 4: 3, 5: 2}[rank]
-    lower = [int(rng.integers(-limit, 1)) for _ in range(rank - 2)]
-    upper = [int(rng.integers(-limit, limit)) for _ in range(rank - 2)]
-    steps = [1] + [int(rng.choice([1, 2])) for _ in range(rank - 1)]
-    # the bounding box must hold at least one position per spatial dimension
-    for i in range(rank - 2):
-        if dims[i + 1] - 1 + upper[i] < lower[i]:
-            upper[i] = lower[i] - dims[i + 1] + 1
-    pixels = int(rng.integers(1, 20))
-    image = runtime.encode_im2col(6, memory.ctypes.data, dims, strides, lower, upper, channels, pixels, steps,
-                                  oob_fill=int(rng.integers(0, 2)))
-    fields = runtime.decode(image)
-    start = [int(rng.choice(range(lower[i], dims[i + 1] + upper[i], steps[i + 1]))) for i in range(rank - 2)]
-    coords = [int(rng.integers(0, dims[0] - channels + 1))] + start + [int(rng.integers(0, dims[-1]))]
-    offsets = [int(rng.integers(0, 3)) for _ in range(rank - 2)]
-    total = pixels * channels * size
-    out = _out()
-    args = [image, out.ctypes.data, *_u32(coords), total, PATIENCE, *(offsets + [0] * (3 - len(offsets)))]
-    _program().launch(f"im2col{rank}d", args, block=(THREADS,))
-    expected = tma.im2col(memory, dims, strides, size, channels, pixels, steps, lower, upper, coords, offsets, 0,
-                          bool(fields.fill_mode))
-    expected[total:] = 0xA5
-    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
-    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], expected)
-
-
-def _signed(value, bits: int = 32) -> int:
-    value = int(value)
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-# operation → (CUtensorMapDataType, the reduction on the old and new elements as unsigned integers)
-_REDUCTIONS = {
-    "add": (2, lambda old, new: (int(old) + int(new)) & 0xFFFFFFFF),
-    "min": (3, lambda old, new: min(_signed(old), _signed(new)) & 0xFFFFFFFF),
-    "xor": (4, lambda old, new: int(old) ^ int(new)),
-}
+    _run(tma.im2col_case(seed))
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_tile_stores_and_reductions_match_the_model(seed):
-    rng = np.random.default_rng(200 + seed)
-    operation = [None, "add", "min", "xor"][seed % 4]
-    rank = int(rng.integers(1, 4)) if operation is None else 2
-    data_type, reduce = (_REDUCTIONS[operation] if operation else (int(rng.choice(list(TYPES))), None))
-    size = TYPES[data_type]
-    swizzle = int(rng.integers(0, 4))
-    span = tma.SWIZZLE_SPAN[swizzle] or 64
-    box = [span // size] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
-    steps = [int(rng.choice([1, 2])) for _ in range(rank)]
-    dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
-    memory, strides = _tensor(dims, size)
-    coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
-    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, dims, strides, box, steps, swizzle=swizzle)
-    source = RNG.integers(0, 256, tma.SHARED_BYTES, dtype=np.uint8)
-    expected = tma.store(memory, dims, strides, size, box, steps, coords, swizzle, source, reduce)
-    kernel = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
-    _program().launch(kernel, [image, _out().ctypes.data, *_u32(coords), 0, 0, source.ctypes.data], block=(THREADS,))
-    np.testing.assert_array_equal(memory, expected)
+    _run(tma.store_case(seed))
 
 
 # ------------------------------------------------------------------------------------------- tensormap

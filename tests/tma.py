@@ -259,3 +259,151 @@ def module() -> str:
     kernels = [load_kernel(r) for r in range(1, 6)] + [im2col_kernel(r) for r in (3, 4, 5)]
     kernels += [store_kernel(r) for r in (1, 2, 3)] + [store_kernel(2, op) for op in ("add", "min", "xor")]
     return HEADER + "".join(kernels)
+
+
+# ------------------------------------------------------------------------------------------- cases
+
+# CUtensorMapDataType → bytes per element; the floating-point ones
+TYPES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
+FLOATING = {6, 7, 8, 9}
+
+
+def tensor(case: dict) -> np.ndarray:
+    """The case's tensor: random bytes (its own seed), strides[-1] · dims[-1] of them."""
+    rng = np.random.default_rng(case["seed"] + 1_000_003)
+    total = case["strides"][-1] * case["dims"][-1] if case["strides"] else case["pitch"]
+    return rng.integers(0, 256, total, dtype=np.uint8)
+
+
+def _strides(rng: np.random.Generator, dims: list[int], size: int) -> tuple[int, list[int]]:
+    """Byte strides of a tensor whose rows are padded to a multiple of 16 (0–2 more 16-byte units)."""
+    pitch = -(-dims[0] * size // 16) * 16 + 16 * int(rng.integers(0, 3))
+    strides = [pitch]
+    for d in dims[1:-1]:
+        strides.append(strides[-1] * d)
+    return pitch, strides[:len(dims) - 1]
+
+
+def load_case(seed: int) -> dict:
+    """A random tile load: rank 1-5, element type, box within the swizzle span, traversal strides, fill,
+    coordinates from a box's extent before the tensor to past its end."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 6))
+    data_type = int(rng.choice(list(TYPES)))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    span = SWIZZLE_SPAN[swizzle] or 64
+    inner = int(rng.choice([n for n in range(16, span + 1, 16)])) // size
+    box = [inner] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 1, 2, 3])) for _ in range(rank)]
+    dims = [int(rng.integers(max(2, inner // 2), 3 * inner + 2))] + [int(rng.integers(2, 7)) for _ in range(rank - 1)]
+    coords = [int(rng.integers(-box[i] * steps[i], dims[i] + 1)) for i in range(rank)]
+    nan = data_type in FLOATING and bool(rng.integers(0, 2))
+    pitch, strides = _strides(rng, dims, size)
+    return {"kind": "load", "name": f"load{rank}d.{seed}", "seed": seed, "rank": rank, "data_type": data_type,
+            "size": size, "box": box, "steps": steps, "swizzle": swizzle, "nan": nan, "dims": dims,
+            "pitch": pitch, "strides": strides, "coords": coords,
+            "bytes": int(np.prod(box_extents(box, steps))) * size}
+
+
+def im2col_case(seed: int) -> dict:
+    """A random im2col load of f16 channels: rank 3-5, corners inside the rank's range, offsets 0-2."""
+    rng = np.random.default_rng(100 + seed)
+    rank = int(rng.integers(3, 6))
+    channels = int(rng.choice([8, 16, 32]))
+    dims = [channels + int(rng.integers(0, 9))] + [int(rng.integers(3, 7)) for _ in range(rank - 2)]
+    dims.append(int(rng.integers(1, 4)))
+    limit = {3: 3, 4: 3, 5: 2}[rank]
+    lower = [int(rng.integers(-limit, 1)) for _ in range(rank - 2)]
+    upper = [int(rng.integers(-limit, limit)) for _ in range(rank - 2)]
+    steps = [1] + [int(rng.choice([1, 2])) for _ in range(rank - 1)]
+    for i in range(rank - 2):  # at least one position per spatial dimension
+        if dims[i + 1] - 1 + upper[i] < lower[i]:
+            upper[i] = lower[i] - dims[i + 1] + 1
+    pixels = int(rng.integers(1, 20))
+    start = [int(rng.choice(range(lower[i], dims[i + 1] + upper[i], steps[i + 1]))) for i in range(rank - 2)]
+    coords = [int(rng.integers(0, dims[0] - channels + 1))] + start + [int(rng.integers(0, dims[-1]))]
+    pitch, strides = _strides(rng, dims, 2)
+    return {"kind": "im2col", "name": f"im2col{rank}d.{seed}", "seed": 100 + seed, "rank": rank, "data_type": 6,
+            "size": 2, "channels": channels, "pixels": pixels, "lower": lower, "upper": upper, "steps": steps,
+            "dims": dims, "pitch": pitch, "strides": strides, "coords": coords, "nan": bool(rng.integers(0, 2)),
+            "offsets": [int(rng.integers(0, 3)) for _ in range(rank - 2)], "swizzle": 0,
+            "bytes": pixels * channels * 2}
+
+
+# reduction → the CUtensorMapDataType it is tested on
+REDUCTION_TYPES = {"add": 2, "min": 3, "xor": 4}
+
+
+def store_case(seed: int) -> dict:
+    """A random tile store (seed % 4 == 0) or reduction (add u32, min s32, xor u64) of a box that may
+    stick out of the tensor."""
+    rng = np.random.default_rng(200 + seed)
+    operation = [None, "add", "min", "xor"][seed % 4]
+    rank = int(rng.integers(1, 4)) if operation is None else 2
+    data_type = REDUCTION_TYPES[operation] if operation else int(rng.choice(list(TYPES)))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    box = [(SWIZZLE_SPAN[swizzle] or 64) // size] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 2])) for _ in range(rank)]
+    dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
+    pitch, strides = _strides(rng, dims, size)
+    coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
+    name = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
+    return {"kind": "store", "name": f"{name}.{seed}", "kernel": name, "seed": 200 + seed, "rank": rank,
+            "operation": operation, "data_type": data_type, "size": size, "box": box, "steps": steps,
+            "swizzle": swizzle, "dims": dims, "pitch": pitch, "strides": strides, "coords": coords, "nan": False}
+
+
+def source(case: dict) -> np.ndarray:
+    """The shared box a store case writes from: random bytes of its own seed."""
+    return np.random.default_rng(case["seed"] + 2_000_003).integers(0, 256, SHARED_BYTES, dtype=np.uint8)
+
+
+def _signed(value, bits: int) -> int:
+    value = int(value)
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+REDUCE = {  # operation → the reduction of the old and new elements, as unsigned integers
+    None: None,
+    "add": lambda old, new: (int(old) + int(new)) & 0xFFFFFFFF,
+    "min": lambda old, new: min(_signed(old, 32), _signed(new, 32)) & 0xFFFFFFFF,
+    "xor": lambda old, new: int(old) ^ int(new),
+}
+
+
+def expected(case: dict, memory: np.ndarray) -> np.ndarray:
+    """What the model says the case produces: the shared box (loads; 0xA5 where the copy does not write)
+    or the tensor's bytes (stores)."""
+    before = np.full(SHARED_BYTES, 0xA5, np.uint8)
+    if case["kind"] == "load":
+        return load(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"],
+                    case["coords"], case["swizzle"], case["nan"], before)
+    if case["kind"] == "im2col":
+        box = im2col(memory, case["dims"], case["strides"], case["size"], case["channels"], case["pixels"],
+                     case["steps"], case["lower"], case["upper"], case["coords"], case["offsets"], 0, case["nan"])
+        box[case["bytes"]:] = 0xA5
+        return box
+    return store(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"], case["coords"],
+                 case["swizzle"], source(case), REDUCE[case["operation"]])
+
+
+def kernel_name(case: dict) -> str:
+    return {"load": f"load{case['rank']}d", "im2col": f"im2col{case['rank']}d"}.get(case["kind"]) or case["kernel"]
+
+
+def arguments(case: dict, image: bytes, out: int, patience: int, source_address: int = 0) -> list:
+    """The kernel's arguments in order: the map's bytes, out's address, coordinates, expect-tx bytes, patience,
+    then the im2col offsets or a store's source address."""
+    coords = [c & 0xFFFFFFFF for c in case["coords"]] + [0] * (5 - len(case["coords"]))
+    args = [image, out, *coords, case.get("bytes", 0), patience]
+    if case["kind"] == "im2col":
+        args += [o & 0xFFFF for o in case["offsets"]] + [0] * (3 - len(case["offsets"]))
+    elif case["kind"] == "store":
+        args.append(source_address)
+    return args
+
+
+def out_bytes(threads: int) -> int:
+    return SHARED_BYTES + 4 * threads
