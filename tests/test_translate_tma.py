@@ -64,6 +64,12 @@ def test_tile_loads_match_the_model(seed):
     _run(tma.load_case(seed))
 
 
+@pytest.mark.parametrize("swizzle", range(4))
+def test_the_h200_measured_form_matches_the_model(swizzle):
+    for coords in ([0, 0], [48, 60], [-16, -3]):
+        _run(tma.anchor_case(swizzle, coords))
+
+
 def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
     case = {**tma.load_case(0), "rank": 2, "data_type": 7, "size": 4, "dims": [40, 9], "pitch": 160,
             "strides": [160], "box": [32, 4], "steps": [1, 1], "swizzle": 3, "nan": True, "coords": [-100, 20],
@@ -88,69 +94,13 @@ def test_tile_stores_and_reductions_match_the_model(seed):
 
 # ------------------------------------------------------------------------------------------- tensormap
 
-REPLACE = tma.HEADER + """
-.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<12>;
-    .shared .align 128 .b8 map[128];
-    .shared .align 1024 .b8 box[1024];
-    .shared .align 8 .b64 bar;
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [address];
-    ld.param.u64 %rd3, [source];
-    ld.param.u64 %rd4, [data];
-    mov.u32 %r1, map;
-    mov.u64 %rd5, 0;
-    st.shared.v2.u64 [map], {%rd5, %rd5};
-    st.shared.v2.u64 [map+16], {%rd5, %rd5};
-    st.shared.v2.u64 [map+32], {%rd5, %rd5};
-    st.shared.v2.u64 [map+48], {%rd5, %rd5};
-    st.shared.v2.u64 [map+64], {%rd5, %rd5};
-    st.shared.v2.u64 [map+80], {%rd5, %rd5};
-    st.shared.v2.u64 [map+96], {%rd5, %rd5};
-    st.shared.v2.u64 [map+112], {%rd5, %rd5};
-    tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd4;
-    tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r1], 1;
-    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 0, 32;
-    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 1, 4;
-    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 0, 40;
-    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 1, 7;
-    tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r1], 1, 96;
-    tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 1, 2;
-    tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r1], 6;
-    tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r1], 2;
-    tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r1], 1;
-    tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r1], 0;
-    tensormap.replace.tile.swizzle_atomicity.shared::cta.b1024.b32 [%r1], 0;
-    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd2], [%r1], 128;
-    fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
-    mov.u32 %r2, box;
-    mov.u32 %r3, bar;
-    mbarrier.init.shared::cta.b64 [%r3], 1;
-    mov.u32 %r4, 36;
-    mov.u32 %r5, 5;
-    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
-    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;
-WAIT:
-    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;
-    @!%p1 bra WAIT;
-    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 1024;
-    cp.async.bulk.commit_group;
-    cp.async.bulk.wait_group 0;
-    ret;
-}
-"""
-
-
 def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it():
     """A zeroed map with every field replaced (the Triton/CUTLASS sequence), copied out with
     cp_fenceproxy, has the encoder's bytes, and a copy through it matches the model (f16, 64-byte swizzle,
     element stride 2 in dimension 1, NaN fill)."""
     memory = RNG.integers(0, 256, 96 * 7, dtype=np.uint8)
     built, out = np.zeros(128, np.uint8), np.zeros(1024, np.uint8)
-    program = translate(REPLACE, Options(target="host")).product
+    program = translate(tma.REPLACE, Options(target="host")).product
     program.launch("build", [out.ctypes.data, built.ctypes.data, 0, memory.ctypes.data])
     expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
                                          oob_fill=1)
@@ -282,7 +232,7 @@ def test_refusals_name_the_mode(body, reason):
 
 @pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
 def test_the_kernels_compile_for_amd(processor):
-    translation = translate(tma.module() + "".join(p.split("\n", 3)[3] for p in (REPLACE, CANCEL)),
+    translation = translate(tma.module() + "".join(p.split("\n", 3)[3] for p in (tma.REPLACE, CANCEL)),
                             Options(target=processor))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
 

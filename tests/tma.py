@@ -306,6 +306,22 @@ def load_case(seed: int) -> dict:
             "bytes": int(np.prod(box_extents(box, steps))) * size}
 
 
+def anchor_case(swizzle: int, coords: list[int]) -> dict:
+    """The H200's measured form: UINT16, 100 x 70 with a 256-byte pitch, a box as wide as the swizzle (64
+    elements without one) and 8 rows, first coordinates on 16-byte boundaries."""
+    inner = (SWIZZLE_SPAN[swizzle] or 128) // 2
+    return {"kind": "load", "name": f"anchor.swizzle{swizzle}.{coords[0]}.{coords[1]}", "seed": 7, "rank": 2,
+            "data_type": 1, "size": 2, "box": [inner, 8], "steps": [1, 1], "swizzle": swizzle, "nan": False,
+            "dims": [100, 70], "pitch": 256, "strides": [256], "coords": coords, "bytes": inner * 8 * 2}
+
+
+def aligned(case: dict) -> dict:
+    """The case with its first coordinate moved down to a multiple of 16 bytes."""
+    step = 16 // case["size"]
+    coords = [case["coords"][0] // step * step] + case["coords"][1:]
+    return {**case, "name": case["name"] + ".aligned", "coords": coords}
+
+
 def im2col_case(seed: int) -> dict:
     """A random im2col load of f16 channels: rank 3-5, corners inside the rank's range, offsets 0-2."""
     rng = np.random.default_rng(100 + seed)
@@ -407,3 +423,61 @@ def arguments(case: dict, image: bytes, out: int, patience: int, source_address:
 
 def out_bytes(threads: int) -> int:
     return SHARED_BYTES + 4 * threads
+
+
+# A map built on the device: 128 zero bytes, every field replaced (the Triton/CUTLASS sequence), copied to
+# global memory with cp_fenceproxy, acquired, then used by a tile load whose box is bulk-copied out.
+# (NVIDIA's tensormap.replace needs PTX 8.3 and sm_90a; .swizzle_atomicity, PTX 8.6 and sm_100a, is left 0.)
+REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
+.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<12>;
+    .shared .align 128 .b8 map[128];
+    .shared .align 1024 .b8 box[1024];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [address];
+    ld.param.u64 %rd3, [source];
+    ld.param.u64 %rd4, [data];
+    mov.u32 %r1, map;
+    mov.u64 %rd5, 0;
+    st.shared.v2.u64 [map], {%rd5, %rd5};
+    st.shared.v2.u64 [map+16], {%rd5, %rd5};
+    st.shared.v2.u64 [map+32], {%rd5, %rd5};
+    st.shared.v2.u64 [map+48], {%rd5, %rd5};
+    st.shared.v2.u64 [map+64], {%rd5, %rd5};
+    st.shared.v2.u64 [map+80], {%rd5, %rd5};
+    st.shared.v2.u64 [map+96], {%rd5, %rd5};
+    st.shared.v2.u64 [map+112], {%rd5, %rd5};
+    tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd4;
+    tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 0, 32;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 1, 4;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 0, 40;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 1, 7;
+    tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r1], 1, 96;
+    tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 1, 2;
+    tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r1], 6;
+    tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r1], 2;
+    tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r1], 0;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd2], [%r1], 128;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
+    mov.u32 %r2, box;
+    mov.u32 %r3, bar;
+    mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u32 %r4, 36;
+    mov.u32 %r5, 5;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 1024;
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+    ret;
+}
+"""
