@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from fatkit import runtime
+from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles, tma
@@ -242,3 +243,64 @@ def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
     translation = translate(tma.module(), Options(target="sm_90"))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
     oracles.assert_ptxas_accepts(translation.product, tmp_path)
+
+
+MULTICAST = tma.HEADER + tma.load_kernel(2).replace(
+    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd7, {%c0, %c1}], "
+    "[%r3];",
+    "cvt.u16.u32 %h1, %c4;\n    mov.u64 %rd6, 0;\n    cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+    ".mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint [%r2], [%rd7, {%c0, %c1}], [%r3], %h1, %rd6;")
+
+
+@pytest.mark.parametrize("mask", [1, 0b1011, 0b10])
+def test_multicast_in_a_cluster_of_one_writes_the_ctas_box_when_its_bit_is_set(mask):
+    """ctaMask (here the fifth coordinate's low bits) names the CTAs of the cluster that receive the box and
+    the complete-tx: in a cluster of one, rank 0 alone. Without bit 0 nothing is written and the phase never
+    completes (the waits give up after `patience` tries)."""
+    assert MULTICAST != tma.HEADER + tma.load_kernel(2)
+    program = translate(MULTICAST, Options(target="host")).product
+    case = {**tma.anchor_case(3, [8, 5]), "coords": [8, 5, 0, 0, mask]}
+    memory = tma.tensor(case)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    patience = PATIENCE if mask & 1 else 1000
+    program.launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, patience), block=(THREADS,))
+    flags = out[tma.SHARED_BYTES:].view(np.uint32)
+    if mask & 1:
+        assert (flags == 1).all()
+        np.testing.assert_array_equal(out[:tma.SHARED_BYTES], tma.expected({**case, "coords": [8, 5]}, memory))
+    else:
+        assert (flags == 0).all() and (out[:tma.SHARED_BYTES] == 0xA5).all()
+
+
+def _reduce_kernel(operation: str) -> str:
+    return tma.HEADER + tma.store_kernel(1, operation)
+
+
+@pytest.mark.parametrize("operation, data_type, values, old, want", [
+    ("add", 7, np.array([1.5, -2.0, 1e-45, np.inf], np.float32), np.array([2.25, 2.0, 1e-45, 1.0], np.float32),
+     np.array([3.75, 0.0, 2.8e-45, np.inf], np.float32)),
+    ("add", 6, np.array([1.0, 0.5, -0.0, 65504], np.float16), np.array([2.0, 0.25, -0.0, 65504], np.float16),
+     np.array([3.0, 0.75, -0.0, np.inf], np.float16)),
+])
+def test_floating_point_reductions_use_the_maps_element_type(operation, data_type, values, old, want):
+    """The element type comes from the map at run time: the same instruction adds f32 or f16 lanes."""
+    program = translate(_reduce_kernel(operation), Options(target="host")).product
+    size = values.itemsize
+    memory = np.zeros(64, np.uint8)
+    memory[:len(old) * size] = old.view(np.uint8)
+    box = np.zeros(tma.SHARED_BYTES, np.uint8)
+    box[:len(values) * size] = values.view(np.uint8)
+    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, [len(values)], [], [16 // size])
+    case = {"kind": "store", "coords": [0], "kernel": f"reduce_{operation}1d"}
+    program.launch(f"reduce_{operation}1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+    np.testing.assert_array_equal(memory[:len(want) * size].view(values.dtype), want)
+    assert (memory[len(want) * size:] == 0).all()  # the box's other lanes lie outside the tensor
+
+
+def test_min_of_a_half_precision_map_traps():
+    program = translate(_reduce_kernel("min"), Options(target="host")).product
+    memory, box = np.zeros(64, np.uint8), np.zeros(tma.SHARED_BYTES, np.uint8)
+    image = runtime.encode_tensor_map(6, memory.ctypes.data, [8], [], [8])
+    case = {"kind": "store", "coords": [0], "kernel": "reduce_min1d"}
+    with pytest.raises(FatkitError, match="trapped"):
+        program.launch("reduce_min1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
