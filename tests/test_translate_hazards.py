@@ -78,6 +78,8 @@ INSTRUCTIONS = [
     ("tensor-map", "prefetch.tensormap [%rd1];", WARNING, BOTH),
     ("tensor-map", "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;", WARNING, BOTH),
     ("tensor-map", "fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;", WARNING, BOTH),
+    ("cluster-launch-control", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
+                               "[%r1], [%r2];", WARNING, BOTH),
     ("cluster", "mapa.u64 %rd2, %rd1, %r1;", ERROR, BOTH),
     ("cluster", "getctarank.shared::cluster.u32 %r1, %r2;", ERROR, BOTH),
     ("cluster", "barrier.cluster.arrive;", ERROR, BOTH),

@@ -191,6 +191,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                              "(-rdc) to run"),
     "address-size-32": HazardKind(WARNING, BOTH, "the module uses .address_size 32: AMD code objects are 64-bit, "
                                                  "so pointers are widened"),
+    "cluster-launch-control": HazardKind(WARNING, BOTH, "{name}: cluster launch control never cancels a cluster on "
+                                                        "AMD (every workgroup runs): the kernel does its own work"),
     "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD can only give the "
                                                   "values of a cluster of one CTA"),
     "grid-sync": HazardKind(WARNING, BOTH, "{name}: the cooperative-groups grid-sync workspace; fatkit serves it "
@@ -221,7 +223,7 @@ OPCODE_KINDS: dict[str, str] = {
     "tensormap": "tensor-map",
     "mapa": "cluster",
     "getctarank": "cluster",
-    "clusterlaunchcontrol": "cluster",
+    "clusterlaunchcontrol": "cluster-launch-control",
     "multimem": "multimem",
     **dict.fromkeys(("tex", "tld4", "txq", "istypep"), "texture"),
     **dict.fromkeys(("suld", "sust", "sured", "suq"), "surface"),
