@@ -304,3 +304,30 @@ def test_min_of_a_half_precision_map_traps():
     case = {"kind": "store", "coords": [0], "kernel": "reduce_min1d"}
     with pytest.raises(FatkitError, match="trapped"):
         program.launch("reduce_min1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+
+
+@pytest.mark.parametrize("directives, shared, reason", [
+    (".reqnctapercluster 2, 1, 1", 4096, "one workgroup (2 x blockDim threads (<= 1024), 2 x 4096 bytes of shared "
+                                         "memory) is not implemented yet"),
+    (".maxntid 512 .reqnctapercluster 4, 1, 1", 4096, "4 CTAs of 512 threads cannot run as one workgroup "
+                                                      "(2048 > 1024 threads)"),
+    (".maxntid 128 .reqnctapercluster 2, 2, 2", 12288, "8 CTAs of 12288 bytes of shared memory cannot run as one "
+                                                       "workgroup (98304 > 65536 bytes of LDS)"),
+])
+def test_cluster_refusals_say_whether_the_cluster_fits_one_workgroup(directives, shared, reason):
+    ptx = tma.HEADER + f"""
+.visible .entry clustered(.param .u64 out) {directives}
+{{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    .shared .align 16 .b8 s[{shared}];
+    ld.param.u64 %rd1, [out];
+    st.shared.u32 [s], 0;
+    mov.u32 %r1, %cluster_ctarank;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}}
+"""
+    options = Options(target="host")
+    (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
+    assert report.status == "unsupported" and reason in report.reason, report.reason
