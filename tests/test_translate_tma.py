@@ -13,6 +13,7 @@ gfx1100 and re-lowered for sm_90 (ptxas); verification/tma.py runs them on the H
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -331,3 +332,22 @@ def test_cluster_refusals_say_whether_the_cluster_fits_one_workgroup(directives,
     options = Options(target="host")
     (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
     assert report.status == "unsupported" and reason in report.reason, report.reason
+
+
+def test_nvccs_tma_kernel_loads_and_stores_through_an_encoded_map():
+    """tests/ptx_sources/hopper.cu's `tma` (nvcc's PTX: the map a __grid_constant__ parameter reached by
+    cvta.param): a 32 x 32 int box at (0, 32) of a 64 x 64 tensor into shared memory, each thread's element
+    out, then the box stored back at (0, 0)."""
+    sample = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
+    translation = translate(sample, Options(target="host"))
+    kernel = "_Z3tma14CUtensorMap_stPi"
+    assert {k.name: k.status for k in translation.kernels}[kernel] == "ok"
+    matrix = RNG.integers(-2**31, 2**31, (64, 64), dtype=np.int64).astype(np.int32)
+    before = matrix.copy()
+    out = np.zeros(64, np.int32)
+    image = runtime.encode_tensor_map(3, matrix.ctypes.data, [64, 64], [256], [32, 32])
+    translation.product.launch(kernel, [image, out.ctypes.data], block=(64,))
+    np.testing.assert_array_equal(out, before[32:34, :32].ravel())
+    expected = before.copy()
+    expected[:32, :32] = before[32:, :32]
+    np.testing.assert_array_equal(matrix, expected)
