@@ -4,8 +4,9 @@ fatkit's maps, and both against the numpy model (tests/tma.py).
     python verification/tma.py build -o DIR      # here: the PTX (original, re-lowered), the cases, the helpers
     python DIR/tma.py run DIR [-o OUT]           # on the GPU machine: numpy and the CUDA driver (libcuda) only
 
-Each case runs in a process of its own (a faulting kernel spoils its CUDA context, not the run); the
-original kernel runs first, so a case whose record says `orig` failed is refused by NVIDIA's hardware itself.
+A child process runs the cases in order until one fails (a faulting kernel spoils its CUDA context), and
+the next child goes on after it; the original kernel runs first, so a case whose error names the `orig`
+kernel was refused by NVIDIA's hardware itself.
 
 The original kernels run with maps from the driver's own cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col;
 the re-lowered ones (fatkit's lowering of cp.async.bulk.tensor into loads and stores, for the `sm_90` target)
@@ -175,50 +176,68 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> str:
 
 def run(directory: Path, out: Path | None) -> int:
     cases = json.loads((directory / "cases.json").read_text())
-    records = []
-    # one process a case: a kernel that faults leaves its CUDA context unusable, not the run
-    for index in [*range(len(cases)), -1]:
-        name = cases[index]["name"] if index >= 0 else "replace"
+    order = [*range(len(cases)), -1]  # -1: the device-built map
+    records: dict[int, dict] = {}
+    position = 0
+    # a child runs cases in order until one fails (a kernel that faults spoils its CUDA context), then the
+    # next child goes on after it
+    while position < len(order):
+        first = order[position]
         try:
-            done = subprocess.run([sys.executable, __file__, "case", str(directory), "--index", str(index)],
-                                  capture_output=True, text=True, timeout=120, check=False)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            record = json.loads(lines[-1]) if lines else {"name": name, "error": done.stderr.strip()[-400:]}
-        except subprocess.TimeoutExpired:
-            record = {"name": name, "error": "timed out after 120 s"}
-        records.append(record)
-        print(json.dumps(record), flush=True)
-    agreed = sum(1 for r in records if r.get("nvidia_vs_fatkit") == "")
-    modelled = sum(1 for r in records if r.get("nvidia_vs_model") == "")
-    print(f"\n{len(records)} cases: NVIDIA = fatkit in {agreed}, NVIDIA = model in {modelled}, "
-          f"errors {sum(1 for r in records if 'error' in r)}")
+            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
+                                  capture_output=True, text=True, timeout=240, check=False)
+            output, problem = done.stdout, done.stderr.strip()[-400:]
+        except subprocess.TimeoutExpired as expired:
+            output, problem = (expired.stdout or b"").decode(), "timed out after 240 s"
+        finished = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        for record in finished:
+            records[record["index"]] = record
+            print(json.dumps(record), flush=True)
+        position = order.index(finished[-1]["index"]) + 1 if finished else position
+        if (not finished or "error" not in finished[-1]) and position < len(order):
+            index = order[position]
+            records[index] = {"index": index, "name": _name(cases, index), "error": problem or "child died"}
+            print(json.dumps(records[index]), flush=True)
+            position += 1
+    results = [records[i] for i in order if i in records]
+    agreed = sum(1 for r in results if r.get("nvidia_vs_fatkit") == "")
+    modelled = sum(1 for r in results if r.get("nvidia_vs_model") == "")
+    print(f"\n{len(results)} cases: NVIDIA = fatkit in {agreed}, NVIDIA = model in {modelled}, "
+          f"errors {sum(1 for r in results if 'error' in r)}")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "tma_results.json").write_text(json.dumps(records, indent=1))
+        (out / "tma_results.json").write_text(json.dumps(results, indent=1))
     return 0
 
 
-def run_one(directory: Path, index: int) -> None:
-    """One case (index -1: the device-built map) in this process; prints its record as one JSON line."""
+def _name(cases: list[dict], index: int) -> str:
+    return cases[index]["name"] if index >= 0 else "replace"
+
+
+def run_from(directory: Path, first: int) -> None:
+    """Cases from `first` on (then the device-built map) in this process, a JSON line each, until one fails."""
     sys.path.insert(0, str(directory))
     sys.path.insert(0, str(Path.cwd()))  # the repository: fatkit_runtime imports fatkit.errors
     import fatkit_runtime as runtime
     import tma_model as tma
 
     cases = json.loads((directory / "cases.json").read_text())
-    record = {"name": cases[index]["name"] if index >= 0 else "replace"}
-    try:
-        driver = Driver()
-        names = ("tma",) if index >= 0 else ("replace",)
-        modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
-                   for name in names for kind in ("orig", "fatkit")}
-        if index >= 0:
-            record.update(_run_case(driver, modules, runtime, tma, cases[index]))
-        else:
-            record.update(_run_replace(driver, modules, runtime, tma))
-    except Exception as error:  # noqa: BLE001 (recorded: the run goes on with the next case)
-        record["error"] = f"{type(error).__name__}: {error}"
-    print(json.dumps(record), flush=True)
+    order = [*range(len(cases)), -1]
+    driver = Driver()
+    modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
+               for name in ("tma", "replace") for kind in ("orig", "fatkit")}
+    for index in order[order.index(first):]:
+        record = {"index": index, "name": _name(cases, index)}
+        try:
+            if index >= 0:
+                record.update(_run_case(driver, modules, runtime, tma, cases[index]))
+            else:
+                record.update(_run_replace(driver, modules, runtime, tma))
+        except Exception as error:  # noqa: BLE001 (recorded; the parent goes on in a fresh process)
+            record["error"] = f"{type(error).__name__}: {error}"
+        print(json.dumps(record), flush=True)
+        if "error" in record:
+            return
 
 
 def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
@@ -294,7 +313,7 @@ def _run_replace(driver: Driver, modules: dict, runtime, tma) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("build", "run", "case"))
+    parser.add_argument("mode", choices=("build", "run", "cases"))
     parser.add_argument("directory", nargs="?", type=Path)
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--index", type=int, default=0)
@@ -302,8 +321,8 @@ def main() -> int:
     if arguments.mode == "build":
         build(arguments.output or HERE / "build-tma")
         return 0
-    if arguments.mode == "case":
-        run_one(arguments.directory or HERE, arguments.index)
+    if arguments.mode == "cases":
+        run_from(arguments.directory or HERE, arguments.index)
         return 0
     return run(arguments.directory or HERE, arguments.output)
 
