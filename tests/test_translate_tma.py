@@ -351,3 +351,52 @@ def test_nvccs_tma_kernel_loads_and_stores_through_an_encoded_map():
     expected = before.copy()
     expected[:32, :32] = before[32:, :32]
     np.testing.assert_array_equal(matrix, expected)
+
+
+GLOBAL_MAP = tma.HEADER + """
+.global .align 64 .b8 gmap[128];
+
+.visible .entry through_global(.param .align 64 .b8 map[128], .param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 128 .b8 box[512];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+COPY:
+    cvt.u64.u32 %rd2, %r1;
+    mov.u64 %rd3, map;
+    add.u64 %rd3, %rd3, %rd2;
+    ld.param.u32 %r2, [%rd3];
+    mov.u64 %rd3, gmap;
+    add.u64 %rd3, %rd3, %rd2;
+    st.global.u32 [%rd3], %r2;
+    add.u32 %r1, %r1, 4;
+    setp.lt.u32 %p1, %r1, 128;
+    @%p1 bra COPY;
+    fence.proxy.tensormap::generic.release.gpu;
+    mov.u32 %r3, box;
+    mov.u32 %r4, bar;
+    mbarrier.init.shared::cta.b64 [%r4], 1;
+    mov.u32 %r5, 20;
+    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r3], [gmap, {%r5}], [%r4];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], 64;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 64;
+    ret;
+}
+"""
+
+
+def test_a_map_in_a_global_variable_is_read_there():
+    """A map the kernel copied into a .global variable, named directly as the copy's operand (a box that runs
+    12 elements past the end)."""
+    data = np.arange(40, dtype=np.uint16)
+    out = np.zeros(32, np.uint16)
+    image = runtime.encode_tensor_map(1, data.ctypes.data, [40], [], [32])
+    translate(GLOBAL_MAP, Options(target="host")).product.launch("through_global", [image, out.ctypes.data])
+    np.testing.assert_array_equal(out, np.concatenate([np.arange(20, 40), np.zeros(12)]).astype(np.uint16))

@@ -209,7 +209,9 @@ def _coordinates(lw, operand: ast.Operand, rank: int) -> tuple[ir.Value, list[ir
     if len(items) != rank:
         raise lw.fail(f"a .{rank}d tensor copy takes {rank} coordinates, not {len(items)}")
     bare = ast.Address(operand.base, operand.offset)
-    space = "param" if operand.base is not None and operand.base.name in lw.params else "generic"
+    name = operand.base.name if operand.base is not None else None
+    # a map named directly is a kernel parameter or a .global/.const variable; a register holds a generic address
+    space = "param" if name in lw.params else lw.variables[name][0] if name in lw.variables else "generic"
     pointer = lw.address(bare, space)
     if pointer.type.addrspace:
         pointer = lw.builder.addrspacecast(pointer, ir.PointerType())
