@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fatkit.errors import FatkitError
 
@@ -128,7 +129,7 @@ def decode(image: bytes) -> TensorMap:
     """The fields of a 128-byte map."""
     if len(image) != TENSOR_MAP_BYTES:
         raise TensorMapError(f"a tensor map is {TENSOR_MAP_BYTES} bytes, not {len(image)}")
-    values = {}
+    values: dict[str, Any] = {}
     for name, (offset, code, count) in FIELDS.items():
         unpacked = list(struct.unpack_from(f"<{count}{code}", image, offset))
         values[name] = unpacked if count > 1 else unpacked[0]

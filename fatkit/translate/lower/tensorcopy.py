@@ -299,7 +299,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
     tensor.check(MODES["im2col" if im2col else "tiled"])
     shared = _Box(lw, destination)
     fill = tensor.filler()
-    if im2col:
+    if offsets is not None:
         total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
     else:
         extents = _extents(lw, tensor)
@@ -510,6 +510,8 @@ def _copy_fence(lw, ins) -> None:
         raise lw.fail("expected tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.scope"
                       ".sync.aligned")
     order = memory_order(lw, ins, {"release"}, None, None)
+    if order is None or not scopes:
+        raise lw.fail("tensormap.cp_fenceproxy needs .release and a scope")
     destination, source, size = lw.operands(ins, 3)
     if type(size) is not ast.IntImm or size.value != 128:
         raise lw.fail("tensormap.cp_fenceproxy copies the 128 bytes of a map")
