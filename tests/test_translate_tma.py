@@ -72,6 +72,11 @@ def test_the_h200_measured_form_matches_the_model(swizzle):
         _run(tma.anchor_case(swizzle, coords))
 
 
+@pytest.mark.parametrize("case", tma.suspect_cases(), ids=lambda case: case["name"])
+def test_the_suspects_of_the_h200_fault_match_the_model(case):
+    _run(case)
+
+
 def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
     case = {**tma.load_case(0), "rank": 2, "data_type": 7, "size": 4, "dims": [40, 9], "pitch": 160,
             "strides": [160], "box": [32, 4], "steps": [1, 1], "swizzle": 3, "nan": True, "coords": [-100, 20],

@@ -315,6 +315,16 @@ def anchor_case(swizzle: int, coords: list[int]) -> dict:
             "dims": [100, 70], "pitch": 256, "strides": [256], "coords": coords, "bytes": inner * 8 * 2}
 
 
+def suspect_cases() -> list[dict]:
+    """The measured form with one suspect each (the first H200 run faulted on a random case that had all of
+    them): a first coordinate off a 16-byte boundary, traversal strides beyond the box, a box wholly past
+    the end."""
+    return [anchor_case(0, [5, 3]), anchor_case(3, [-5, 2]),
+            {**anchor_case(0, [0, 0]), "name": "anchor.stride3.box2", "box": [64, 2], "steps": [1, 3],
+             "bytes": 64 * 2},
+            {**anchor_case(0, [0, 70]), "name": "anchor.past_the_end"}]
+
+
 def aligned(case: dict) -> dict:
     """The case with its first coordinate moved down to a multiple of 16 bytes."""
     step = 16 // case["size"]

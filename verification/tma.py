@@ -51,6 +51,7 @@ def build(out: Path) -> None:
             raise SystemExit(f"{name}: not translated: {bad}")
         (out / f"{name}.fatkit.ptx").write_bytes(translation.product)
     cases = [tma.anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [48, 60], [-16, -3])]
+    cases += tma.suspect_cases()
     randoms = [tma.load_case(s) for s in range(40)]
     # each random load also with its first coordinate moved down to a 16-byte boundary: tells a fault that
     # comes from an unaligned inner coordinate from one that does not
