@@ -303,6 +303,14 @@ def test_floating_point_reductions_use_the_maps_element_type(operation, data_typ
     assert (memory[len(want) * size:] == 0).all()  # the box's other lanes lie outside the tensor
 
 
+def test_a_map_of_another_rank_traps():
+    memory, out = np.zeros(256, np.uint8), np.zeros(tma.out_bytes(THREADS), np.uint8)
+    case = {**tma.anchor_case(0, [0, 0]), "coords": [0, 0, 0]}
+    image = runtime.encode_tensor_map(1, memory.ctypes.data, [64, 2], [128], [64, 2])
+    with pytest.raises(FatkitError, match="trapped"):
+        _program().launch("load3d", tma.arguments(case, image, out.ctypes.data, 1000), block=(THREADS,))
+
+
 def test_min_of_a_half_precision_map_traps():
     program = translate(_reduce_kernel("min"), Options(target="host")).product
     memory, box = np.zeros(64, np.uint8), np.zeros(tma.SHARED_BYTES, np.uint8)

@@ -112,13 +112,14 @@ class _Map:
         return (self.lw.builder.sext if code == "h" else self.lw.builder.zext)(value, I64)
 
     def check(self, mode: int) -> None:
-        """Trap unless the map is of `mode` with what the copies implement: a known element type, one of the
-        16-byte-atom swizzles (the encoder makes no other)."""
+        """Trap unless the map is of `mode` and of the instruction's rank, with what the copies implement: a
+        known element type, one of the 16-byte-atom swizzles (the encoder makes no other)."""
         builder = self.lw.builder
         bad = builder.or_(builder.icmp_unsigned(">", self.code, _const(max(ELEMENT_TYPES))),
                           builder.icmp_unsigned(">", self.swizzle, _const(3)))
         bad = builder.or_(bad, builder.icmp_unsigned("!=", self.field("swizzle_atomicity"), _const(0)))
         bad = builder.or_(bad, builder.icmp_unsigned("!=", self.mode, _const(mode)))
+        bad = builder.or_(bad, builder.icmp_unsigned("!=", self.field("rank_minus_one"), _const(self.rank - 1)))
         with builder.if_then(bad, likely=False):
             self.lw.target.trap(builder, None)
             self.lw.stop_thread()
