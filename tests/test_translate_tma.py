@@ -244,6 +244,14 @@ def test_the_kernels_compile_for_amd(processor):
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
 
 
+def test_tile_loads_move_whole_chunks_where_they_can():
+    """The loads' 16-byte path exists (the tests above cannot tell it from the element path by results)."""
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(tma.HEADER + tma.load_kernel(2), options), options),
+                             options)
+    assert "load <4 x i32>, ptr addrspace(1)" in lowered.kernels[0].llvm_ir
+
+
 def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
     oracles.assert_ptxas_accepts(tma.module(), tmp_path)
     translation = translate(tma.module(), Options(target="sm_90"))

@@ -303,20 +303,55 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
     if offsets is not None:
         total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
     else:
-        extents = _extents(lw, tensor)
-
-        def element(indices: list[ir.Value]) -> None:
-            position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
-            target = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
-            _put(lw, tensor, tensor.inside(position), tensor.element(position), target, fill)
-
-        _loops(lw, extents, element)
-        total = tensor.size
-        for extent in extents:
-            total = builder.mul(total, extent)
+        total = _load_tile(lw, tensor, shared, coordinates, fill)
     _complete_tx(lw, mbar, total)
     builder.branch(written)
     builder.position_at_end(written)
+
+
+def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:
+    """The tile load (module docstring); returns the bytes it wrote. Where dimension 0 is walked element by
+    element (traversal stride 1) the rows go by 16-byte chunks, the swizzle's unit: a chunk wholly inside the
+    tensor whose global address is 16-byte aligned moves as one 16-byte load and store (the ISA makes the box
+    128-byte aligned in shared memory), any other element by element."""
+    builder = lw.builder
+    extents = _extents(lw, tensor)
+
+    def element(indices: list[ir.Value]) -> None:
+        position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
+        target = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
+        _put(lw, tensor, tensor.inside(position), tensor.element(position), target, fill)
+
+    row_bytes = builder.mul(extents[0], tensor.size)
+    by_chunks = builder.and_(builder.icmp_unsigned("==", tensor.steps[0], _const(1)),
+                             builder.icmp_unsigned("==", builder.and_(row_bytes, _const(15)), _const(0)))
+    per_chunk = builder.udiv(_const(16), tensor.size)  # elements a chunk
+    chunk_type = ir.VectorType(I32, 4)
+
+    def chunk(indices: list[ir.Value]) -> None:
+        first = builder.mul(indices[0], per_chunk)  # the chunk's first element in its row
+        row = [first, *indices[1:]]
+        position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, row, tensor.steps)]
+        last = builder.add(position[0], builder.sub(per_chunk, _const(1)))
+        whole = builder.and_(tensor.inside(position), builder.icmp_unsigned("<", last, tensor.dims[0]))
+        source = tensor.element(position)
+        aligned = builder.icmp_unsigned("==", builder.and_(builder.ptrtoint(source, I64), _const(15)), _const(0))
+        with builder.if_else(builder.and_(whole, aligned)) as (fast, slow):
+            with fast:
+                target = shared.byte(_linear(builder, row, extents, tensor.size), tensor.swizzle)
+                builder.store(builder.load(source, typ=chunk_type, align=16), target, align=16)
+            with slow:
+                counted_loop(lw, per_chunk, lambda e: element([builder.add(first, e), *indices[1:]]))
+
+    with builder.if_else(by_chunks) as (chunked, elementwise):
+        with chunked:
+            _loops(lw, [builder.udiv(row_bytes, _const(16)), *extents[1:]], chunk)
+        with elementwise:
+            _loops(lw, extents, element)
+    total = tensor.size
+    for extent in extents:
+        total = builder.mul(total, extent)
+    return total
 
 
 def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
