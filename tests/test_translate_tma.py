@@ -99,6 +99,17 @@ def test_tile_stores_and_reductions_match_the_model(seed):
     _run(tma.store_case(seed))
 
 
+@pytest.mark.parametrize("seed", range(0, 24, 4))
+def test_stores_at_a_16_byte_boundary_match_the_model(seed):
+    _run(tma.aligned(tma.store_case(seed)))
+
+
+@pytest.mark.parametrize("swizzle", range(4))
+def test_stores_of_the_measured_form_match_the_model(swizzle):
+    for coords in ([0, 0], [48, 60], [-16, -3], [5, 3]):
+        _run({**tma.anchor_case(swizzle, coords), "kind": "store", "kernel": "store2d", "operation": None})
+
+
 # ------------------------------------------------------------------------------------------- tensormap
 
 def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it():

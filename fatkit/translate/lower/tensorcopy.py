@@ -310,10 +310,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
 
 
 def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:
-    """The tile load (module docstring); returns the bytes it wrote. Where dimension 0 is walked element by
-    element (traversal stride 1) the rows go by 16-byte chunks, the swizzle's unit: a chunk wholly inside the
-    tensor whose global address is 16-byte aligned moves as one 16-byte load and store (the ISA makes the box
-    128-byte aligned in shared memory), any other element by element."""
+    """The tile load (module docstring); returns the bytes it wrote."""
     builder = lw.builder
     extents = _extents(lw, tensor)
 
@@ -322,13 +319,35 @@ def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill
         target = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
         _put(lw, tensor, tensor.inside(position), tensor.element(position), target, fill)
 
+    def chunk(source: ir.Value, linear: ir.Value) -> None:
+        builder.store(builder.load(source, typ=_CHUNK, align=16), shared.byte(linear, tensor.swizzle), align=16)
+
+    _walk(lw, tensor, coordinates, extents, element, chunk)
+    total = tensor.size
+    for extent in extents:
+        total = builder.mul(total, extent)
+    return total
+
+
+_CHUNK = ir.VectorType(I32, 4)
+
+
+def _walk(lw, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk) -> None:
+    """Every element of the box: `element(indices)`. Where dimension 0 is walked element by element
+    (traversal stride 1), rows go by 16-byte chunks, the swizzle's unit, and a chunk wholly inside the tensor
+    whose global address is 16-byte aligned is `chunk(global pointer, linear byte offset in the box)`, one
+    16-byte access each side (the ISA makes the box 128-byte aligned in shared memory); `chunk` None: every
+    element one by one."""
+    builder = lw.builder
+    if chunk is None:
+        _loops(lw, extents, element)
+        return
     row_bytes = builder.mul(extents[0], tensor.size)
     by_chunks = builder.and_(builder.icmp_unsigned("==", tensor.steps[0], _const(1)),
                              builder.icmp_unsigned("==", builder.and_(row_bytes, _const(15)), _const(0)))
     per_chunk = builder.udiv(_const(16), tensor.size)  # elements a chunk
-    chunk_type = ir.VectorType(I32, 4)
 
-    def chunk(indices: list[ir.Value]) -> None:
+    def one_chunk(indices: list[ir.Value]) -> None:
         first = builder.mul(indices[0], per_chunk)  # the chunk's first element in its row
         row = [first, *indices[1:]]
         position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, row, tensor.steps)]
@@ -338,20 +357,15 @@ def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill
         aligned = builder.icmp_unsigned("==", builder.and_(builder.ptrtoint(source, I64), _const(15)), _const(0))
         with builder.if_else(builder.and_(whole, aligned)) as (fast, slow):
             with fast:
-                target = shared.byte(_linear(builder, row, extents, tensor.size), tensor.swizzle)
-                builder.store(builder.load(source, typ=chunk_type, align=16), target, align=16)
+                chunk(source, _linear(builder, row, extents, tensor.size))
             with slow:
                 counted_loop(lw, per_chunk, lambda e: element([builder.add(first, e), *indices[1:]]))
 
     with builder.if_else(by_chunks) as (chunked, elementwise):
         with chunked:
-            _loops(lw, [builder.udiv(row_bytes, _const(16)), *extents[1:]], chunk)
+            _loops(lw, [builder.udiv(row_bytes, _const(16)), *extents[1:]], one_chunk)
         with elementwise:
             _loops(lw, extents, element)
-    total = tensor.size
-    for extent in extents:
-        total = builder.mul(total, extent)
-    return total
 
 
 def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
@@ -416,7 +430,10 @@ def _store(lw, target: ast.Operand, source: ast.Operand, rank: int, operation: s
             else:
                 _reduce_element(lw, tensor, operation, destination, box)
 
-    _loops(lw, extents, element)
+    def chunk(destination: ir.Value, linear: ir.Value) -> None:
+        builder.store(builder.load(shared.byte(linear, tensor.swizzle), typ=_CHUNK, align=16), destination, align=16)
+
+    _walk(lw, tensor, coordinates, extents, element, chunk if operation is None else None)
 
 
 def _reduce_element(lw, tensor: _Map, operation: str, destination: ir.Value, source: ir.Value) -> None:
