@@ -383,6 +383,10 @@ def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], of
     pixels = tensor.field("pixels_per_column")
     # the starting pixel, as a step index within the box of each spatial dimension
     counts = {i: builder.add(builder.sdiv(builder.sub(last[i], lower[i]), tensor.steps[i]), _const(1)) for i in spatial}
+    # an empty bounding box (corners that cross) leaves the result undefined; one position keeps it from
+    # dividing by zero below
+    counts = {i: builder.select(builder.icmp_signed("<", count, _const(1)), _const(1), count)
+              for i, count in counts.items()}
     start = {i: builder.sdiv(builder.sub(coordinates[i], lower[i]), tensor.steps[i]) for i in spatial}
     batch = rank - 1
 
