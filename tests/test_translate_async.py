@@ -667,9 +667,7 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
 
 @pytest.mark.parametrize("body, directives, reason", [
     ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
-     "[%r2];", "", "CUtensorMap operand is a 128-byte descriptor"),
-    ("cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [map, {%r3}], [%r1];", "",
-     "layout NVIDIA does not document"),
+     "[%r2];", ".reqnctapercluster 2, 1, 1", "declares clusters of 2 CTAs"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1], 256, "
      "[%r2], %rs1;", "", ".multicast::cluster copies into other CTAs"),
     ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r1], [%r1], 256, [%r2];", "",

@@ -72,12 +72,14 @@ INSTRUCTIONS = [
     ("tcgen05", "tcgen05.fence::before_thread_sync;", ERROR, BOTH),
     ("tcgen05", "tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r1, %r2}, [%r3];", ERROR, BOTH),
     ("tensor-map", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                   "[%r1], [%rd1, {%r2, %r3}], [%r4];", ERROR, BOTH),
+                   "[%r1], [%rd1, {%r2, %r3}], [%r4];", WARNING, BOTH),
     ("tensor-map", "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%rd1, {%r1}], [%r2];",
-     ERROR, BOTH),
-    ("tensor-map", "prefetch.tensormap [%rd1];", ERROR, BOTH),
-    ("tensor-map", "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;", ERROR, BOTH),
-    ("tensor-map", "fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;", ERROR, BOTH),
+     WARNING, BOTH),
+    ("tensor-map", "prefetch.tensormap [%rd1];", WARNING, BOTH),
+    ("tensor-map", "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;", WARNING, BOTH),
+    ("tensor-map", "fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;", WARNING, BOTH),
+    ("cluster-launch-control", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
+                               "[%r1], [%r2];", WARNING, BOTH),
     ("cluster", "mapa.u64 %rd2, %rd1, %r1;", ERROR, BOTH),
     ("cluster", "getctarank.shared::cluster.u32 %r1, %r2;", ERROR, BOTH),
     ("cluster", "barrier.cluster.arrive;", ERROR, BOTH),
@@ -488,7 +490,7 @@ def test_hopper_sample():
     assert {h.line for h in tma.hazards if h.kind == "tensor-map"} == {
         line_of(text, "cp.async.bulk.tensor.2d.shared::cluster"), line_of(text, "cp.async.bulk.tensor.2d.global"),
         line_of(text, "prefetch.tensormap")}
-    assert tma.static_shared_bytes == 4096 + 8 and tma.worst == ERROR
+    assert tma.static_shared_bytes == 4096 + 8 and tma.worst == WARNING
     wgmma = _kernel_named(kernels, "wgmma_kernel")
     assert Counter(h.kind for h in wgmma.hazards) == {"wgmma": 4, "warp-elect": 1, "stmatrix": 1,
                                                       "register-realloc": 1}
@@ -587,6 +589,6 @@ def test_torchao_mxfp8_uses_tensor_maps():
     assert kinds["tensor-map"] > 0 and kinds["mbarrier"] > 0 and kinds["cp-async-bulk"] > 0
     for ks in modules.values():
         for k in ks:
-            if any(h.kind == "tensor-map" for h in k.hazards):
-                assert k.worst == ERROR
+            if any(h.kind == "tensor-map" for h in k.hazards):  # translatable: a warning, not an error
+                assert k.worst == WARNING
     assert not any(re.match(r"wgmma|tcgen05", h.kind) for ks in modules.values() for k in ks for h in k.hazards)

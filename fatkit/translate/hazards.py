@@ -130,8 +130,6 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "wgmma": HazardKind(ERROR, BOTH, "{name}: warpgroup-level asynchronous MMA (sm_90a) has no AMD instruction"),
     "tcgen05": HazardKind(ERROR, BOTH, "{name}: 5th-generation tensor core and tensor memory (sm_100a) have no AMD "
                                        "counterpart"),
-    "tensor-map": HazardKind(ERROR, BOTH, "{name}: tensor-map (TMA) copies and descriptors have no AMD hardware; "
-                                          "must be emulated with ordinary loads and stores"),
     "cluster": HazardKind(ERROR, BOTH, "{name}: thread-block clusters and distributed shared memory do not exist "
                                        "on AMD"),
     "multimem": HazardKind(ERROR, BOTH, "{name}: NVLink multicast memory has no AMD counterpart"),
@@ -143,6 +141,10 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                                    "parallelism) are not available on AMD"),
     "shared-memory": HazardKind(ERROR, (), "{bytes} bytes of static shared memory exceed the LDS of {where}"),
     # warnings: translatable with care
+    "tensor-map": HazardKind(WARNING, BOTH, "{name}: tensor-map (TMA) copies and descriptors have no AMD hardware: "
+                                            "emulated with ordinary loads and stores over fatkit's tensor-map "
+                                            "layout, which needs a runtime that encodes maps with it "
+                                            "(docs/runtime.md)"),
     "warp-shuffle": HazardKind(WARNING, (WAVE64,), "{name}: a wave64 wave holds two 32-lane PTX warps; source lanes, "
                                                    "clamps and the 32-bit member mask apply per half"),
     "warp-vote": HazardKind(WARNING, (WAVE64,), "{name}: votes and ballots are over a 32-lane warp with 32-bit "
@@ -189,6 +191,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                              "(-rdc) to run"),
     "address-size-32": HazardKind(WARNING, BOTH, "the module uses .address_size 32: AMD code objects are 64-bit, "
                                                  "so pointers are widened"),
+    "cluster-launch-control": HazardKind(WARNING, BOTH, "{name}: cluster launch control never cancels a cluster on "
+                                                        "AMD (every workgroup runs): the kernel does its own work"),
     "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD can only give the "
                                                   "values of a cluster of one CTA"),
     "grid-sync": HazardKind(WARNING, BOTH, "{name}: the cooperative-groups grid-sync workspace; fatkit serves it "
@@ -219,7 +223,7 @@ OPCODE_KINDS: dict[str, str] = {
     "tensormap": "tensor-map",
     "mapa": "cluster",
     "getctarank": "cluster",
-    "clusterlaunchcontrol": "cluster",
+    "clusterlaunchcontrol": "cluster-launch-control",
     "multimem": "multimem",
     **dict.fromkeys(("tex", "tld4", "txq", "istypep"), "texture"),
     **dict.fromkeys(("suld", "sust", "sured", "suq"), "surface"),

@@ -38,9 +38,8 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
 - cp.reduce.async.bulk: each element reduced into the destination by one relaxed atomic at `.gpu` scope
   (the ISA's ordering of each reduction), then the complete-tx as for the copies.
 - cp.async.bulk.prefetch{.tensor} and the `L2` prefetch forms only warm a cache: nothing.
-- cp.async.bulk.tensor and cp.reduce.async.bulk.tensor are refused: their CUtensorMap operand is a
-  128-byte object that cuTensorMapEncode* fills in a layout NVIDIA does not document, so its shape,
-  strides, box, swizzle and out-of-bounds fill cannot be decoded here.
+- cp.async.bulk.tensor and cp.reduce.async.bulk.tensor read fatkit's own tensor-map layout, which the
+  shim's cuTensorMapEncode* makes: lower/tensorcopy.py.
 - st.bulk: weak stores of zeros, eight bytes at a time (size is a multiple of 8).
 - wgmma and tcgen05, which read the tiles these copies fill, are refused with what they would need.
 """
@@ -62,9 +61,6 @@ from fatkit.translate.ptx import ast
 _HINTS = {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}
 _CHUNKS = {4: I32, 8: ir.VectorType(I32, 2), 16: ir.VectorType(I32, 4)}  # cp-size bytes as one value
 _SPACES = ("global", "shared", "shared::cta", "shared::cluster")
-_TENSOR_MAP = ("the CUtensorMap operand is a 128-byte descriptor that cuTensorMapEncode* fills in a layout NVIDIA "
-               "does not document, so its shape, strides, box, swizzle and out-of-bounds fill cannot be decoded "
-               "into the loads and stores that would replace the TMA unit")
 # cp.reduce.async.bulk: operation → element types, per destination (the ISA's table).
 _REDUCTIONS = {
     "shared::cluster": {"add": {"u32", "s32", "u64"}, "min": {"u32", "s32"}, "max": {"u32", "s32"},
@@ -172,7 +168,10 @@ def cp(lw, ins):
         if modifiers[1:3] != ("async", "bulk"):
             raise lw.fail("cp.reduce is cp.reduce.async.bulk")
         if "tensor" in modifiers:
-            raise lw.fail(_TENSOR_MAP)
+            # imported here: tensorcopy builds on this module
+            from fatkit.translate.lower.tensorcopy import tensor_reduce
+            tensor_reduce(lw, ins)
+            return
         _reduce(lw, ins)
         return
     if modifiers[:1] != ("async",) or len(modifiers) < 2:
@@ -190,7 +189,9 @@ def cp(lw, ins):
                                      "tile", "im2col", "tile::gather4", "im2col::w", "im2col::w::128",
                                      *(f"{n}d" for n in range(1, 6))})
             return
-        raise lw.fail(_TENSOR_MAP)
+        # imported here: tensorcopy builds on this module
+        from fatkit.translate.lower.tensorcopy import tensor_copy
+        tensor_copy(lw, ins)
     elif kind == "bulk" and modifiers[2:3] in (("commit_group",), ("wait_group",)):
         _group(lw, ins, bulk=True)
     elif kind == "bulk" and "prefetch" in modifiers:

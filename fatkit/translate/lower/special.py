@@ -116,7 +116,8 @@ def explicit_cluster_of_one(lw) -> bool:
         ctas = math.prod(shape)
         if ctas != 1:
             raise lw.fail(f"{kernel.name} declares clusters of {ctas} CTAs (.reqnctapercluster "
-                          f"{', '.join(map(str, shape))}): AMD has no thread-block clusters")
+                          f"{', '.join(map(str, shape))}): AMD has no thread-block clusters"
+                          + _one_workgroup(lw, kernel, ctas))
         return True
     if "explicitcluster" in declared:
         raise lw.fail(f"{kernel.name} declares .explicitcluster: its cluster shape is given at launch, and AMD "
@@ -126,6 +127,25 @@ def explicit_cluster_of_one(lw) -> bool:
         raise lw.fail(f"{kernel.name} allows clusters of up to {rank[0]} CTAs (.maxclusterrank): AMD has no "
                       "thread-block clusters")
     return False
+
+
+_WORKGROUP_LDS = 64 * 1024  # LDS one AMD workgroup may use on gfx9 (gfx90a, gfx942) and RDNA
+
+
+def _one_workgroup(lw, kernel, ctas: int) -> str:
+    """Whether a cluster of `ctas` CTAs could run as one AMD workgroup (k·blockDim ≤ 1024 threads, k times the
+    static shared memory in one workgroup's LDS), as far as the kernel's directives tell."""
+    threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
+    shared = lw.callees.static_shared_bytes
+    if threads is not None and ctas * threads > MAX_BLOCK_THREADS:
+        return (f", and {ctas} CTAs of {threads} threads cannot run as one workgroup ({ctas * threads} > "
+                f"{MAX_BLOCK_THREADS} threads)")
+    if ctas * shared > _WORKGROUP_LDS:
+        return (f", and {ctas} CTAs of {shared} bytes of shared memory cannot run as one workgroup ({ctas * shared} > "
+                f"{_WORKGROUP_LDS} bytes of LDS)")
+    size = f"{ctas} x {threads} threads" if threads is not None else f"{ctas} x blockDim threads (<= {MAX_BLOCK_THREADS})"
+    return (f"; running the cluster as one workgroup ({size}, {ctas} x {shared} bytes of shared memory) is not "
+            "implemented yet")
 
 
 @reads_special("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",

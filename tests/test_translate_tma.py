@@ -1,0 +1,434 @@
+"""Tensor copies (lower/tensorcopy.py) over fatkit's tensor-map ABI (fatkit/runtime.py, docs/runtime.md), and
+clusterlaunchcontrol (lower/clusterlaunch.py), on the CPU host target.
+
+Maps come from the reference encoder; every copy is checked byte for byte against the numpy model of
+tests/tma.py (written from the ISA and the H200 measurements, not from the lowering) over random tensors:
+ranks 1-5, the four swizzles, boxes partly or wholly outside the tensor (negative coordinates too), element
+(traversal) strides, zero and NaN fill, 1/2/4/8-byte elements, im2col boxes, tile stores and reductions.
+The encoder's checks are tested against the driver's rules, and device-side map construction
+(tensormap.replace + cp_fenceproxy) against the encoder's bytes. The same kernels are compiled for gfx942 and
+gfx1100 and re-lowered for sm_90 (ptxas); verification/tma.py runs them on the H200 against NVIDIA's maps.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fatkit import runtime
+from fatkit.errors import FatkitError
+from fatkit.translate import pipeline
+from fatkit.translate.pipeline import Options, translate
+from tests import oracles, tma
+
+RNG = np.random.default_rng(21)
+THREADS = 32
+PATIENCE = 1 << 31  # mbarrier wait tries: a loaded CPU can keep the issuing thread off a core for long
+
+
+@functools.cache
+def _program():
+    translation = translate(tma.module(), Options(target="host"))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+    return translation.product
+
+
+def _map(case: dict, memory: np.ndarray) -> bytes:
+    if case["kind"] == "im2col":
+        return runtime.encode_im2col(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
+                                     case["lower"], case["upper"], case["channels"], case["pixels"], case["steps"],
+                                     oob_fill=int(case["nan"]))
+    return runtime.encode_tensor_map(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
+                                     case["box"], case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
+
+
+def _run(case: dict) -> None:
+    """Launch the case on the host and compare with the model: the box and every thread's completion flag
+    (loads), or the tensor (stores)."""
+    memory = tma.tensor(case)
+    want = tma.expected(case, memory)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    box = tma.source(case)
+    _program().launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE,
+                                                           box.ctypes.data), block=(THREADS,))
+    if case["kind"] == "store":
+        np.testing.assert_array_equal(memory, want)
+        return
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], want)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tile_loads_match_the_model(seed):
+    _run(tma.load_case(seed))
+
+
+@pytest.mark.parametrize("swizzle", range(4))
+def test_the_h200_measured_form_matches_the_model(swizzle):
+    for coords in ([0, 0], [48, 60], [-16, -3]):
+        _run(tma.anchor_case(swizzle, coords))
+
+
+@pytest.mark.parametrize("case", tma.suspect_cases(), ids=lambda case: case["name"])
+def test_the_suspects_of_the_h200_fault_match_the_model(case):
+    _run(case)
+
+
+def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
+    case = {**tma.load_case(0), "rank": 2, "data_type": 7, "size": 4, "dims": [40, 9], "pitch": 160,
+            "strides": [160], "box": [32, 4], "steps": [1, 1], "swizzle": 3, "nan": True, "coords": [-100, 20],
+            "bytes": 512}
+    memory = tma.tensor(case)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    _program().launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE),
+                      block=(THREADS,))
+    assert (out[:512].view(np.uint32) == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_im2col_loads_match_the_model(seed):
+    _run(tma.im2col_case(seed))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_tile_stores_and_reductions_match_the_model(seed):
+    _run(tma.store_case(seed))
+
+
+@pytest.mark.parametrize("seed", range(0, 24, 4))
+def test_stores_at_a_16_byte_boundary_match_the_model(seed):
+    _run(tma.aligned(tma.store_case(seed)))
+
+
+@pytest.mark.parametrize("swizzle", range(4))
+def test_stores_of_the_measured_form_match_the_model(swizzle):
+    for coords in ([0, 0], [48, 60], [-16, -3], [5, 3]):
+        _run({**tma.anchor_case(swizzle, coords), "kind": "store", "kernel": "store2d", "operation": None})
+
+
+# ------------------------------------------------------------------------------------------- tensormap
+
+def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it():
+    """A zeroed map with every field replaced (the Triton/CUTLASS sequence), copied out with
+    cp_fenceproxy, has the encoder's bytes, and a copy through it matches the model (f16, 64-byte swizzle,
+    element stride 2 in dimension 1, NaN fill)."""
+    memory = RNG.integers(0, 256, 96 * 7, dtype=np.uint8)
+    built, out = np.zeros(128, np.uint8), np.zeros(1024, np.uint8)
+    program = translate(tma.REPLACE, Options(target="host")).product
+    program.launch("build", [out.ctypes.data, built.ctypes.data, 0, memory.ctypes.data])
+    expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
+                                         oob_fill=1)
+    assert built.tobytes() == expected
+    box = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [36, 5], 2, True)
+    np.testing.assert_array_equal(out[:128], box[:128])
+
+
+# ------------------------------------------------------------------------------------------- encoder
+
+GOOD = {"data_type": 7, "global_address": 0x10000, "global_dim": [64, 32], "global_strides": [256], "box_dim": [32, 8]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"data_type": 13}, "tensorDataType 13"),
+    ({"global_address": 0x10008}, "16-byte aligned"),
+    ({"global_address": 0}, "non-null"),
+    ({"global_dim": [0, 32]}, "globalDim[0] = 0"),
+    ({"global_dim": [64, (1 << 32) + 1]}, "globalDim[1]"),
+    ({"global_strides": [260]}, "multiple of 16"),
+    ({"global_strides": [1 << 40]}, "below 2^40"),
+    ({"global_strides": []}, "globalStrides needs 1"),
+    ({"box_dim": [32, 257]}, "boxDim[1] = 257"),
+    ({"box_dim": [3, 8]}, "multiple of 16"),
+    ({"box_dim": [64, 8], "swizzle": 1}, "exceeds the 32-byte swizzle"),
+    ({"element_strides": [1, 9]}, "elementStrides[1] = 9"),
+    ({"oob_fill": 1, "data_type": 2}, "floating-point"),
+    ({"swizzle": 4}, "32/64-byte atoms"),
+    ({"interleave": 1}, "tensorRank >= 3"),
+    ({"global_dim": [1] * 6, "global_strides": [16] * 5, "box_dim": [4] * 6}, "tensorRank 6"),
+])
+def test_the_encoder_rejects_what_the_driver_rejects(change, message):
+    arguments = {**GOOD, **change}
+    with pytest.raises(runtime.TensorMapError, match=message.replace("^", r"\^").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        runtime.encode_tensor_map(**arguments)
+
+
+def test_the_encoders_maps_decode_and_a_zero_map_is_a_rank_one_tile_map():
+    image = runtime.encode_tensor_map(**GOOD, element_strides=[1, 4], swizzle=3, l2_promotion=2)
+    fields = runtime.decode(image)
+    assert (fields.global_address, fields.global_dim[:2], fields.global_stride[:1], fields.box_dim[:2]) == \
+           (0x10000, [64, 32], [256], [32, 8])
+    assert (fields.element_stride[:2], fields.rank, fields.element_type, fields.swizzle_mode, fields.l2_promotion) == \
+           ([1, 4], 2, 7, 3, 2)
+    moved = runtime.replace_address(image, 0x20000)
+    assert runtime.decode(moved).global_address == 0x20000 and moved[8:] == image[8:]
+    with pytest.raises(runtime.TensorMapError, match="aligned"):
+        runtime.replace_address(image, 0x20004)
+    zero = runtime.decode(bytes(128))
+    assert (zero.rank, zero.element_stride, zero.mode, zero.swizzle_mode, zero.fill_mode) == (1, [1] * 5, 0, 0, 0)
+    wide = runtime.decode(runtime.encode_im2col_wide(6, 0x1000, [16, 8, 4], [32, 256], -1, 0, 16, 64, wide_mode=1))
+    assert (wide.mode, wide.lower_corner[0], wide.channels_per_pixel, wide.pixels_per_column) == (3, -1, 16, 64)
+    with pytest.raises(runtime.TensorMapError, match="pixelBoxLowerCorner"):
+        runtime.encode_im2col(6, 0x1000, [16, 8, 8, 2], [32, 256, 2048], [-200, 0], [0, 0], 16, 8)
+
+
+# ------------------------------------------------------------------------------------------- clusterlaunchcontrol
+
+CANCEL = tma.HEADER.replace("8.0", "8.7").replace("sm_90", "sm_100") + """
+.visible .entry cancel(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<2>;
+    .shared .align 16 .b8 response[16];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, response;
+    mov.u32 %r2, bar;
+    mbarrier.init.shared::cta.b64 [%r2], 1;
+    mov.u32 %r3, -1;
+    st.shared.v4.u32 [%r1], {%r3, %r3, %r3, %r3};
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r2];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 16;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [response], 16;
+    ret;
+}
+"""
+
+
+def test_try_cancel_fails_legally_and_completes_its_sixteen_bytes():
+    """The request always fails: the response is fatkit's 16 zero bytes, written before the phase (which
+    waits for 16 bytes of transactions) completes."""
+    out = np.full(16, 0xEE, np.uint8)
+    translate(CANCEL, Options(target="host")).product.launch("cancel", [out.ctypes.data])
+    assert out.tobytes() == bytes(16)
+
+
+# ------------------------------------------------------------------------------------------- refusals, codegen
+
+def _reason(body: str) -> str:
+    ptx = tma.HEADER.replace("8.0", "8.6").replace("sm_90", "sm_100") + f"""
+.visible .entry refused(.param .align 64 .b8 map[128])
+{{
+    .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .b16 %h<4>;
+    .shared .align 128 .b8 s[4096];
+    .shared .align 8 .b64 bar;
+    mov.u32 %r1, s;
+    mov.u32 %r2, bar;
+    {body}
+    ret;
+}}
+"""
+    options = Options(target="host")
+    (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
+    assert report.status == "unsupported", body
+    return report.reason
+
+
+@pytest.mark.parametrize("body, reason", [
+    (("cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes [%r1], "
+      "[map, {%r3, %r3, %r3, %r3, %r3}], [%r2];"), "gather4/scatter4"),
+    (("cp.async.bulk.tensor.3d.shared::cluster.global.im2col::w.mbarrier::complete_tx::bytes [%r1], "
+      "[map, {%r3, %r3, %r3}], [%r2], {%h1, %h2};"), "im2col::w"),
+    ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3}], [%r2];",
+     "takes 2 coordinates"),
+    (("cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
+      "[%r2], {%h1};"), "im2col copies are 3d to 5d"),
+    ("cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group [map, {%r3, %r3, %r3}], [%r1];",
+     "im2col_no_offs"),
+])
+def test_refusals_name_the_mode(body, reason):
+    assert reason in _reason(body)
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_the_kernels_compile_for_amd(processor):
+    translation = translate(tma.module() + "".join(p.split("\n", 3)[3] for p in (tma.REPLACE, CANCEL)),
+                            Options(target=processor))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+
+
+def test_tile_loads_move_whole_chunks_where_they_can():
+    """The loads' 16-byte path exists (the tests above cannot tell it from the element path by results)."""
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(tma.HEADER + tma.load_kernel(2), options), options),
+                             options)
+    assert "load <4 x i32>, ptr addrspace(1)" in lowered.kernels[0].llvm_ir
+
+
+def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
+    oracles.assert_ptxas_accepts(tma.module(), tmp_path)
+    translation = translate(tma.module(), Options(target="sm_90"))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+    oracles.assert_ptxas_accepts(translation.product, tmp_path)
+
+
+MULTICAST = tma.HEADER + tma.load_kernel(2).replace(
+    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd7, {%c0, %c1}], "
+    "[%r3];",
+    "cvt.u16.u32 %h1, %c4;\n    mov.u64 %rd6, 0;\n    cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+    ".mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint [%r2], [%rd7, {%c0, %c1}], [%r3], %h1, %rd6;")
+
+
+@pytest.mark.parametrize("mask", [1, 0b1011, 0b10])
+def test_multicast_in_a_cluster_of_one_writes_the_ctas_box_when_its_bit_is_set(mask):
+    """ctaMask (here the fifth coordinate's low bits) names the CTAs of the cluster that receive the box and
+    the complete-tx: in a cluster of one, rank 0 alone. Without bit 0 nothing is written and the phase never
+    completes (the waits give up after `patience` tries)."""
+    assert MULTICAST != tma.HEADER + tma.load_kernel(2)
+    program = translate(MULTICAST, Options(target="host")).product
+    case = {**tma.anchor_case(3, [8, 5]), "coords": [8, 5, 0, 0, mask]}
+    memory = tma.tensor(case)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    patience = PATIENCE if mask & 1 else 1000
+    program.launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, patience), block=(THREADS,))
+    flags = out[tma.SHARED_BYTES:].view(np.uint32)
+    if mask & 1:
+        assert (flags == 1).all()
+        np.testing.assert_array_equal(out[:tma.SHARED_BYTES], tma.expected({**case, "coords": [8, 5]}, memory))
+    else:
+        assert (flags == 0).all() and (out[:tma.SHARED_BYTES] == 0xA5).all()
+
+
+def _reduce_kernel(operation: str) -> str:
+    return tma.HEADER + tma.store_kernel(1, operation)
+
+
+@pytest.mark.parametrize("operation, data_type, values, old, want", [
+    ("add", 7, np.array([1.5, -2.0, 1e-45, np.inf], np.float32), np.array([2.25, 2.0, 1e-45, 1.0], np.float32),
+     np.array([3.75, 0.0, 2.8e-45, np.inf], np.float32)),
+    ("add", 6, np.array([1.0, 0.5, -0.0, 65504], np.float16), np.array([2.0, 0.25, -0.0, 65504], np.float16),
+     np.array([3.0, 0.75, -0.0, np.inf], np.float16)),
+])
+def test_floating_point_reductions_use_the_maps_element_type(operation, data_type, values, old, want):
+    """The element type comes from the map at run time: the same instruction adds f32 or f16 lanes."""
+    program = translate(_reduce_kernel(operation), Options(target="host")).product
+    size = values.itemsize
+    memory = np.zeros(64, np.uint8)
+    memory[:len(old) * size] = old.view(np.uint8)
+    box = np.zeros(tma.SHARED_BYTES, np.uint8)
+    box[:len(values) * size] = values.view(np.uint8)
+    image = runtime.encode_tensor_map(data_type, memory.ctypes.data, [len(values)], [], [16 // size])
+    case = {"kind": "store", "coords": [0], "kernel": f"reduce_{operation}1d"}
+    program.launch(f"reduce_{operation}1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+    np.testing.assert_array_equal(memory[:len(want) * size].view(values.dtype), want)
+    assert (memory[len(want) * size:] == 0).all()  # the box's other lanes lie outside the tensor
+
+
+def test_a_map_of_another_rank_traps():
+    memory, out = np.zeros(256, np.uint8), np.zeros(tma.out_bytes(THREADS), np.uint8)
+    case = {**tma.anchor_case(0, [0, 0]), "coords": [0, 0, 0]}
+    image = runtime.encode_tensor_map(1, memory.ctypes.data, [64, 2], [128], [64, 2])
+    with pytest.raises(FatkitError, match="trapped"):
+        _program().launch("load3d", tma.arguments(case, image, out.ctypes.data, 1000), block=(THREADS,))
+
+
+def test_min_of_a_half_precision_map_traps():
+    program = translate(_reduce_kernel("min"), Options(target="host")).product
+    memory, box = np.zeros(64, np.uint8), np.zeros(tma.SHARED_BYTES, np.uint8)
+    image = runtime.encode_tensor_map(6, memory.ctypes.data, [8], [], [8])
+    case = {"kind": "store", "coords": [0], "kernel": "reduce_min1d"}
+    with pytest.raises(FatkitError, match="trapped"):
+        program.launch("reduce_min1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+
+
+@pytest.mark.parametrize("directives, shared, reason", [
+    (".reqnctapercluster 2, 1, 1", 4096, ("one workgroup (2 x blockDim threads (<= 1024), 2 x 4096 bytes of shared "
+                                         "memory) is not implemented yet")),
+    (".maxntid 512 .reqnctapercluster 4, 1, 1", 4096, ("4 CTAs of 512 threads cannot run as one workgroup "
+                                                      "(2048 > 1024 threads)")),
+    (".maxntid 128 .reqnctapercluster 2, 2, 2", 12288, ("8 CTAs of 12288 bytes of shared memory cannot run as one "
+                                                       "workgroup (98304 > 65536 bytes of LDS)")),
+])
+def test_cluster_refusals_say_whether_the_cluster_fits_one_workgroup(directives, shared, reason):
+    ptx = tma.HEADER + f"""
+.visible .entry clustered(.param .u64 out) {directives}
+{{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    .shared .align 16 .b8 s[{shared}];
+    ld.param.u64 %rd1, [out];
+    st.shared.u32 [s], 0;
+    mov.u32 %r1, %cluster_ctarank;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}}
+"""
+    options = Options(target="host")
+    (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
+    assert report.status == "unsupported" and reason in report.reason, report.reason
+
+
+def test_nvccs_tma_kernel_loads_and_stores_through_an_encoded_map():
+    """tests/ptx_sources/hopper.cu's `tma` (nvcc's PTX: the map a __grid_constant__ parameter reached by
+    cvta.param): a 32 x 32 int box at (0, 32) of a 64 x 64 tensor into shared memory, each thread's element
+    out, then the box stored back at (0, 0)."""
+    sample = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
+    translation = translate(sample, Options(target="host"))
+    kernel = "_Z3tma14CUtensorMap_stPi"
+    assert {k.name: k.status for k in translation.kernels}[kernel] == "ok"
+    matrix = RNG.integers(-2**31, 2**31, (64, 64), dtype=np.int64).astype(np.int32)
+    before = matrix.copy()
+    out = np.zeros(64, np.int32)
+    image = runtime.encode_tensor_map(3, matrix.ctypes.data, [64, 64], [256], [32, 32])
+    translation.product.launch(kernel, [image, out.ctypes.data], block=(64,))
+    np.testing.assert_array_equal(out, before[32:34, :32].ravel())
+    expected = before.copy()
+    expected[:32, :32] = before[32:, :32]
+    np.testing.assert_array_equal(matrix, expected)
+
+
+GLOBAL_MAP = tma.HEADER + """
+.global .align 64 .b8 gmap[128];
+
+.visible .entry through_global(.param .align 64 .b8 map[128], .param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 128 .b8 box[512];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, 0;
+COPY:
+    cvt.u64.u32 %rd2, %r1;
+    mov.u64 %rd3, map;
+    add.u64 %rd3, %rd3, %rd2;
+    ld.param.u32 %r2, [%rd3];
+    mov.u64 %rd3, gmap;
+    add.u64 %rd3, %rd3, %rd2;
+    st.global.u32 [%rd3], %r2;
+    add.u32 %r1, %r1, 4;
+    setp.lt.u32 %p1, %r1, 128;
+    @%p1 bra COPY;
+    fence.proxy.tensormap::generic.release.gpu;
+    mov.u32 %r3, box;
+    mov.u32 %r4, bar;
+    mbarrier.init.shared::cta.b64 [%r4], 1;
+    mov.u32 %r5, 20;
+    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r3], [gmap, {%r5}], [%r4];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], 64;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 64;
+    ret;
+}
+"""
+
+
+def test_a_map_in_a_global_variable_is_read_there():
+    """A map the kernel copied into a .global variable, named directly as the copy's operand (a box that runs
+    12 elements past the end)."""
+    data = np.arange(40, dtype=np.uint16)
+    out = np.zeros(32, np.uint16)
+    image = runtime.encode_tensor_map(1, data.ctypes.data, [40], [], [32])
+    translate(GLOBAL_MAP, Options(target="host")).product.launch("through_global", [image, out.ctypes.data])
+    np.testing.assert_array_equal(out, np.concatenate([np.arange(20, 40), np.zeros(12)]).astype(np.uint16))

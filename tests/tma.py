@@ -1,0 +1,493 @@
+"""The tensor copies (TMA) as numpy sees them, and the PTX kernels that exercise them.
+
+The model is written from the PTX ISA's tensor sections and the H200 measurements (box packed row-major,
+out-of-bounds elements filled, the swizzle an XOR of the absolute shared address's bits 7-9 into bits 4-6),
+independently of fatkit's lowering: it indexes whole numpy arrays where the lowering loops over elements.
+The kernels are shared by tests/test_translate_tma.py (host target) and verification/tma.py (the H200:
+NVIDIA's own maps against fatkit's maps on the re-lowered PTX).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
+SHARED_BYTES = 16384  # the kernels' box buffer (.align 1024, so its address bits 7-9 are zero)
+
+
+def swizzle_offsets(count: int, mode: int) -> np.ndarray:
+    """Physical byte offset, within a 1024-aligned buffer, of each linear byte 0…count-1."""
+    linear = np.arange(count, dtype=np.int64)
+    if mode == 0:
+        return linear
+    mask = SWIZZLE_SPAN[mode] // 16 - 1
+    return linear ^ (((linear >> 7) & mask) << 4)
+
+
+def _fill_bytes(size: int, nan: bool) -> bytes:
+    if not nan:
+        return bytes(size)
+    return ((1 << (8 * size - 1)) - 1).to_bytes(size, "little")
+
+
+def box_extents(box: list[int], steps: list[int]) -> list[int]:
+    return [-(-b // s) for b, s in zip(box, steps)]
+
+
+def _element_positions(coords, box, steps):
+    """Tensor coordinates of every box element, dimension 0 fastest (rows of an (n, rank) array)."""
+    extents = box_extents(box, steps)
+    grids = np.meshgrid(*[c + s * np.arange(e) for c, s, e in zip(coords, steps, extents)], indexing="ij")
+    # meshgrid with ij puts dimension 0 first; C order then makes the last dimension fastest: reverse
+    return np.stack([g.transpose(tuple(range(len(box)))[::-1]).ravel() for g in grids], axis=1)
+
+
+def _global_offsets(positions: np.ndarray, dims, strides, size) -> tuple[np.ndarray, np.ndarray]:
+    inside = np.all((positions >= 0) & (positions < np.array(dims)), axis=1)
+    byte_strides = np.array([size] + list(strides), dtype=np.int64)
+    return inside, positions @ byte_strides
+
+
+def load(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swizzle: int, nan: bool,
+         shared: np.ndarray | None = None) -> np.ndarray:
+    """The shared buffer after a tile load of the box at `coords` from `memory` (the tensor's bytes from its
+    base address); `shared` is the buffer before (untouched bytes stay)."""
+    shared = np.zeros(SHARED_BYTES, np.uint8) if shared is None else shared.copy()
+    positions = _element_positions(coords, box, steps)
+    inside, offsets = _global_offsets(positions, dims, strides, size)
+    fill = np.frombuffer(_fill_bytes(size, nan), np.uint8)
+    linear = np.empty(len(positions) * size, np.uint8)
+    for byte in range(size):
+        linear[byte::size] = np.where(inside, memory[np.where(inside, offsets, 0) + byte], fill[byte])
+    shared[swizzle_offsets(len(linear), swizzle)] = linear
+    return shared
+
+
+def store(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swizzle: int,
+          shared: np.ndarray, reduce=None) -> np.ndarray:
+    """`memory` after a tile store (or, with `reduce(old, new)` on element arrays, a reduction) of the box."""
+    memory = memory.copy()
+    positions = _element_positions(coords, box, steps)
+    inside, offsets = _global_offsets(positions, dims, strides, size)
+    linear = shared[swizzle_offsets(len(positions) * size, swizzle)]
+    kind = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
+    elements = linear.view(kind)
+    for index in np.flatnonzero(inside):
+        start = offsets[index]
+        if reduce is None:
+            memory[start:start + size] = linear[index * size:(index + 1) * size]
+        else:
+            old = memory[start:start + size].view(kind)[0]
+            memory[start:start + size] = np.array([reduce(old, elements[index])], kind).view(np.uint8)
+    return memory
+
+
+def im2col(memory: np.ndarray, dims, strides, size: int, channels: int, pixels: int, steps, lower, upper,
+           coords, offsets, swizzle: int, nan: bool) -> np.ndarray:
+    """The shared buffer after an im2col load (rank = len(dims)): pixel positions walk the bounding box
+    lower … dim−1+upper of each spatial dimension (traversal steps, W fastest, then the next batch index)
+    from the starting pixel at `coords`; each brings `channels` channels of the pixel at position + offsets."""
+    rank = len(dims)
+    spatial = list(range(1, rank - 1))
+    ranges = {i: list(range(lower[i - 1], dims[i] + upper[i - 1], steps[i])) for i in spatial}
+    walk = [p[::-1] for p in itertools.product(*[ranges[i] for i in reversed(spatial)])]  # W fastest
+    start = walk.index(tuple(coords[i] for i in spatial))
+    fill = _fill_bytes(size, nan)
+    out = bytearray()
+    for k in range(pixels):
+        batch, place = divmod(start + k, len(walk))
+        pixel = [coords[0]] + [walk[place][j] + offsets[j] for j in range(rank - 2)] + [coords[-1] + batch]
+        for c in range(channels):
+            where = [pixel[0] + c * steps[0]] + pixel[1:]
+            if all(0 <= w < d for w, d in zip(where, dims)):
+                offset = where[0] * size + sum(w * s for w, s in zip(where[1:], strides))
+                out += memory[offset:offset + size].tobytes()
+            else:
+                out += fill
+    shared = np.zeros(SHARED_BYTES, np.uint8)
+    shared[swizzle_offsets(len(out), swizzle)] = np.frombuffer(bytes(out), np.uint8)
+    return shared
+
+
+# ------------------------------------------------------------------------------------------- kernels
+
+HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
+_COORDS = "".join(f", .param .u32 c{i}" for i in range(5))
+
+
+def _coordinates(rank: int) -> str:
+    return ", ".join(f"%c{i}" for i in range(rank))
+
+
+def _prologue(name: str, extra_params: str = "") -> str:
+    """Params: the map, out (SHARED_BYTES bytes of box, then a u32 completion flag a thread), five
+    coordinates, the expected transaction bytes, how many times a thread tries the mbarrier wait."""
+    return f"""
+.visible .entry {name}(.param .align 64 .b8 map[128], .param .u64 out{_COORDS}, .param .u32 bytes,
+    .param .u32 patience{extra_params})
+{{
+    .reg .pred %p<4>;
+    .reg .b16 %h<4>;
+    .reg .b32 %r<16>;
+    .reg .b32 %c<5>;
+    .reg .b64 %rd<8>;
+    .shared .align 1024 .b8 box[{SHARED_BYTES}];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %c0, [c0];
+    ld.param.u32 %c1, [c1];
+    ld.param.u32 %c2, [c2];
+    ld.param.u32 %c3, [c3];
+    ld.param.u32 %c4, [c4];
+    ld.param.u32 %r9, [bytes];
+    ld.param.u32 %r12, [patience];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, box;
+    mov.u32 %r3, bar;
+    mov.u32 %r8, %ntid.x;
+    mov.b64 %rd7, map;
+    cvta.param.u64 %rd7, %rd7;
+"""
+
+
+# every thread writes 0xA5 over the box (bytes the copy leaves alone keep it), then thread 0 initialises bar
+_PREFILL = f"""
+    mov.u32 %r4, %r1;
+PREFILL:
+    add.u32 %r5, %r2, %r4;
+    st.shared.u8 [%r5], 165;
+    add.u32 %r4, %r4, %r8;
+    setp.lt.u32 %p1, %r4, {SHARED_BYTES};
+    @%p1 bra PREFILL;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra INITIALISED;
+    mbarrier.init.shared::cta.b64 [%r3], 1;
+    fence.mbarrier_init.release.cluster;
+INITIALISED:
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+"""
+
+# every thread waits on the phase (at most `patience` tries, so a wrong tx count cannot hang the GPU), then
+# copies the box out and writes its flag (a u32 after the box, one a thread): 1 when it saw the phase complete
+_WAIT_AND_COPY_OUT = f"""
+    mov.u32 %r6, 0;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r3], 0;
+    @%p3 bra WAITED;
+    add.u32 %r6, %r6, 1;
+    setp.lt.u32 %p1, %r6, %r12;
+    @%p1 bra WAIT;
+WAITED:
+    selp.u32 %r7, 1, 0, %p3;
+    mov.u32 %r4, %r1;
+COPY:
+    add.u32 %r5, %r2, %r4;
+    ld.shared.u8 %h1, [%r5];
+    cvt.u64.u32 %rd2, %r4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u8 [%rd3], %h1;
+    add.u32 %r4, %r4, %r8;
+    setp.lt.u32 %p1, %r4, {SHARED_BYTES};
+    @%p1 bra COPY;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3+{SHARED_BYTES}], %r7;
+    ret;
+}}
+"""
+
+
+def load_kernel(rank: int) -> str:
+    """load{rank}d: a tile load of the box at the coordinates, expect-tx `bytes`, the box copied out."""
+    return _prologue(f"load{rank}d") + _PREFILL + f"""
+    @%p2 bra ISSUED;
+    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
+ISSUED:
+""" + _WAIT_AND_COPY_OUT
+
+
+def im2col_kernel(rank: int) -> str:
+    """im2col{rank}d: an im2col load with offsets o0…o2 (16-bit params), otherwise as load_kernel."""
+    offsets = "".join(f", .param .u16 o{i}" for i in range(3))
+    loads = "".join(f"    ld.param.u16 %h{i + 1}, [o{i}];\n" for i in range(rank - 2))
+    names = ", ".join(f"%h{i + 1}" for i in range(rank - 2))
+    return _prologue(f"im2col{rank}d", offsets) + _PREFILL + f"""
+    @%p2 bra ISSUED;
+{loads}    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
+ISSUED:
+""" + _WAIT_AND_COPY_OUT
+
+
+def store_kernel(rank: int, reduction: str | None = None) -> str:
+    """store{rank}d / reduce_{op}{rank}d: the box comes from `source` (SHARED_BYTES bytes, copied into shared
+    memory linearly by all threads), then thread 0 stores (or reduces) it into the tensor."""
+    name = f"reduce_{reduction}{rank}d" if reduction else f"store{rank}d"
+    operation = (f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{reduction}.tile.bulk_group"
+                 if reduction else f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group")
+    return _prologue(name, ", .param .u64 source") + f"""
+    ld.param.u64 %rd4, [source];
+    mov.u32 %r4, %r1;
+FILL:
+    cvt.u64.u32 %rd2, %r4;
+    add.u64 %rd3, %rd4, %rd2;
+    ld.global.u8 %h1, [%rd3];
+    add.u32 %r5, %r2, %r4;
+    st.shared.u8 [%r5], %h1;
+    add.u32 %r4, %r4, %r8;
+    setp.lt.u32 %p1, %r4, {SHARED_BYTES};
+    @%p1 bra FILL;
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra DONE;
+    {operation} [%rd7, {{{_coordinates(rank)}}}], [%r2];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+DONE:
+    ret;
+}}
+"""
+
+
+def module() -> str:
+    """Every kernel, in one module."""
+    kernels = [load_kernel(r) for r in range(1, 6)] + [im2col_kernel(r) for r in (3, 4, 5)]
+    kernels += [store_kernel(r) for r in (1, 2, 3)] + [store_kernel(2, op) for op in ("add", "min", "xor")]
+    return HEADER + "".join(kernels)
+
+
+# ------------------------------------------------------------------------------------------- cases
+
+# CUtensorMapDataType → bytes per element; the floating-point ones
+TYPES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
+FLOATING = {6, 7, 8, 9}
+
+
+def tensor(case: dict) -> np.ndarray:
+    """The case's tensor: random bytes (its own seed), strides[-1] · dims[-1] of them."""
+    rng = np.random.default_rng(case["seed"] + 1_000_003)
+    total = case["strides"][-1] * case["dims"][-1] if case["strides"] else case["pitch"]
+    return rng.integers(0, 256, total, dtype=np.uint8)
+
+
+def _strides(rng: np.random.Generator, dims: list[int], size: int) -> tuple[int, list[int]]:
+    """Byte strides of a tensor whose rows are padded to a multiple of 16 (0–2 more 16-byte units)."""
+    pitch = -(-dims[0] * size // 16) * 16 + 16 * int(rng.integers(0, 3))
+    strides = [pitch]
+    for d in dims[1:-1]:
+        strides.append(strides[-1] * d)
+    return pitch, strides[:len(dims) - 1]
+
+
+def load_case(seed: int) -> dict:
+    """A random tile load: rank 1-5, element type, box within the swizzle span, traversal strides, fill,
+    coordinates from a box's extent before the tensor to past its end."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 6))
+    data_type = int(rng.choice(list(TYPES)))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    span = SWIZZLE_SPAN[swizzle] or 64
+    inner = int(rng.choice([n for n in range(16, span + 1, 16)])) // size
+    box = [inner] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 1, 2, 3])) for _ in range(rank)]
+    dims = [int(rng.integers(max(2, inner // 2), 3 * inner + 2))] + [int(rng.integers(2, 7)) for _ in range(rank - 1)]
+    coords = [int(rng.integers(-box[i] * steps[i], dims[i] + 1)) for i in range(rank)]
+    nan = data_type in FLOATING and bool(rng.integers(0, 2))
+    pitch, strides = _strides(rng, dims, size)
+    return {"kind": "load", "name": f"load{rank}d.{seed}", "seed": seed, "rank": rank, "data_type": data_type,
+            "size": size, "box": box, "steps": steps, "swizzle": swizzle, "nan": nan, "dims": dims,
+            "pitch": pitch, "strides": strides, "coords": coords,
+            "bytes": int(np.prod(box_extents(box, steps))) * size}
+
+
+def anchor_case(swizzle: int, coords: list[int]) -> dict:
+    """The H200's measured form: UINT16, 100 x 70 with a 256-byte pitch, a box as wide as the swizzle (64
+    elements without one) and 8 rows, first coordinates on 16-byte boundaries."""
+    inner = (SWIZZLE_SPAN[swizzle] or 128) // 2
+    return {"kind": "load", "name": f"anchor.swizzle{swizzle}.{coords[0]}.{coords[1]}", "seed": 7, "rank": 2,
+            "data_type": 1, "size": 2, "box": [inner, 8], "steps": [1, 1], "swizzle": swizzle, "nan": False,
+            "dims": [100, 70], "pitch": 256, "strides": [256], "coords": coords, "bytes": inner * 8 * 2}
+
+
+def suspect_cases() -> list[dict]:
+    """The measured form with one suspect each (the first H200 run faulted on a random case that had all of
+    them): a first coordinate off a 16-byte boundary, traversal strides beyond the box, a box wholly past
+    the end."""
+    return [anchor_case(0, [5, 3]), anchor_case(3, [-5, 2]),
+            {**anchor_case(0, [0, 0]), "name": "anchor.stride3.box2", "box": [64, 2], "steps": [1, 3],
+             "bytes": 64 * 2},
+            {**anchor_case(0, [0, 70]), "name": "anchor.past_the_end"}]
+
+
+def aligned(case: dict) -> dict:
+    """The case with its first coordinate moved down to a multiple of 16 bytes."""
+    step = 16 // case["size"]
+    coords = [case["coords"][0] // step * step] + case["coords"][1:]
+    return {**case, "name": case["name"] + ".aligned", "coords": coords}
+
+
+def im2col_case(seed: int) -> dict:
+    """A random im2col load of f16 channels: rank 3-5, corners inside the rank's range, offsets 0-2."""
+    rng = np.random.default_rng(100 + seed)
+    rank = int(rng.integers(3, 6))
+    channels = int(rng.choice([8, 16, 32]))
+    dims = [channels + int(rng.integers(0, 9))] + [int(rng.integers(3, 7)) for _ in range(rank - 2)]
+    dims.append(int(rng.integers(1, 4)))
+    limit = {3: 3, 4: 3, 5: 2}[rank]
+    lower = [int(rng.integers(-limit, 1)) for _ in range(rank - 2)]
+    upper = [int(rng.integers(-limit, limit)) for _ in range(rank - 2)]
+    steps = [1] + [int(rng.choice([1, 2])) for _ in range(rank - 1)]
+    for i in range(rank - 2):  # at least one position per spatial dimension
+        if dims[i + 1] - 1 + upper[i] < lower[i]:
+            upper[i] = lower[i] - dims[i + 1] + 1
+    pixels = int(rng.integers(1, 20))
+    start = [int(rng.choice(range(lower[i], dims[i + 1] + upper[i], steps[i + 1]))) for i in range(rank - 2)]
+    coords = [int(rng.integers(0, dims[0] - channels + 1))] + start + [int(rng.integers(0, dims[-1]))]
+    pitch, strides = _strides(rng, dims, 2)
+    return {"kind": "im2col", "name": f"im2col{rank}d.{seed}", "seed": 100 + seed, "rank": rank, "data_type": 6,
+            "size": 2, "channels": channels, "pixels": pixels, "lower": lower, "upper": upper, "steps": steps,
+            "dims": dims, "pitch": pitch, "strides": strides, "coords": coords, "nan": bool(rng.integers(0, 2)),
+            "offsets": [int(rng.integers(0, 3)) for _ in range(rank - 2)], "swizzle": 0,
+            "bytes": pixels * channels * 2}
+
+
+# reduction → the CUtensorMapDataType it is tested on
+REDUCTION_TYPES = {"add": 2, "min": 3, "xor": 4}
+
+
+def store_case(seed: int) -> dict:
+    """A random tile store (seed % 4 == 0) or reduction (add u32, min s32, xor u64) of a box that may
+    stick out of the tensor."""
+    rng = np.random.default_rng(200 + seed)
+    operation = [None, "add", "min", "xor"][seed % 4]
+    rank = int(rng.integers(1, 4)) if operation is None else 2
+    data_type = REDUCTION_TYPES[operation] if operation else int(rng.choice(list(TYPES)))
+    size = TYPES[data_type]
+    swizzle = int(rng.integers(0, 4))
+    box = [(SWIZZLE_SPAN[swizzle] or 64) // size] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
+    steps = [int(rng.choice([1, 2])) for _ in range(rank)]
+    dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
+    pitch, strides = _strides(rng, dims, size)
+    coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
+    name = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
+    return {"kind": "store", "name": f"{name}.{seed}", "kernel": name, "seed": 200 + seed, "rank": rank,
+            "operation": operation, "data_type": data_type, "size": size, "box": box, "steps": steps,
+            "swizzle": swizzle, "dims": dims, "pitch": pitch, "strides": strides, "coords": coords, "nan": False}
+
+
+def source(case: dict) -> np.ndarray:
+    """The shared box a store case writes from: random bytes of its own seed."""
+    return np.random.default_rng(case["seed"] + 2_000_003).integers(0, 256, SHARED_BYTES, dtype=np.uint8)
+
+
+def _signed(value, bits: int) -> int:
+    value = int(value)
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+REDUCE = {  # operation → the reduction of the old and new elements, as unsigned integers
+    None: None,
+    "add": lambda old, new: (int(old) + int(new)) & 0xFFFFFFFF,
+    "min": lambda old, new: min(_signed(old, 32), _signed(new, 32)) & 0xFFFFFFFF,
+    "xor": lambda old, new: int(old) ^ int(new),
+}
+
+
+def expected(case: dict, memory: np.ndarray) -> np.ndarray:
+    """What the model says the case produces: the shared box (loads; 0xA5 where the copy does not write)
+    or the tensor's bytes (stores)."""
+    before = np.full(SHARED_BYTES, 0xA5, np.uint8)
+    if case["kind"] == "load":
+        return load(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"],
+                    case["coords"], case["swizzle"], case["nan"], before)
+    if case["kind"] == "im2col":
+        box = im2col(memory, case["dims"], case["strides"], case["size"], case["channels"], case["pixels"],
+                     case["steps"], case["lower"], case["upper"], case["coords"], case["offsets"], 0, case["nan"])
+        box[case["bytes"]:] = 0xA5
+        return box
+    return store(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"], case["coords"],
+                 case["swizzle"], source(case), REDUCE[case["operation"]])
+
+
+def kernel_name(case: dict) -> str:
+    return {"load": f"load{case['rank']}d", "im2col": f"im2col{case['rank']}d"}.get(case["kind"]) or case["kernel"]
+
+
+def arguments(case: dict, image: bytes, out: int, patience: int, source_address: int = 0) -> list:
+    """The kernel's arguments in order: the map's bytes, out's address, coordinates, expect-tx bytes, patience,
+    then the im2col offsets or a store's source address."""
+    coords = [c & 0xFFFFFFFF for c in case["coords"]] + [0] * (5 - len(case["coords"]))
+    args = [image, out, *coords, case.get("bytes", 0), patience]
+    if case["kind"] == "im2col":
+        args += [o & 0xFFFF for o in case["offsets"]] + [0] * (3 - len(case["offsets"]))
+    elif case["kind"] == "store":
+        args.append(source_address)
+    return args
+
+
+def out_bytes(threads: int) -> int:
+    return SHARED_BYTES + 4 * threads
+
+
+# A map built on the device: 128 zero bytes, every field replaced (the Triton/CUTLASS sequence), copied to
+# global memory with cp_fenceproxy, acquired, then used by a tile load whose box is bulk-copied out.
+# (NVIDIA's tensormap.replace needs PTX 8.3 and sm_90a; .swizzle_atomicity, PTX 8.6 and sm_100a, is left 0.)
+REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
+.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<12>;
+    .shared .align 128 .b8 map[128];
+    .shared .align 1024 .b8 box[1024];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [address];
+    ld.param.u64 %rd3, [source];
+    ld.param.u64 %rd4, [data];
+    mov.u32 %r1, map;
+    mov.u64 %rd5, 0;
+    st.shared.v2.u64 [map], {%rd5, %rd5};
+    st.shared.v2.u64 [map+16], {%rd5, %rd5};
+    st.shared.v2.u64 [map+32], {%rd5, %rd5};
+    st.shared.v2.u64 [map+48], {%rd5, %rd5};
+    st.shared.v2.u64 [map+64], {%rd5, %rd5};
+    st.shared.v2.u64 [map+80], {%rd5, %rd5};
+    st.shared.v2.u64 [map+96], {%rd5, %rd5};
+    st.shared.v2.u64 [map+112], {%rd5, %rd5};
+    tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd4;
+    tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 0, 32;
+    tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r1], 1, 4;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 0, 40;
+    tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 1, 7;
+    tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r1], 1, 96;
+    tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 1, 2;
+    tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r1], 6;
+    tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r1], 2;
+    tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r1], 1;
+    tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r1], 0;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd2], [%r1], 128;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
+    mov.u32 %r2, box;
+    mov.u32 %r3, bar;
+    mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u32 %r4, 36;
+    mov.u32 %r5, 5;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
+    mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;
+    @!%p1 bra WAIT;
+    cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 1024;
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group 0;
+    ret;
+}
+"""

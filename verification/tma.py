@@ -1,0 +1,332 @@
+"""TMA on the H200: the original kernels with NVIDIA's tensor maps against fatkit's re-lowered sm_90 PTX with
+fatkit's maps, and both against the numpy model (tests/tma.py).
+
+    python verification/tma.py build -o DIR      # here: the PTX (original, re-lowered), the cases, the helpers
+    python DIR/tma.py run DIR [-o OUT]           # on the GPU machine: numpy and the CUDA driver (libcuda) only
+
+A child process runs the cases in order until one fails (a faulting kernel spoils its CUDA context), and
+the next child goes on after it; the original kernel runs first, so a case whose error names the `orig`
+kernel was refused by NVIDIA's hardware itself.
+
+The original kernels run with maps from the driver's own cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col;
+the re-lowered ones (fatkit's lowering of cp.async.bulk.tensor into loads and stores, for the `sm_90` target)
+with the 128-byte maps of fatkit's reference encoder (fatkit/runtime.py) over the same device memory. Cases:
+tile loads (ranks 1-5, swizzles none/32/64/128 B, boxes partly or wholly outside, traversal strides, zero and
+NaN fill, 1-8-byte elements), im2col loads, tile stores and reductions, and a map built on the device with
+tensormap.replace. The record of each case says whether NVIDIA and fatkit agree byte for byte, and whether
+each agrees with the model (with the first differing bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+THREADS = 64
+PATIENCE = 1 << 24  # mbarrier wait tries before a thread gives up (and reports it): no hang on a wrong count
+
+
+# ------------------------------------------------------------------------------------------- build (here)
+
+def build(out: Path) -> None:
+    sys.path.insert(0, str(HERE.parent))
+    from fatkit.translate.pipeline import Options, translate
+    from tests import tma
+
+    out.mkdir(parents=True, exist_ok=True)
+    modules = {"tma": tma.module(), "replace": tma.REPLACE}
+    for name, text in modules.items():
+        (out / f"{name}.orig.ptx").write_text(text)
+        translation = translate(text, Options(target="sm_90"))
+        bad = [(k.name, k.reason) for k in translation.kernels if k.status != "ok"]
+        if bad:
+            raise SystemExit(f"{name}: not translated: {bad}")
+        (out / f"{name}.fatkit.ptx").write_bytes(translation.product)
+    cases = [tma.anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [48, 60], [-16, -3])]
+    cases += tma.suspect_cases()
+    randoms = [tma.load_case(s) for s in range(40)]
+    # each random load also with its first coordinate moved down to a 16-byte boundary: tells a fault that
+    # comes from an unaligned inner coordinate from one that does not
+    cases += randoms + [tma.aligned(case) for case in randoms if case["coords"][0] * case["size"] % 16]
+    cases += [tma.im2col_case(s) for s in range(8)] + [tma.store_case(s) for s in range(12)]
+    (out / "cases.json").write_text(json.dumps(cases, indent=1))
+    shutil.copy(HERE.parent / "tests" / "tma.py", out / "tma_model.py")
+    shutil.copy(HERE.parent / "fatkit" / "runtime.py", out / "fatkit_runtime.py")
+    shutil.copy(Path(__file__), out / "tma.py")
+    print(f"wrote {len(cases)} cases and {2 * len(modules)} PTX modules to {out}")
+
+
+# ------------------------------------------------------------------------------------------- the driver
+
+class Driver:
+    """The few CUDA driver calls the run needs, through ctypes."""
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.check("cuInit", 0)
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        self.check("cuDeviceGet", ctypes.byref(device), 0)
+        self.check("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+        self.check("cuCtxSetCurrent", context)
+        u64p, u32p, intp = (ctypes.POINTER(t) for t in (ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int))
+        self.lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                                    u64p, u64p, u32p, u32p] + [ctypes.c_int] * 4
+        self.lib.cuTensorMapEncodeIm2col.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                                     u64p, u64p, intp, intp, ctypes.c_uint32, ctypes.c_uint32, u32p] \
+            + [ctypes.c_int] * 4
+
+    def error(self, code: int) -> str:
+        text = ctypes.c_char_p()
+        self.lib.cuGetErrorString(code, ctypes.byref(text))
+        return f"{code} ({text.value.decode() if text.value else '?'})"
+
+    def check(self, name: str, *args) -> None:
+        code = getattr(self.lib, name)(*args)
+        if code:
+            raise RuntimeError(f"{name}: {self.error(code)}")
+
+    def module(self, image: bytes) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        self.check("cuModuleLoadData", ctypes.byref(handle), ctypes.c_char_p(image + b"\0"))
+        return handle
+
+    def function(self, module: ctypes.c_void_p, name: str) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        self.check("cuModuleGetFunction", ctypes.byref(handle), module, name.encode())
+        return handle
+
+    def alloc(self, size: int) -> int:
+        pointer = ctypes.c_uint64()
+        self.check("cuMemAlloc_v2", ctypes.byref(pointer), ctypes.c_size_t(max(size, 16)))
+        return pointer.value
+
+    def upload(self, pointer: int, data: np.ndarray) -> None:
+        self.check("cuMemcpyHtoD_v2", ctypes.c_uint64(pointer), data.ctypes.data_as(ctypes.c_void_p),
+                   ctypes.c_size_t(data.nbytes))
+
+    def download(self, pointer: int, size: int) -> np.ndarray:
+        data = np.zeros(size, np.uint8)
+        self.check("cuCtxSynchronize")
+        self.check("cuMemcpyDtoH_v2", data.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(pointer),
+                   ctypes.c_size_t(size))
+        return data
+
+    def free(self, pointer: int) -> None:
+        self.check("cuMemFree_v2", ctypes.c_uint64(pointer))
+
+    def launch(self, function: ctypes.c_void_p, params: list, threads: int) -> None:
+        """params: ctypes objects, one a kernel parameter (the map as a 128-byte array)."""
+        pointers = (ctypes.c_void_p * len(params))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in params])
+        self.check("cuLaunchKernel", function, 1, 1, 1, threads, 1, 1, 0, None, pointers, None)
+        self.check("cuCtxSynchronize")
+
+    def encode(self, case: dict, address: int) -> bytes:
+        """NVIDIA's map for the case (raises with the driver's error when it refuses the parameters)."""
+        storage = np.zeros(256, np.uint8)
+        start = (-storage.ctypes.data) % 64
+        image = storage[start:start + 128]
+        rank = case["rank"]
+        dims = (ctypes.c_uint64 * rank)(*case["dims"])
+        strides = (ctypes.c_uint64 * max(rank - 1, 1))(*case["strides"])
+        steps = (ctypes.c_uint32 * rank)(*case["steps"])
+        if case["kind"] == "im2col":
+            lower = (ctypes.c_int * (rank - 2))(*case["lower"])
+            upper = (ctypes.c_int * (rank - 2))(*case["upper"])
+            code = self.lib.cuTensorMapEncodeIm2col(image.ctypes.data, case["data_type"], rank, address, dims, strides,
+                                                    lower, upper, case["channels"], case["pixels"], steps, 0, 0, 0,
+                                                    int(case["nan"]))
+        else:
+            box = (ctypes.c_uint32 * rank)(*case["box"])
+            code = self.lib.cuTensorMapEncodeTiled(image.ctypes.data, case["data_type"], rank, address, dims, strides,
+                                                   box, steps, 0, case["swizzle"], 0, int(case["nan"]))
+        if code:
+            raise RuntimeError(f"cuTensorMapEncode: {self.error(code)}")
+        return image.tobytes()
+
+
+def _params(values: list, image: bytes) -> list:
+    """ctypes objects for the kernel's parameters (tma_model.arguments order)."""
+    params = [(ctypes.c_uint8 * 128).from_buffer_copy(image), ctypes.c_uint64(values[1])]
+    params += [ctypes.c_uint32(v) for v in values[2:9]]  # five coordinates, bytes, patience
+    rest = values[9:]
+    if len(rest) == 3:
+        params += [ctypes.c_uint16(v) for v in rest]
+    elif len(rest) == 1:
+        params.append(ctypes.c_uint64(rest[0]))
+    return params
+
+
+def _first_difference(a: np.ndarray, b: np.ndarray) -> str:
+    bad = np.flatnonzero(a != b)
+    if not len(bad):
+        return ""
+    first = bad[0]
+    return (f"{len(bad)} bytes differ, first at {first}: {a[first:first + 8].tobytes().hex()} vs "
+            f"{b[first:first + 8].tobytes().hex()}")
+
+
+# ------------------------------------------------------------------------------------------- run (GPU)
+
+def run(directory: Path, out: Path | None) -> int:
+    cases = json.loads((directory / "cases.json").read_text())
+    order = [*range(len(cases)), -1]  # -1: the device-built map
+    records: dict[int, dict] = {}
+    position = 0
+    # a child runs cases in order until one fails (a kernel that faults spoils its CUDA context), then the
+    # next child goes on after it
+    while position < len(order):
+        first = order[position]
+        try:
+            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
+                                  capture_output=True, text=True, timeout=240, check=False)
+            output, problem = done.stdout, done.stderr.strip()[-400:]
+        except subprocess.TimeoutExpired as expired:
+            output, problem = (expired.stdout or b"").decode(), "timed out after 240 s"
+        finished = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        for record in finished:
+            records[record["index"]] = record
+            print(json.dumps(record), flush=True)
+        position = order.index(finished[-1]["index"]) + 1 if finished else position
+        if (not finished or "error" not in finished[-1]) and position < len(order):
+            index = order[position]
+            records[index] = {"index": index, "name": _name(cases, index), "error": problem or "child died"}
+            print(json.dumps(records[index]), flush=True)
+            position += 1
+    results = [records[i] for i in order if i in records]
+    agreed = sum(1 for r in results if r.get("nvidia_vs_fatkit") == "")
+    modelled = sum(1 for r in results if r.get("nvidia_vs_model") == "")
+    print(f"\n{len(results)} cases: NVIDIA = fatkit in {agreed}, NVIDIA = model in {modelled}, "
+          f"errors {sum(1 for r in results if 'error' in r)}")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "tma_results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def _name(cases: list[dict], index: int) -> str:
+    return cases[index]["name"] if index >= 0 else "replace"
+
+
+def run_from(directory: Path, first: int) -> None:
+    """Cases from `first` on (then the device-built map) in this process, a JSON line each, until one fails."""
+    sys.path.insert(0, str(directory))
+    sys.path.insert(0, str(Path.cwd()))  # the repository: fatkit_runtime imports fatkit.errors
+    import fatkit_runtime as runtime
+    import tma_model as tma
+
+    cases = json.loads((directory / "cases.json").read_text())
+    order = [*range(len(cases)), -1]
+    driver = Driver()
+    modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
+               for name in ("tma", "replace") for kind in ("orig", "fatkit")}
+    for index in order[order.index(first):]:
+        record = {"index": index, "name": _name(cases, index)}
+        try:
+            if index >= 0:
+                record.update(_run_case(driver, modules, runtime, tma, cases[index]))
+            else:
+                record.update(_run_replace(driver, modules, runtime, tma))
+        except Exception as error:  # noqa: BLE001 (recorded; the parent goes on in a fresh process)
+            record["error"] = f"{type(error).__name__}: {error}"
+        print(json.dumps(record), flush=True)
+        if "error" in record:
+            return
+
+
+def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
+    memory = tma.tensor(case)
+    tensor = driver.alloc(memory.nbytes)
+    box = tma.source(case)
+    source = driver.alloc(box.nbytes)
+    driver.upload(source, box)
+    result = {}
+    outputs = {}
+    for kind in ("orig", "fatkit"):
+        driver.upload(tensor, memory)
+        out = driver.alloc(tma.out_bytes(THREADS))
+        driver.upload(out, np.zeros(tma.out_bytes(THREADS), np.uint8))
+        if kind == "orig":
+            image = driver.encode(case, tensor)
+        elif case["kind"] == "im2col":
+            image = runtime.encode_im2col(case["data_type"], tensor, case["dims"], case["strides"], case["lower"],
+                                          case["upper"], case["channels"], case["pixels"], case["steps"],
+                                          oob_fill=int(case["nan"]))
+        else:
+            image = runtime.encode_tensor_map(case["data_type"], tensor, case["dims"], case["strides"], case["box"],
+                                              case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
+        function = driver.function(modules["tma", kind], tma.kernel_name(case))
+        try:
+            driver.launch(function, _params(tma.arguments(case, image, out, PATIENCE, source), image), THREADS)
+        except RuntimeError as error:
+            raise RuntimeError(f"the {kind} kernel: {error}") from error
+        if case["kind"] == "store":
+            outputs[kind] = driver.download(tensor, memory.nbytes)
+        else:
+            raw = driver.download(out, tma.out_bytes(THREADS))
+            outputs[kind] = raw[:tma.SHARED_BYTES]
+            result[f"{kind}_completed"] = bool((raw[tma.SHARED_BYTES:].view(np.uint32) == 1).all())
+        driver.free(out)
+    driver.free(tensor)
+    driver.free(source)
+    want = tma.expected(case, memory)
+    result["nvidia_vs_fatkit"] = _first_difference(outputs["orig"], outputs["fatkit"])
+    result["nvidia_vs_model"] = _first_difference(outputs["orig"], want)
+    result["fatkit_vs_model"] = _first_difference(outputs["fatkit"], want)
+    return result
+
+
+def _run_replace(driver: Driver, modules: dict, runtime, tma) -> dict:
+    """The device-built map: both versions build it over the same tensor and load through it."""
+    memory = np.random.default_rng(5).integers(0, 256, 96 * 7, dtype=np.uint8)
+    tensor = driver.alloc(memory.nbytes)
+    driver.upload(tensor, memory)
+    outputs, maps = {}, {}
+    for kind in ("orig", "fatkit"):
+        out, built = driver.alloc(1024), driver.alloc(128)
+        driver.upload(out, np.zeros(1024, np.uint8))
+        driver.upload(built, np.zeros(128, np.uint8))
+        function = driver.function(modules["replace", kind], "build")
+        try:
+            driver.launch(function, [ctypes.c_uint64(out), ctypes.c_uint64(built), ctypes.c_uint64(0),
+                                     ctypes.c_uint64(tensor)], 1)
+        except RuntimeError as error:
+            raise RuntimeError(f"the {kind} kernel: {error}") from error
+        outputs[kind] = driver.download(out, 128)
+        maps[kind] = driver.download(built, 128).tobytes()
+        driver.free(out)
+        driver.free(built)
+    want = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [36, 5], 2, True)[:128]
+    encoded = runtime.encode_tensor_map(6, tensor, [40, 7], [96], [32, 4], [1, 2], swizzle=2, oob_fill=1)
+    driver.free(tensor)
+    return {"nvidia_vs_fatkit": _first_difference(outputs["orig"], outputs["fatkit"]),
+            "nvidia_vs_model": _first_difference(outputs["orig"], want),
+            "fatkit_vs_model": _first_difference(outputs["fatkit"], want),
+            "fatkit_map_is_encoders": maps["fatkit"] == encoded, "nvidia_map": maps["orig"].hex()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("build", "run", "cases"))
+    parser.add_argument("directory", nargs="?", type=Path)
+    parser.add_argument("-o", "--output", type=Path)
+    parser.add_argument("--index", type=int, default=0)
+    arguments = parser.parse_args()
+    if arguments.mode == "build":
+        build(arguments.output or HERE / "build-tma")
+        return 0
+    if arguments.mode == "cases":
+        run_from(arguments.directory or HERE, arguments.index)
+        return 0
+    return run(arguments.directory or HERE, arguments.output)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
