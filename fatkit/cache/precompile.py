@@ -134,6 +134,7 @@ def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs:
         return _outcome(index, kernels, error=str(exc))
     except Exception as exc:
         return _outcome(index, kernels, error=f"internal translator error: {type(exc).__name__}: {exc}")
+    kernels = [{"name": r.name, "status": r.status, "reason": r.reason, "line": r.line} for r in translation.kernels]
     return _outcome(index, kernels, code_object=translation.product, target_id=translation.validated.target_id,
                     seconds=elapsed + time.perf_counter() - start, store=True)
 

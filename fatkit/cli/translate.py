@@ -134,6 +134,8 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, j
         if emit == "hsaco":
             translation: Translation = _stage("validate")(_stage("codegen")(lowered, options), options)
             product = translation.product
+            report["kernels"] = [{"name": k.name, "status": k.status, "reason": k.reason, "line": k.line}
+                                 for k in translation.kernels]  # with the kernels LLVM failed on
         else:
             product = lowered.target.emit(list(lowered.kernels), options.opt_level, emit)
     except FatkitError as exc:
