@@ -553,8 +553,16 @@ DYNAMIC = HEADER + """
 """
 
 
-def test_dynamic_shared_memory_grows_with_the_launch():
-    program = _host(DYNAMIC)
+# NCCL's `.shared .align 16 .b8 ncclShmem[];`: an unsized .shared array without .extern names the same
+# dynamic shared memory (fatkit/translate/lower/module.py says why).
+DYNAMIC_WITHOUT_EXTERN = DYNAMIC.replace(".extern .shared .align 8 .b8 also_dynamic[];",
+                                         ".shared .align 8 .b8 also_dynamic[];")
+
+
+@pytest.mark.parametrize("module", [DYNAMIC, DYNAMIC_WITHOUT_EXTERN], ids=["extern", "without-extern"])
+def test_dynamic_shared_memory_grows_with_the_launch(module):
+    assert module.count(".extern") == (2 if module is DYNAMIC else 1)
+    program = _host(module)
     for threads, size in [(64, 256), (128, 4000)]:
         out = (ctypes.c_uint32 * (4 * threads))()
         program.launch("dynamic", [ctypes.addressof(out)], block=(threads, 1, 1), shared_bytes=size)
@@ -562,6 +570,16 @@ def test_dynamic_shared_memory_grows_with_the_launch():
             assert list(out[4 * t:4 * t + 4]) == [7 * (t ^ 1), size, (32 + size + 127) // 128 * 128, 1]
     with pytest.raises(Exception, match="dynamic shared memory"):
         program.launch("dynamic", [0], block=(1, 1, 1), shared_bytes=1 << 20)
+
+
+def test_an_unsized_shared_array_without_extern_is_dynamic_lds_on_amdgpu():
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(DYNAMIC_WITHOUT_EXTERN, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"]
+    # every dynamic array starts at one address, at the largest alignment among them
+    assert re.search(r'@"also_dynamic" = external addrspace\(3\) global \[0 x i8\], align 16', lowered.kernels[0].llvm_ir)
+    (kernel,) = translate(DYNAMIC_WITHOUT_EXTERN, options).validated.kernels
+    assert kernel.group_segment_size == 32  # the static `quad`; the launch adds the dynamic bytes
 
 
 INITIALIZERS = HEADER + """

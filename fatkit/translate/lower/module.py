@@ -295,9 +295,12 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
     start, as in CUDA) and their static bytes: each at its alignment, in declaration order, as LLVM lays
     out LDS; with `barrier_state`, the named barriers' state (`_BARRIER_STATE`) after them.
 
-    `.extern .shared` arrays without a size are dynamic shared memory: all of them start at one address
-    after the static bytes, at their largest alignment (counted in the static bytes); on AMDGPU each is a
-    zero-sized external LDS global, which LLVM places there and the launch sizes.
+    `.shared` arrays without a size are dynamic shared memory: all of them start at one address after the
+    static bytes, at their largest alignment (counted in the static bytes); on AMDGPU each is a zero-sized
+    external LDS global, which LLVM places there and the launch sizes. That holds for `.extern .shared
+    x[]`, CUDA's `extern __shared__`, and for the same array declared without `.extern` (LLVM's NVPTX
+    backend prints a zero-length LDS array so; ptxas 13.0 refuses it as "incomplete type"): storage of its
+    own it cannot have, and the one memory it can name is the launch's dynamic shared memory.
 
     Where the target wants a shared window (host), the variables are instead slices of one global and a
     shared address is an offset into it, so that it fits the 32-bit registers PTX keeps it in; dynamic
@@ -309,11 +312,12 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
                               f"the {target.name} target runs threads one after another and has no "
                               ".shared memory")
-        if variable.linkage == "extern" and variable.array == (None,) and variable.element_size:
+        if variable.array == (None,) and variable.element_size and variable.initializer is None:
             dynamic.append(variable)
         elif variable.linkage == "extern" or variable.size_bytes is None:
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
-                              "only sized .shared variables and unsized .extern .shared arrays are supported")
+                              "a .shared variable is sized, or an unsized one-dimensional array (dynamic "
+                              "shared memory); an .extern one of a size is defined in another module")
         else:
             placed.append((variable.name, variable.size_bytes, variable.align or variable.element_size))
     if barrier_state:
