@@ -37,7 +37,8 @@ def main() -> None:
     modules = ok = failed_modules = 0
     reasons: Counter[str] = Counter()
     started = time.perf_counter()
-    for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr)):
+    for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr),
+                              link_rdc=True):
         modules += 1
         try:
             lowered = lower(passes(parse(module.text, options), options), options)

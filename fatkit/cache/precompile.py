@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import fatkit
-from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, make_key, normalize_target,
+from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, linked_ptx_hash, normalize_target,
                               options_key, ptx_hash, translator_fingerprint)
 from fatkit.cache.store import Cache, CacheEntry
 from fatkit.errors import FatkitError
@@ -68,13 +68,16 @@ def plan(modules: Iterable[PtxModule], targets: list[str]) -> tuple[list[Job], i
     unique: dict[tuple[str, ...], tuple[tuple[Candidate, ...], list[str]]] = {}
     for members in containers.values():
         members.sort(key=lambda m: arch_rank(m.arch))
-        candidates = tuple(Candidate(ptx_hash(m.text), m.text, m.arch, _where(m)) for m in members)
+        candidates = tuple(Candidate(linked_ptx_hash(m.members) if m.members else ptx_hash(m.text), m.text, m.arch,
+                                     _where(m)) for m in members)
         unique.setdefault(tuple(c.ptx_blake3 for c in candidates), (candidates, []))[1].append(candidates[0].where)
     jobs = [Job(candidates, normalize_target(t), sources) for t in targets for candidates, sources in unique.values()]
     return jobs, len(containers) - len(unique)
 
 
 def _where(module: PtxModule) -> str:
+    if module.linked:
+        return f"{module.source} -rdc units c{'+c'.join(map(str, module.linked))} linked ({module.arch})"
     if module.container is None:
         return module.source
     return f"{module.source} c{module.container}.e{module.entry} ({module.arch})"
@@ -247,7 +250,8 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
     # Code objects leave xnack/sramecc unset, so they are stored under their own (bare) target id, which
     # every feature setting of the processor can load.
     stored = outcome["target_id"] or job.processor
-    key = make_key(chosen.text, stored, Options(target=job.processor, opt_level=opt_level))
+    key = CacheKey(chosen.ptx_blake3, normalize_target(stored), TRANSLATOR_ABI,
+                   options_key(Options(target=job.processor, opt_level=opt_level)))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
     return _record(job, manifest, _status(outcome["code_object"], manifest, "translated"), cached=False,

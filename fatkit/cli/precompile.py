@@ -60,7 +60,7 @@ def precompile(
     elif output_format != "cache":
         raise typer.BadParameter(f"cache or zluda, not {output_format!r}", param_hint="--format")
     with file_progress(paths, "scanning") as on_file:
-        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
+        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn, link_rdc=True))
     with Cache(cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
         report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done)
         exported = export.write(cache, report) if export else None

@@ -185,8 +185,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "printf": HazardKind(WARNING, BOTH, "calls {name}: device printf fills a buffer the shim drains (docs/runtime.md)"),
     "assert": HazardKind(WARNING, BOTH, "calls {name}: device assert prints and traps; needs printf support"),
     "device-heap": HazardKind(WARNING, BOTH, "calls {name}: fatkit's per-module heap serves it (docs/runtime.md)"),
-    "extern-call": HazardKind(WARNING, BOTH, "calls {name}, not defined in this module: needs device linking "
-                                             "(-rdc) to run"),
+    "extern-call": HazardKind(WARNING, BOTH, "calls {name}, not defined in this module: runs only where another "
+                                             "-rdc unit of the binary defines it (translate links them)"),
     "address-size-32": HazardKind(WARNING, BOTH, "the module uses .address_size 32: AMD code objects are 64-bit, "
                                                  "so pointers are widened"),
     "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD can only give the "

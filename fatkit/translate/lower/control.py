@@ -101,8 +101,8 @@ def _direct(lw, name: str, returns, arguments):
         return None, (), (), False
     prepared = lw.callees.prepared
     if prepared is not None and prepared.module.function(name) is not None:
-        raise lw.fail(f"{name} is declared .extern and not defined in this module (separately compiled device "
-                      "code is not linked)")
+        raise lw.fail(f"{name} is declared .extern and no PTX module linked with this one defines it (fatkit "
+                      "links the -rdc units of one binary, fatkit/translate/link.py)")
     raise lw.fail(f"{name} is not a .func defined in this module")
 
 

@@ -206,7 +206,11 @@ def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Mo
     """A module-level .global/.const variable, defined with its initial bytes; one whose initializer holds
     addresses is appended to `addresses` with them, to be placed once the functions are lowered."""
     size = variable.size_bytes
-    if size is None or variable.linkage == "extern" or llvm_type(variable.type) is None:
+    if variable.linkage == "extern":
+        raise Unsupported(kernel.name, f".extern .{variable.state_space} {variable.name}", variable.line,
+                          "no PTX module linked with this one defines it (fatkit links the -rdc units of one "
+                          "binary, fatkit/translate/link.py)")
+    if size is None or llvm_type(variable.type) is None:
         raise Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line,
                           "only defined, sized .global/.const variables of scalar types are supported")
     space = target.global_address_space if variable.state_space == "global" else target.constant_address_space
