@@ -667,11 +667,11 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
 
 @pytest.mark.parametrize("body, directives, reason", [
     ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
-     "[%r2];", "", "CUtensorMap operand is a 128-byte descriptor"),
+     "[%r2];", "", "reads a CUtensorMap, a 128-byte object"),
     ("cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [map, {%r3}], [%r1];", "",
      "layout NVIDIA does not document"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1], 256, "
-     "[%r2], %rs1;", "", ".multicast::cluster copies into other CTAs"),
+     "[%r2], %rs1;", "", ".multicast::cluster copies into the shared memory of several CTAs"),
     ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r1], [%r1], 256, [%r2];", "",
      "writes another CTA of the cluster"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 256, [%r2];",

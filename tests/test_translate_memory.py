@@ -807,3 +807,53 @@ def test_parameter_addresses_read_through_registers():
     assert out[0] == 1207
     for target in ("gfx942", "gfx1100", "sm_90"):
         assert [k.status for k in translate(PARAM_ADDRESS, Options(target=target)).kernels] == ["ok"]
+
+
+STACK_AND_CLUSTER_OF_ONE = HEADER + """
+.shared .align 16 .b8 tile[64];
+.visible .entry stack_and_cluster(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    mov.u64 %rd6, 64;
+    stacksave.u64 %rd2;
+    alloca.u64 %rd3, %rd6;
+    stackrestore.u64 %rd2;
+    alloca.u64 %rd4, %rd6, 16;
+    cvta.local.u64 %rd4, %rd4;
+    st.u32 [%rd4+12], 41;
+    ld.u32 %r1, [%rd4+12];
+    add.u32 %r1, %r1, 1;
+    and.b64 %rd7, %rd4, 15;
+    cvt.u32.u64 %r5, %rd7;
+    add.u32 %r1, %r1, %r5;
+    mov.u32 %r2, tile;
+    add.u32 %r2, %r2, 20;
+    mapa.shared::cluster.u32 %r3, %r2, 0;
+    sub.u32 %r3, %r3, %r2;
+    getctarank.shared::cluster.u32 %r4, %r2;
+    createpolicy.fractional.L2::evict_last.b64 %rd5, 0f3F000000;
+    discard.global.L2 [%rd1], 128;
+    applypriority.global.L2::evict_normal [%rd1], 128;
+    pmevent 3;
+    st.global.v4.u32 [%rd1], {%r1, %r3, %r4, 7};
+    ret;
+}
+"""
+
+
+def test_stack_save_restore_and_a_cluster_of_one():
+    """An alloca of a dynamic size after stackrestore is usable stack, at its alignment (the ISA promises no
+    address reuse to check); mapa and getctarank in a cluster of one CTA name the CTA itself; the cache hints
+    and pmevent change nothing."""
+    program = _host(STACK_AND_CLUSTER_OF_ONE)
+    out = (ctypes.c_uint32 * 4)(9, 9, 9, 9)
+    program.launch("stack_and_cluster", [ctypes.addressof(out)])
+    assert list(out) == [42, 0, 0, 7]
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(STACK_AND_CLUSTER_OF_ONE, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"]
+    assert "llvm.stacksave.p5" in lowered.kernels[0].llvm_ir and "llvm.stackrestore.p5" in lowered.kernels[0].llvm_ir
+    translate(STACK_AND_CLUSTER_OF_ONE, options)  # and LLVM compiles it for the GPU

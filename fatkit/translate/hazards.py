@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from fatkit.errors import FatkitError, UsageError
+from fatkit.translate.coverage import refusal
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.parser import parse_ptx
 
@@ -142,6 +143,7 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "dynamic-parallelism": HazardKind(ERROR, BOTH, "calls {name}: device-side kernel launches (dynamic "
                                                    "parallelism) are not available on AMD"),
     "shared-memory": HazardKind(ERROR, (), "{bytes} bytes of static shared memory exceed the LDS of {where}"),
+    "not-translated": HazardKind(ERROR, BOTH, "{name}: not translated: {reason}"),
     # warnings: translatable with care
     "warp-shuffle": HazardKind(WARNING, (WAVE64,), "{name}: a wave64 wave holds two 32-lane PTX warps; source lanes, "
                                                    "clamps and the 32-bit member mask apply per half"),
@@ -444,8 +446,12 @@ class _Analysis:
             if kind is ast.Instruction:
                 ins = statement
                 opcode, modifiers, line = ins.opcode, ins.modifiers, ins.line
-                for found in _classify(opcode, modifiers):
-                    findings.append((found, line, {"name": ins.name}))
+                kinds = _classify(opcode, modifiers)
+                refused = refusal(opcode, modifiers)  # the coverage table translate refuses by
+                for found in kinds:
+                    findings.append((found, line, {"name": ins.name, "translated": refused is None}))
+                if refused is not None and not any(HAZARD_KINDS[k].severity == ERROR for k in kinds):
+                    findings.append(("not-translated", line, {"name": ins.name, "reason": refused}))
                 ftz = _ftz_form(opcode, modifiers)
                 if ftz is not None:
                     (facts.ftz if ftz else facts.plain).append((line, ins.name))
@@ -533,8 +539,10 @@ class _Analysis:
         def add(kind: str, line: int, function: str | None, targets: tuple[str, ...] | None = None,
                 **fields: Any) -> None:
             spec = HAZARD_KINDS[kind]
+            # an instruction form translate lowers (coverage.py) runs, however hard: at worst a warning
+            severity = WARNING if spec.severity == ERROR and fields.get("translated") else spec.severity
             if (kind, line) not in hazards:
-                hazards[(kind, line)] = Hazard(kind, spec.severity, line, spec.message.format(**fields),
+                hazards[(kind, line)] = Hazard(kind, severity, line, spec.message.format(**fields),
                                                spec.targets if targets is None else targets, function)
 
         if self.module.address_size == 32:

@@ -38,11 +38,10 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
 - cp.reduce.async.bulk: each element reduced into the destination by one relaxed atomic at `.gpu` scope
   (the ISA's ordering of each reduction), then the complete-tx as for the copies.
 - cp.async.bulk.prefetch{.tensor} and the `L2` prefetch forms only warm a cache: nothing.
-- cp.async.bulk.tensor and cp.reduce.async.bulk.tensor are refused: their CUtensorMap operand is a
-  128-byte object that cuTensorMapEncode* fills in a layout NVIDIA does not document, so its shape,
-  strides, box, swizzle and out-of-bounds fill cannot be decoded here.
+- cp.async.bulk.tensor and cp.reduce.async.bulk.tensor are refused (translate/coverage.py says why: their
+  CUtensorMap operand's layout is not documented).
 - st.bulk: weak stores of zeros, eight bytes at a time (size is a multiple of 8).
-- wgmma and tcgen05, which read the tiles these copies fill, are refused with what they would need.
+- wgmma and tcgen05, which read the tiles these copies fill, are refused by translate/coverage.py.
 """
 
 from __future__ import annotations
@@ -62,9 +61,6 @@ from fatkit.translate.ptx import ast
 _HINTS = {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}
 _CHUNKS = {4: I32, 8: ir.VectorType(I32, 2), 16: ir.VectorType(I32, 4)}  # cp-size bytes as one value
 _SPACES = ("global", "shared", "shared::cta", "shared::cluster")
-_TENSOR_MAP = ("the CUtensorMap operand is a 128-byte descriptor that cuTensorMapEncode* fills in a layout NVIDIA "
-               "does not document, so its shape, strides, box, swizzle and out-of-bounds fill cannot be decoded "
-               "into the loads and stores that would replace the TMA unit")
 # cp.reduce.async.bulk: operation → element types, per destination (the ISA's table).
 _REDUCTIONS = {
     "shared::cluster": {"add": {"u32", "s32", "u64"}, "min": {"u32", "s32"}, "max": {"u32", "s32"},
@@ -73,7 +69,6 @@ _REDUCTIONS = {
                "min": {"u32", "s32", "u64", "s64", "f16", "bf16"}, "max": {"u32", "s32", "u64", "s64", "f16", "bf16"},
                "inc": {"u32"}, "dec": {"u32"}, "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"}},
 }
-
 
 # ------------------------------------------------------------------------------------------- helpers
 
@@ -171,9 +166,7 @@ def cp(lw, ins):
     if modifiers[:1] == ("reduce",):
         if modifiers[1:3] != ("async", "bulk"):
             raise lw.fail("cp.reduce is cp.reduce.async.bulk")
-        if "tensor" in modifiers:
-            raise lw.fail(_TENSOR_MAP)
-        _reduce(lw, ins)
+        _reduce(lw, ins)  # (the .tensor forms: refused by translate/coverage.py)
         return
     if modifiers[:1] != ("async",) or len(modifiers) < 2:
         raise lw.fail("cp exists as cp.async and cp.reduce.async.bulk")
@@ -184,13 +177,11 @@ def cp(lw, ins):
         _group(lw, ins, bulk=False)
     elif kind == "mbarrier":
         _cp_async_arrive(lw, ins)
-    elif kind == "bulk" and "tensor" in modifiers:
-        if "prefetch" in modifiers:  # only warms L2 with a tile: nothing to decode, nothing to do
-            lw.check_modifiers(ins, {"async", "bulk", "prefetch", "tensor", "L2", "global", "L2::cache_hint",
-                                     "tile", "im2col", "tile::gather4", "im2col::w", "im2col::w::128",
-                                     *(f"{n}d" for n in range(1, 6))})
-            return
-        raise lw.fail(_TENSOR_MAP)
+    elif kind == "bulk" and "tensor" in modifiers:  # the prefetch; copies are refused by translate/coverage.py
+        # only warms L2 with a tile: nothing to decode, nothing to do
+        lw.check_modifiers(ins, {"async", "bulk", "prefetch", "tensor", "L2", "global", "L2::cache_hint",
+                                 "tile", "im2col", "tile::gather4", "im2col::w", "im2col::w::128",
+                                 *(f"{n}d" for n in range(1, 6))})
     elif kind == "bulk" and modifiers[2:3] in (("commit_group",), ("wait_group",)):
         _group(lw, ins, bulk=True)
     elif kind == "bulk" and "prefetch" in modifiers:
@@ -298,8 +289,6 @@ def _bulk_copy(lw, ins) -> None:
     completions = [m for m in ins.modifiers if m in ("mbarrier::complete_tx::bytes", "bulk_group")]
     if len(completions) != 1:
         raise lw.fail("a bulk copy completes by .mbarrier::complete_tx::bytes or .bulk_group")
-    if ins.has("multicast::cluster"):
-        raise lw.fail(".multicast::cluster copies into other CTAs of a cluster: AMD GPUs have no clusters")
     lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask"})
     hinted, masked = ins.has("L2::cache_hint"), ins.has("cp_mask")
     by_group = completions[0] == "bulk_group"
@@ -390,22 +379,6 @@ def _reduce(lw, ins) -> None:
     if mbarrier:
         _complete_tx(lw, operands[3], count)
 
-
-# ------------------------------------------------------------------------------------------- refused
-
-_ASYNC_TENSOR_CORES = {
-    "wgmma": "warpgroup MMA (sm_90a): four warps multiply together, their A/B operands read asynchronously "
-             "through shared-memory matrix descriptors with NVIDIA's core-matrix swizzles; AMD's MFMA/WMMA work "
-             "per wave with other fragment layouts, and fatkit does not emulate warpgroup MMA",
-    "tcgen05": "fifth-generation tensor-core instructions (sm_100a) work on Tensor Memory, per-SM storage that "
-               "AMD GPUs do not have, through instruction and matrix descriptors; fatkit does not emulate them",
-}
-
-
-@handles(*_ASYNC_TENSOR_CORES)
-def async_tensor_core(lw, ins):
-    """Refused: the asynchronous tensor-core families that also consume async copies' shared-memory tiles."""
-    raise lw.fail(_ASYNC_TENSOR_CORES[ins.opcode])
 
 
 # ------------------------------------------------------------------------------------------- st.bulk

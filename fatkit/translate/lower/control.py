@@ -197,6 +197,17 @@ def trap(lw, ins):
     lw.stop_thread()
 
 
+@handles("pmevent")
+def pmevent(lw, ins):
+    """`pmevent a` / `pmevent.mask m` signal events to NVIDIA's performance monitors; nothing a thread can
+    observe depends on them, so they lower to nothing once their form is checked."""
+    lw.check_modifiers(ins, {"mask"})
+    (event,) = lw.operands(ins, 1)
+    limit = 0xFFFF if ins.has("mask") else 15
+    if type(event) is not ast.IntImm or not 0 <= event.value <= limit:
+        raise lw.fail(f"pmevent takes an immediate 0–{limit}")
+
+
 @handles("brkpt")
 def brkpt(lw, ins):
     """Suspends execution for a debugger: the target's breakpoint (none attached: execution goes on)."""
