@@ -5,6 +5,7 @@ computes for a linked unit."""
 from __future__ import annotations
 
 import ctypes
+import json
 
 import pytest
 
@@ -229,3 +230,19 @@ def test_precompile_stores_the_linked_unit_under_the_key_a_shim_computes(tmp_pat
         assert find(cache, images[0], "gfx942") is None  # a unit alone is not what precompile stored
     assert linked_ptx_hash([b"x"]) == ptx_hash(b"x")
     assert linked_ptx_hash(["a", "b"]) == linked_ptx_hash(["b", "a"]) != linked_ptx_hash(["a", "c"])
+
+
+def test_fatkit_translate_and_precompile_link_the_units(tmp_path):
+    from tests.test_cli import fatkit
+
+    out = json.loads(fatkit("translate", "--json", str(sample("nv_rdc_var")), "--target", "gfx1100",
+                            "-o", str(tmp_path / "out")).stdout)
+    (module,) = out["modules"]
+    assert module["linked"] == [1, 2] and module["container"] is None
+    assert {k["name"]: k["status"] for k in module["kernels"]} == {"_Z7rdc_usePfi": "ok", "_Z15rdc_define_onlyPi": "ok"}
+    assert module["output"].endswith("nv_rdc_var.rdc.compute_90.gfx1100.hsaco")
+    report = json.loads(fatkit("precompile", "--json", str(sample("nv_rdc")), "--target", "gfx1100",
+                               "--cache", str(tmp_path / "cache")).stdout)
+    (record,) = report["modules"]
+    assert record["status"] == "translated" and "-rdc units c1+c2 linked" in record["source"]
+    assert all(k["status"] == "ok" for k in record["kernels"]) and len(record["kernels"]) == 8
