@@ -205,6 +205,10 @@ def test_two_visible_definitions_are_an_error_and_weak_ones_keep_the_first():
     out = (ctypes.c_uint32 * 1)()
     program.launch("k", [ctypes.addressof(out)])
     assert out[0] == 1
+    strong_last = [("user.ptx", user), weak[0], ("two.ptx", visible.format(value=2))]
+    program = translate(link_modules(strong_last), Options(target="host")).product
+    program.launch("k", [ctypes.addressof(out)])
+    assert out[0] == 2  # a .visible definition wins over a .weak one met before it
     assert link_modules([("one.ptx", visible.format(value=1)), ("k.ptx", HEADER + ".visible .entry e() { ret; }")]) \
         is None  # nothing declared .extern: nothing to link
 

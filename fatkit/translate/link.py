@@ -5,8 +5,8 @@ binary) whose `.extern .func` and `.extern .global`/`.const` declarations name w
 (`.visible` or `.weak`). `link_modules` makes one module of them: the definitions replace the `.extern`
 declarations; a name with internal linkage (no linkage directive: static functions, `$str` literals) is
 per unit, so one that another unit also uses is renamed in its unit (`name_fatkit_rdc<unit>`); two
-`.visible` definitions of a name are an error, as for nvlink, and of `.weak`/`.common` ones the first is
-kept. An `.extern` that no unit defines stays, and lowering reports the kernels that reach it, naming it.
+`.visible` definitions of a name are an error, as for nvlink; a `.visible` one wins over `.weak`/`.common`
+ones, and of those the first is kept.
 Debug information (`.file`, `.loc`, DWARF `.section`s) is left out: file numbers are per unit.
 
 Which units are linked is `linkable`'s answer: the units that reference a definition in another unit.
@@ -52,15 +52,19 @@ def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
     names = [name for name, _ in units]
     defined: list[dict[str, str | None]] = [_definitions(module) for module in modules]
     externs = [_externs(module) for module in modules]
-    exported_by: dict[str, int] = {}
+    exported_by: dict[str, int] = {}  # name → the unit whose definition stands
     for index, definitions in enumerate(defined):
         for name, linkage in definitions.items():
             if linkage not in _EXPORTED and not _is_entry(modules[index], name):
                 continue
-            first = exported_by.setdefault(name, index)
-            if first != index and linkage == "visible" and defined[first][name] == "visible":
-                raise FatkitError(f"{name} is defined in both {names[first]} and {names[index]} (multiple "
-                                  "definition, as nvlink reports it)")
+            first = exported_by.get(name)
+            if first is None:
+                exported_by[name] = index
+            elif _strong(linkage):
+                if _strong(defined[first][name]):
+                    raise FatkitError(f"{name} is defined in both {names[first]} and {names[index]} (multiple "
+                                      "definition, as nvlink reports it)")
+                exported_by[name] = index  # a .visible definition wins over .weak/.common ones
     if not any(name in exported_by and exported_by[name] != index
                for index, declared in enumerate(externs) for name in declared):
         return None
@@ -77,23 +81,28 @@ def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
         local = {name: f"{name}_fatkit_rdc{index}" for name, linkage in defined[index].items()
                  if linkage is None and not _is_entry(module, name) and everywhere[name] > 1}
         for item in module.items:
-            kind = type(item)
-            if kind in (ast.File, ast.Section):
+            if isinstance(item, (ast.File, ast.Section)):
                 continue
-            if kind in (ast.Function, ast.Variable):
-                if item.linkage == "extern" and not (kind is ast.Variable and item.state_space == "shared"):
+            if isinstance(item, (ast.Function, ast.Variable)):
+                shared = isinstance(item, ast.Variable) and item.state_space == "shared"
+                if item.linkage == "extern" and not shared:
                     if item.name in exported_by or item.name in declared_extern:
                         continue  # defined by a unit (or already declared): the definition stands
                     declared_extern.add(item.name)
                 elif _is_definition(item) and item.name in exported_by and exported_by[item.name] != index:
-                    continue  # a .weak/.common definition another unit gave first
-                elif kind is ast.Variable and item.state_space == "shared" and item.name in kept:
+                    continue  # a .weak/.common definition where another unit's stands
+                elif shared and item.name in kept:
                     continue  # the same dynamic shared array declared in two units
                 kept.add(item.name)
             items.append(_renamed(item, local) if local else _without_locations(item))
     newest = max((m.version for m in modules if m.version), default=None)
     target = max((m.target for m in modules), key=lambda t: _sm(t[0]) if t else 0)
     return print_ptx(ast.Module(newest, target, modules[0].address_size, _declared_first(items)))
+
+
+def _strong(linkage: str | None) -> bool:
+    """A `.visible` definition, or a kernel's (whose name the runtime looks up): one per link."""
+    return linkage in ("visible", None)
 
 
 def _sm(arch: str) -> int:
