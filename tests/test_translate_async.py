@@ -781,3 +781,37 @@ def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier():
     (kernel,) = pipeline.lower(pipeline.passes(pipeline.parse(clusters_of_two, Options(target="host")),
                                                Options(target="host")), Options(target="host")).reports
     assert kernel.status == "unsupported" and "clusters of 2 CTAs" in kernel.reason
+
+
+TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + """
+.visible .entry try_cancel(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 response[16];
+    .shared .align 8 .b64 mbar;
+    ld.param.u64 %rd1, [out];
+    mbarrier.init.shared.b64 [mbar], 1;
+    st.shared.v4.u32 [response], {9, 9, 9, 9};
+    mbarrier.arrive.expect_tx.shared.b64 %rd2, [mbar], 16;
+    mbarrier.test_wait.shared.b64 %p1, [mbar], %rd2;
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [response], [mbar];
+    mbarrier.test_wait.shared.b64 %p2, [mbar], %rd2;
+    selp.u32 %r1, 1, 0, %p1;
+    selp.u32 %r2, 1, 0, %p2;
+    ld.shared.v4.u32 {%r3, %r4, %r5, %r6}, [response];
+    st.global.v2.u32 [%rd1], {%r1, %r2};
+    st.global.v4.u32 [%rd1+16], {%r3, %r4, %r5, %r6};
+    ret;
+}
+"""
+
+
+def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes():
+    """Nothing launched can be cancelled on AMD: the response is the not-cancelled one (zeros, fatkit's
+    encoding) and its 16 bytes complete the mbarrier phase that expected them."""
+    out = np.full(8, 7, dtype=np.uint32)
+    _host(TRY_CANCEL).launch("try_cancel", [_address(out)])
+    assert out[:2].tolist() == [0, 1]  # the phase was waiting for the 16 bytes, and they came
+    assert out[4:].tolist() == [0, 0, 0, 0]

@@ -11,7 +11,8 @@ the opcode no other row names), with its status:
 `Lowering` refuses a REFUSED or MISSING form with the row's reason before any handler sees it, and lint
 (hazards.py) reports the same rows with the same reasons, so the two cannot disagree. Each row carries a
 one-instruction `example` (in the registers `EXAMPLE_KERNEL` declares) that tests/test_translate_coverage.py
-lowers, so a row's status is checked against what lowering does.
+lowers, so a row's status is checked against what lowering does; a row whose instruction needs what the
+example kernel cannot declare (a `.b128` register) has none.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Form:
     opcode: str
     modifiers: tuple[str, ...]  # all present in an instruction → this form (the most modifiers win)
     status: str
-    example: str  # one instruction (or a few, for control flow) in EXAMPLE_KERNEL's registers
+    example: str | None  # one instruction (or a few) in EXAMPLE_KERNEL's registers; None: none stands alone
     reason: str = ""  # REFUSED / MISSING: why
 
 
@@ -189,10 +190,12 @@ FORMS: tuple[Form, ...] = (
     Form("griddepcontrol", (), LOWERED, "griddepcontrol.wait;"),
     Form("elect", (), LOWERED, "elect.sync %r2|%p2, -1;"),
     Form("mbarrier", (), LOWERED, "mbarrier.init.shared.b64 [smem], 1;"),
-    Form("clusterlaunchcontrol", (), MISSING,
-         "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [smem+16], [smem];",
-         "asking to cancel a cluster not yet launched could always get a refusal (AMD launches have no such "
-         "mechanism), but the response encoding and its mbarrier completion are not lowered yet"),
+    Form("clusterlaunchcontrol", (), LOWERED,
+         "mbarrier.init.shared.b64 [smem], 1;\n"
+         "    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [smem+16], [smem];"),
+    Form("clusterlaunchcontrol", ("query_cancel",), MISSING, None,
+         "query_cancel decodes a try_cancel response held in a .b128 register, and .b128 registers are not "
+         "lowered yet"),
     # 9.7.14 warp-level matrix
     Form("wmma", (), LOWERED, "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 "
          "{%r2, %r3, %r4, %r5, %r6, %r7, %r8, %r9}, [%rd1];"),

@@ -398,3 +398,24 @@ def st_bulk(lw, ins) -> None:
     words = lw.builder.lshr(lw.read(size, "u64"), ir.Constant(I64, 3))
     counted_loop(lw, words, lambda index: lw.builder.store(
         ir.Constant(I64, 0), _at(lw, pointer, lw.builder.mul(index, ir.Constant(I64, 8))), align=8))
+
+
+# ------------------------------------------------------------------------------------- clusterlaunchcontrol
+
+@handles("clusterlaunchcontrol")
+def clusterlaunchcontrol(lw, ins):
+    """`clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes{.multicast::cluster::all}
+    .b128 [response], [mbar]` asks to cancel a cluster that has not started, to do its work instead. The ISA
+    lets the request fail, and on AMD nothing launched can be cancelled: the answer is always "not
+    cancelled", 16 zero bytes at `response` (the encoding fatkit's query_cancel must read so), then the
+    complete-tx of those 16 bytes on the mbarrier. In a cluster of one CTA the multicast form is the same."""
+    if ins.modifiers[:1] != ("try_cancel",):  # (query_cancel: translate/coverage.py refuses it)
+        raise lw.fail("clusterlaunchcontrol is .try_cancel or .query_cancel")
+    lw.check_modifiers(ins, {"try_cancel", "async", "shared::cta", "mbarrier::complete_tx::bytes",
+                             "multicast::cluster::all", "b128"})
+    if not ins.has("async", "mbarrier::complete_tx::bytes", "b128"):
+        raise lw.fail("try_cancel is .async, completes by .mbarrier::complete_tx::bytes and answers .b128")
+    cluster_of_one(lw)
+    response, mbar = _address_operands(lw, lw.operands(ins, 2), 2)
+    lw.builder.store(ir.Constant(ir.ArrayType(I8, 16), bytearray(16)), lw.address(response, "shared"), align=16)
+    _complete_tx(lw, mbar, ir.Constant(I64, 16))
