@@ -36,6 +36,7 @@ class Candidate:
     text: str
     arch: str | None
     where: str  # "path c0.e2 (compute_90)" or "file.ptx"
+    linked: bool = False  # -rdc units linked into one: keyed by linked_ptx_hash (docs/cache.md)
 
 
 @dataclass
@@ -69,7 +70,7 @@ def plan(modules: Iterable[PtxModule], targets: list[str]) -> tuple[list[Job], i
     for members in containers.values():
         members.sort(key=lambda m: arch_rank(m.arch))
         candidates = tuple(Candidate(linked_ptx_hash(m.members) if m.members else ptx_hash(m.text), m.text, m.arch,
-                                     _where(m)) for m in members)
+                                     _where(m), bool(m.members)) for m in members)
         unique.setdefault(tuple(c.ptx_blake3 for c in candidates), (candidates, []))[1].append(candidates[0].where)
     jobs = [Job(candidates, normalize_target(t), sources) for t in targets for candidates, sources in unique.values()]
     return jobs, len(containers) - len(unique)
@@ -273,5 +274,5 @@ def _record(job: Job, manifest: dict[str, Any], status: str, *, cached: bool, pt
         "source": job.sources[0], "also_in": job.sources[1:], "arch": manifest.get("arch"),
         "kernels": manifest.get("kernels", []), "reason": manifest.get("error"),
         "compile_seconds": manifest.get("seconds", 0.0), "candidates": len(job.candidates), "options": options,
-        "translator": manifest.get("translator"),
+        "translator": manifest.get("translator"), "linked": job.candidates[0].linked,
     }

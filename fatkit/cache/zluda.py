@@ -87,8 +87,9 @@ class ZludaExport:
             if module["target"].split(":")[0] != processor:
                 continue
             complete = module["status"] != "failed" and all(k["status"] == "ok" for k in module["kernels"])
-            # ZLUDA picks among several PTX entries with its own parser: fatkit cannot know which it hashes.
-            if not complete or module["candidates"] != 1:
+            # ZLUDA picks among several PTX entries with its own parser: fatkit cannot know which it hashes;
+            # and it hashes one unit's PTX, never -rdc units linked into one.
+            if not complete or module["candidates"] != 1 or module.get("linked", False):
                 skipped += 1
                 continue
             entry = cache.get(_key(module))
