@@ -12,8 +12,9 @@ implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgr
 (cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
-a child Python process (amdgpu_child.py), one per group of kernels; ziglang's ld.lld (PyPI) links the
-relocatable objects they return.
+a child Python process (amdgpu_child.py), one per group of kernels; a group whose child dies is halved until
+the kernels that fail alone are found, which are left out and reported with LLVM's message. ziglang's
+ld.lld (PyPI) links the relocatable objects they return.
 """
 
 from __future__ import annotations
