@@ -29,8 +29,8 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
   before the matching expect-tx is allowed (the tx-count goes negative, lower/mbarrier.py), so programs
   that issue the copy before `arrive.expect_tx` work too. `cp.async.bulk.commit_group` and
   `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. The copy by another CTA's engine
-  that `.multicast::cluster` and the shared::cta → shared::cluster form ask for does not exist without
-  clusters: refused.
+  that `.multicast::cluster` asks for does not exist without clusters: refused. The shared::cta →
+  shared::cluster form copies into the CTA the mbarrier belongs to, in a cluster of one the executing one.
 - Proxies: the ISA performs bulk copies in the async proxy and asks for `fence.proxy.async` between the
   generic-proxy accesses of a location and async-proxy ones. Here every copy is the issuing thread's own
   generic access, so the proxy fences (lower/sync.py) need order only that thread's accesses, which an
@@ -295,12 +295,12 @@ def _bulk_copy(lw, ins) -> None:
     if (to, of) == ("global", "shared::cta") and by_group:
         operands = lw.operands(ins, 3 + hinted + masked)
         mbar = None
-    elif to in ("shared::cta", "shared::cluster") and of == "global" and not by_group and not masked:
+    elif (to in ("shared::cta", "shared::cluster") and of == "global"
+          or (to, of) == ("shared::cluster", "shared::cta")) and not by_group and not masked:
+        # shared::cta → shared::cluster: into the CTA of the cluster that `mbar` belongs to, which in a
+        # cluster of one CTA (`_directions` checked the kernel allows no more) is the executing one
         operands = lw.operands(ins, 4 + hinted)
         mbar = operands[3]
-    elif (to, of) == ("shared::cluster", "shared::cta"):
-        raise lw.fail("a shared::cta → shared::cluster bulk copy writes another CTA of the cluster: AMD GPUs "
-                      "have no clusters")
     else:
         raise lw.fail(f"no bulk copy from .{of} to .{to} completes by .{completions[0]}")
     destination, source, size = _address_operands(lw, operands, 2)[:3]
