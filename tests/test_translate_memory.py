@@ -657,7 +657,7 @@ def test_a_kernel_variable_hides_a_module_variable_of_its_name():
 # errors that name what is missing
 
 @pytest.mark.parametrize("instruction, why", [
-    ("atom.shared::cluster.add.u32 %r1, [%rd1], 1;", "clusters"),
+    ("atom.shared::cgroup.add.u32 %r1, [%rd1], 1;", ".shared::cgroup is not a state space"),
     ("atom.global.min.f32 %f1, [%rd1], %f1;", "min on .f32"),
     ("atom.global.inc.u64 %rd2, [%rd1], 1;", "only for .u32"),
     ("ld.relaxed.global.u32 %r1, [%rd1];", "needs a scope"),
@@ -857,3 +857,48 @@ def test_stack_save_restore_and_a_cluster_of_one():
     assert [r.status for r in lowered.reports] == ["ok"]
     assert "llvm.stacksave.p5" in lowered.kernels[0].llvm_ir and "llvm.stackrestore.p5" in lowered.kernels[0].llvm_ir
     translate(STACK_AND_CLUSTER_OF_ONE, options)  # and LLVM compiles it for the GPU
+
+
+SHARED_CLUSTER = HEADER + """
+.visible .entry shared_cluster(.param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 words[128];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, words;
+    add.u32 %r3, %r3, %r2;
+    mapa.shared::cluster.u32 %r4, %r3, 0;
+    st.shared::cluster.u32 [%r4], %r1;
+    bar.sync 0;
+    atom.shared::cluster.add.u32 %r5, [words], 100;
+    red.shared::cluster.add.u32 [words+4], 1;
+    bar.sync 0;
+    xor.b32 %r6, %r2, 4;
+    mov.u32 %r7, words;
+    add.u32 %r7, %r7, %r6;
+    ld.shared::cluster.u32 %r6, [%r7];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd2, %rd1, %rd2;
+    st.global.u32 [%rd2], %r6;
+    ret;
+}
+"""
+
+
+def test_shared_cluster_accesses_reach_the_ctas_own_shared_memory():
+    """In a cluster of one CTA, ld/st/atom/red.shared::cluster at shared::cta (and mapa'd) addresses are the
+    CTA's own shared memory: thread t reads word t^1 after 32 atomic adds of 100 to word 0 and 32 of 1 to
+    word 1."""
+    program = _host(SHARED_CLUSTER)
+    out = (ctypes.c_uint32 * 32)()
+    program.launch("shared_cluster", [ctypes.addressof(out)], block=(32, 1, 1))
+    words = list(range(32))
+    words[0] += 32 * 100
+    words[1] += 32
+    assert list(out) == [words[t ^ 1] for t in range(32)]
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(SHARED_CLUSTER, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"] and "addrspace(3)" in lowered.kernels[0].llvm_ir
