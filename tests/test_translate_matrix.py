@@ -434,7 +434,7 @@ def _report(text: str):
     ("stmatrix.sync.aligned.m16n8.x1.trans.shared.b16 [%r11], {%r20};", "moves .b8 elements"),
     ("ldmatrix.sync.aligned.m16n8.x1.trans.shared.b8 {%r20}, [%r11];", "expected one shape"),
     ("ldmatrix.sync.aligned.m8n8.x4.shared::cluster.b16 {%r20, %r21, %r22, %r23}, [%r11];",
-     "clusters of CTAs"),
+     "not .shared::cluster"),
     ("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r20}, [%r11];", "2 .b32 register(s)"),
     ("ldmatrix.sync.aligned.m8n8.x2.shared.b32 {%r20, %r21}, [%r11];", "moves .b16 elements"),
     ("movmatrix.sync.aligned.m8n8.b16 %r20, %r2;", "movmatrix.sync.aligned.m8n8.trans.b16"),
