@@ -36,7 +36,11 @@ class Candidate:
     text: str
     arch: str | None
     where: str  # "path c0.e2 (compute_90)" or "file.ptx"
-    linked: bool = False  # -rdc units linked into one: keyed by linked_ptx_hash (docs/cache.md)
+    units: tuple[str, ...] = ()  # -rdc units linked into one: each unit's ptx_blake3 (docs/cache.md)
+
+    @property
+    def linked(self) -> bool:
+        return bool(self.units)
 
 
 @dataclass
@@ -70,7 +74,7 @@ def plan(modules: Iterable[PtxModule], targets: list[str]) -> tuple[list[Job], i
     for members in containers.values():
         members.sort(key=lambda m: arch_rank(m.arch))
         candidates = tuple(Candidate(linked_ptx_hash(m.members) if m.members else ptx_hash(m.text), m.text, m.arch,
-                                     _where(m), bool(m.members)) for m in members)
+                                     _where(m), tuple(ptx_hash(unit) for unit in m.members)) for m in members)
         unique.setdefault(tuple(c.ptx_blake3 for c in candidates), (candidates, []))[1].append(candidates[0].where)
     jobs = [Job(candidates, normalize_target(t), sources) for t in targets for candidates, sources in unique.values()]
     return jobs, len(containers) - len(unique)
@@ -255,6 +259,11 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
                    options_key(Options(target=job.processor, opt_level=opt_level)))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
+        # a shim that hashes one unit's PTX (ZLUDA picks one text of a version-2 wrapper's units) finds the
+        # linked code object under that unit's own key too; a unit alone could not run its .extern calls
+        for unit in chosen.units:
+            cache.put(CacheKey(unit, key.target, key.abi, key.options), outcome["code_object"],
+                      {**manifest, "linked_units": list(chosen.units)})
     return _record(job, manifest, _status(outcome["code_object"], manifest, "translated"), cached=False,
                    ptx=chosen.ptx_blake3, stored=stored if outcome["store"] else None, options=key.options)
 
