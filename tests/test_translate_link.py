@@ -167,8 +167,9 @@ UNIT_B = UNIT_B.replace("    mov.u64 %rd1, $str;\n", "")
 
 
 def test_internal_names_stay_per_unit_and_unresolved_references_are_named():
-    text = link_modules([("a.ptx", UNIT_A), ("b.ptx", UNIT_B)])
-    assert text is not None
+    linked = link_modules([("a.ptx", UNIT_A), ("b.ptx", UNIT_B)])
+    assert linked is not None and linked.unresolved == {"missing": "a.ptx", "absent": "a.ptx"}
+    text = linked.text
     translation = translate(text, Options(target="host"))
     reports = {k.name: k for k in translation.kernels}
     assert reports["uses"].status == "ok"
@@ -201,12 +202,12 @@ def test_two_visible_definitions_are_an_error_and_weak_ones_keep_the_first():
         link_modules([("user.ptx", user), ("one.ptx", visible.format(value=1)), ("two.ptx", visible.format(value=2))])
     weak = [(name, text.replace(".visible", ".weak")) for name, text in
             [("one.ptx", visible.format(value=1)), ("two.ptx", visible.format(value=2))]]
-    program = translate(link_modules([("user.ptx", user), *weak]), Options(target="host")).product
+    program = translate(link_modules([("user.ptx", user), *weak]).text, Options(target="host")).product
     out = (ctypes.c_uint32 * 1)()
     program.launch("k", [ctypes.addressof(out)])
     assert out[0] == 1
     strong_last = [("user.ptx", user), weak[0], ("two.ptx", visible.format(value=2))]
-    program = translate(link_modules(strong_last), Options(target="host")).product
+    program = translate(link_modules(strong_last).text, Options(target="host")).product
     program.launch("k", [ctypes.addressof(out)])
     assert out[0] == 2  # a .visible definition wins over a .weak one met before it
     assert link_modules([("one.ptx", visible.format(value=1)), ("k.ptx", HEADER + ".visible .entry e() { ret; }")]) \
@@ -254,3 +255,15 @@ def test_fatkit_translate_and_precompile_link_the_units(tmp_path):
     (record,) = report["modules"]
     assert record["status"] == "translated" and "-rdc units c1+c2 linked" in record["source"]
     assert all(k["status"] == "ok" for k in record["kernels"]) and len(record["kernels"]) == 8
+
+
+def test_a_reference_no_unit_defines_is_reported_with_its_symbol_and_unit():
+    from fatkit.extract.select import PtxModule, _rdc_linked
+
+    units = [(PtxModule("lib.so", index + 1, 0, "compute_80", f"lib.so.c{index + 1}", text), True)
+             for index, text in enumerate((UNIT_A, UNIT_B))]
+    problems: list[str] = []
+    (linked,) = _rdc_linked("lib.so", "lib.so", units, problems.append)
+    assert linked.linked == (1, 2) and linked.stem == "lib.so.rdc.compute_80"
+    assert problems == [f"lib.so: {name}, declared .extern in the -rdc unit c1.e0 (compute_80), is defined by no "
+                        "unit of the binary: the kernels reaching it are not translated" for name in ("absent", "missing")]

@@ -83,13 +83,16 @@ def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
         if not linkable([u.text for u in units]):
             continue
         try:
-            text = link_modules([(f"{path} c{u.container}.e{u.entry} ({arch})", u.text) for u in units])
+            result = link_modules([(f"c{u.container}.e{u.entry}", u.text) for u in units])
         except FatkitError as exc:
             on_error(f"{path}: cannot link the -rdc units of {arch}: {exc}")
             continue
-        if text is None:
+        if result is None:
             continue
-        linked = PtxModule(path, None, None, arch, f"{name}.rdc.{safe_component(arch)}", text,
+        for symbol, unit in sorted(result.unresolved.items()):
+            on_error(f"{path}: {symbol}, declared .extern in the -rdc unit {unit} ({arch}), is defined by no unit "
+                     "of the binary: the kernels reaching it are not translated")
+        linked = PtxModule(path, None, None, arch, f"{name}.rdc.{safe_component(arch)}", result.text,
                            tuple(u.container for u in units), tuple(u.text for u in units))
         replaced.update({id(u): None for u in units})
         replaced[id(units[0])] = linked

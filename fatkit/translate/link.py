@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fatkit.errors import FatkitError
+from fatkit.translate.hazards import DEVICE_RUNTIME_PREFIXES, EXTERN_FUNCTION_KINDS
 from fatkit.translate.ptx import ast, parse_ptx
 from fatkit.translate.ptx.printer import print_ptx
 
@@ -45,10 +47,19 @@ def linkable(texts: Sequence[str]) -> bool:
                for j, other in enumerate(texts) if j != i)
 
 
-def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
-    """The PTX text of the units (name, PTX text) linked into one module, or None when no `.extern` of one
-    unit is defined by another (each unit is complete on its own). Raises FatkitError for a name two units
-    define `.visible`, or for units of different address sizes."""
+@dataclass(frozen=True)
+class Linked:
+    """Units linked into one module: its PTX text, and each `.extern` no unit defines → the unit declaring it
+    (CUDA's device-runtime functions, which translation serves itself, left out)."""
+
+    text: str
+    unresolved: dict[str, str]
+
+
+def link_modules(units: Sequence[tuple[str, str]]) -> Linked | None:
+    """The units (name, PTX text) linked into one module, or None when no `.extern` of one unit is defined
+    by another (each unit is complete on its own). Raises FatkitError for a name two units define
+    `.visible`, or for units of different address sizes."""
     modules = [parse_ptx(text) for _, text in units]
     names = [name for name, _ in units]
     defined: list[dict[str, str | None]] = [_definitions(module) for module in modules]
@@ -77,7 +88,7 @@ def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
             everywhere[name] = everywhere.get(name, 0) + 1
     items: list[ast.ModuleItem] = []
     kept: set[str] = set()
-    declared_extern: set[str] = set()
+    declared_extern: dict[str, str] = {}  # unresolved name → the unit declaring it first
     for index, module in enumerate(modules):
         local = {name: f"{name}_fatkit_rdc{index}" for name, linkage in defined[index].items()
                  if linkage is None and not _is_entry(module, name) and everywhere[name] > 1}
@@ -89,7 +100,7 @@ def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
                 if item.linkage == "extern" and not shared:
                     if item.name in exported_by or item.name in declared_extern:
                         continue  # defined by a unit (or already declared): the definition stands
-                    declared_extern.add(item.name)
+                    declared_extern[item.name] = names[index]
                 elif _is_definition(item) and item.name in exported_by and exported_by[item.name] != index:
                     continue  # a .weak/.common definition where another unit's stands
                 elif shared and item.name in kept:
@@ -98,7 +109,9 @@ def link_modules(units: Sequence[tuple[str, str]]) -> str | None:
             items.append(_renamed(item, local) if local else _without_locations(item))
     newest = max((m.version for m in modules if m.version), default=None)
     target = max((m.target for m in modules), key=lambda t: _sm(t[0]) if t else 0)
-    return print_ptx(ast.Module(newest, target, modules[0].address_size, _declared_first(items)))
+    text = print_ptx(ast.Module(newest, target, modules[0].address_size, _declared_first(items)))
+    return Linked(text, {name: unit for name, unit in declared_extern.items()
+                         if name not in EXTERN_FUNCTION_KINDS and not name.startswith(DEVICE_RUNTIME_PREFIXES)})
 
 
 def _strong(linkage: str | None) -> bool:
