@@ -349,6 +349,7 @@ FENCES = HEADER + """
     fence.proxy.async;
     fence.proxy.async.global;
     fence.proxy.async.shared::cta;
+    fence.proxy.async.shared::cluster;
     fence.proxy.tensormap::generic.release.gpu;
     fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;
     fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;
