@@ -3,8 +3,11 @@
     python benchmarks/translate_coverage.py [--target gfx942] [--top 40] [PATH...]
 
 Runs parse → passes → lower (no codegen) on every PTX module found in PATHs (default: every fetched
-corpus binary plus tests/samples/ptx) and prints kernels ok / unsupported, then the unsupported kernels
-grouped by instruction and reason, most frequent first.
+corpus binary plus tests/samples/ptx; the -rdc units of a binary linked as translate links them) and prints
+kernels ok / unsupported, how many of those stop at a form the coverage table (fatkit/translate/coverage.py)
+refuses for a missing hardware or ABI, how many at one it lists as missing, how many elsewhere (a kernel's
+own declarations, operands), then the unsupported kernels grouped by instruction and reason, most frequent
+first.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from fatkit.cli.render import reason_without_place  # noqa: E402
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
+from fatkit.translate.coverage import FORMS, LOWERED  # noqa: E402
 from fatkit.translate.pipeline import Options, lower, parse, passes  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
@@ -36,8 +40,10 @@ def main() -> None:
     options = Options(target=args.target)
     modules = ok = failed_modules = 0
     reasons: Counter[str] = Counter()
+    by_status: Counter[str] = Counter()  # unsupported kernels by the status of the coverage row refusing them
     started = time.perf_counter()
-    for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr)):
+    for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr),
+                              link_rdc=True):
         modules += 1
         try:
             lowered = lower(passes(parse(module.text, options), options), options)
@@ -50,12 +56,20 @@ def main() -> None:
                 ok += 1
             else:
                 reasons[reason_without_place(report.reason or "")[:160]] += 1
+                by_status[_status(report.reason or "")] += 1
     unsupported = sum(reasons.values()) - failed_modules
     print(f"{modules} modules ({failed_modules} failed whole), {ok} kernels ok, {unsupported} unsupported "
           f"for {args.target} in {time.perf_counter() - started:.1f} s")
+    print("unsupported by the coverage table's status: "
+          + ", ".join(f"{status} {by_status[status]}" for status in ("refused", "missing", "elsewhere")))
     for reason, count in reasons.most_common(args.top):
         print(f"{count:6d}  {reason}")
 
+
+def _status(reason: str) -> str:
+    """The status of the coverage row whose reason ends the kernel's, or "elsewhere" (no row refused it)."""
+    return next((form.status for form in FORMS if form.status != LOWERED and reason.endswith(form.reason)),
+                "elsewhere")
 
 if __name__ == "__main__":
     main()

@@ -669,9 +669,7 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
     ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
      "[%r2];", ".reqnctapercluster 2, 1, 1", "declares clusters of 2 CTAs"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1], 256, "
-     "[%r2], %rs1;", "", ".multicast::cluster copies into other CTAs"),
-    ("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r1], [%r1], 256, [%r2];", "",
-     "writes another CTA of the cluster"),
+     "[%r2], %rs1;", "", ".multicast::cluster copies into the shared memory of several CTAs"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 256, [%r2];",
      ".reqnctapercluster 2, 1, 1", "declares clusters of 2 CTAs"),
     ("mbarrier.arrive.release.cluster.shared::cta.b64 %rd2, [%r2];", ".maxclusterrank 4",
@@ -779,3 +777,91 @@ def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier():
     (kernel,) = pipeline.lower(pipeline.passes(pipeline.parse(clusters_of_two, Options(target="host")),
                                                Options(target="host")), Options(target="host")).reports
     assert kernel.status == "unsupported" and "clusters of 2 CTAs" in kernel.reason
+
+
+TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + """
+.visible .entry try_cancel(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 response[16];
+    .shared .align 8 .b64 mbar;
+    ld.param.u64 %rd1, [out];
+    mbarrier.init.shared.b64 [mbar], 1;
+    st.shared.v4.u32 [response], {9, 9, 9, 9};
+    mbarrier.arrive.expect_tx.shared.b64 %rd2, [mbar], 16;
+    mbarrier.test_wait.shared.b64 %p1, [mbar], %rd2;
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [response], [mbar];
+    mbarrier.test_wait.shared.b64 %p2, [mbar], %rd2;
+    selp.u32 %r1, 1, 0, %p1;
+    selp.u32 %r2, 1, 0, %p2;
+    ld.shared.v4.u32 {%r3, %r4, %r5, %r6}, [response];
+    st.global.v2.u32 [%rd1], {%r1, %r2};
+    st.global.v4.u32 [%rd1+16], {%r3, %r4, %r5, %r6};
+    ret;
+}
+"""
+
+
+def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes():
+    """Nothing launched can be cancelled on AMD: the response is the not-cancelled one (zeros, fatkit's
+    encoding) and its 16 bytes complete the mbarrier phase that expected them."""
+    out = np.full(8, 7, dtype=np.uint32)
+    _host(TRY_CANCEL).launch("try_cancel", [_address(out)])
+    assert out[:2].tolist() == [0, 1]  # the phase was waiting for the 16 bytes, and they came
+    assert out[4:].tolist() == [0, 0, 0, 0]
+
+
+SHARED_TO_CLUSTER = HEADER + """
+.visible .entry shared_to_cluster(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 source[64];
+    .shared .align 16 .b8 target[64];
+    .shared .align 8 .b64 mbar;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, source;
+    add.u32 %r3, %r3, %r2;
+    mul.lo.u32 %r4, %r1, 2654435761;
+    st.shared.u32 [%r3], %r4;
+    st.shared.u32 [%r3+32], 0;
+    mov.u32 %r5, target;
+    add.u32 %r5, %r5, %r2;
+    st.shared.u32 [%r5], 7;
+    st.shared.u32 [%r5+32], 7;
+    bar.sync 0;
+    setp.eq.u32 %p1, %r1, 0;
+    @!%p1 bra WAIT;
+    mbarrier.init.shared.b64 [mbar], 1;
+    fence.proxy.async.shared::cta;
+    mbarrier.arrive.expect_tx.shared.b64 %rd2, [mbar], 48;
+    cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [target], [source], 48, [mbar];
+WAIT:
+    bar.sync 0;
+    mov.u64 %rd2, 0;
+LOOP:
+    mbarrier.try_wait.parity.shared.b64 %p2, [mbar], 0;
+    @!%p2 bra LOOP;
+    ld.shared.u32 %r6, [%r5];
+    ld.shared.u32 %r7, [%r5+32];
+    mul.wide.u32 %rd3, %r1, 8;
+    add.u64 %rd3, %rd1, %rd3;
+    st.global.v2.u32 [%rd3], {%r6, %r7};
+    ret;
+}
+"""
+
+
+def test_a_shared_cta_to_cluster_bulk_copy_lands_in_the_cta_of_a_cluster_of_one():
+    """48 of 64 bytes copied from one .shared array to another: words 0-11 arrive, 12-15 keep their 7."""
+    out = np.zeros(16, dtype=np.uint32)
+    _host(SHARED_TO_CLUSTER).launch("shared_to_cluster", [_address(out)], block=(8, 1, 1))
+    pairs = out.reshape(8, 2)
+    source = [(t * 2654435761) & 0xFFFFFFFF for t in range(8)] + [0] * 8
+    assert pairs[:, 0].tolist() == source[:8]
+    assert pairs[:, 1].tolist() == [source[8 + t] if 8 + t < 12 else 7 for t in range(8)]

@@ -7,6 +7,7 @@ know gfx950 (added in LLVM 20); that processor is checked with LLVM 22's tools.
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -99,3 +100,63 @@ def test_kernels_compiled_in_groups_make_one_code_object(monkeypatch, tmp_path):
                if re.search(r"\b(OBJECT|FUNC)\b", line) and " UND " not in line]
     assert "weights" in defined and len(defined) == len(set(defined))
     _run([_tool("llvm-objdump", "gfx942"), "-d", "--mcpu=gfx942", path])
+
+
+# s_sleep_var exists from gfx12 on: on gfx942 and gfx1100 LLVM 22 selects it and then finds no encoding,
+# aborting in MCInstrInfo::get (the assertion seen on cub kernels); an abort of the codegen child, not a
+# Python error, is what isolation must survive.
+_ABORTING_KERNEL = """target triple = "amdgcn-amd-amdhsa"
+declare void @llvm.amdgcn.s.sleep.var(i32)
+define amdgpu_kernel void @"{name}"(i32 %cycles) {{
+  call void @llvm.amdgcn.s.sleep.var(i32 %cycles)
+  ret void
+}}
+"""
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_a_kernel_llvm_aborts_on_is_reported_and_the_rest_of_its_group_links(processor, monkeypatch):
+    """One kernel whose codegen aborts LLVM, in a group with seven or eight others: the group is halved until
+    that kernel is compiled alone; it is reported unsupported with LLVM's assertion, the others are in the
+    code object."""
+    import dataclasses
+
+    from fatkit.translate.pipeline import codegen, lower, parse, passes, validate
+    from fatkit.translate.targets import amdgpu
+
+    options = Options(target=processor)
+    lowered = lower(passes(parse((SAMPLES / "ptx" / "basics.sm_80.ptx").read_text(), options), options), options)
+    assert len(amdgpu.codegen_groups(list(lowered.kernels))) == 1 and len(lowered.kernels) >= 8
+    victim = lowered.kernels[5].signature.name
+    kernels = tuple(dataclasses.replace(k, llvm_ir=_ABORTING_KERNEL.format(name=victim))
+                    if k.signature.name == victim else k for k in lowered.kernels)
+    emitted: list[list[str]] = []
+    emit = amdgpu.AmdgpuTarget.emit
+
+    def recording_emit(self, group, opt_level, kind):
+        emitted.append([k.signature.name for k in group])
+        return emit(self, group, opt_level, kind)
+
+    monkeypatch.setattr(amdgpu.AmdgpuTarget, "emit", recording_emit)
+    translation = validate(codegen(dataclasses.replace(lowered, kernels=kernels), options), options)
+
+    reports = {r.name: r for r in translation.kernels}
+    assert reports[victim].status == "unsupported"
+    assert reports[victim].reason.startswith("LLVM codegen failed: ")
+    assert "MCInstrInfo.h:91" in reports[victim].reason and "Invalid opcode" in reports[victim].reason
+    assert reports[victim].reason.endswith("(SIGABRT)")
+    survivors = sorted(k.signature.name for k in lowered.kernels if k.signature.name != victim)
+    assert sorted(n for n, r in reports.items() if r.status == "ok") == survivors
+    assert sorted(k.name for k in parse_code_object(translation.product).kernels) == survivors
+    assert [victim] in emitted  # halving: the whole group, then two halves per level down to the victim
+    assert len(emitted) <= 1 + 2 * math.ceil(math.log2(len(kernels)))
+
+
+def test_a_module_whose_every_kernel_llvm_aborts_on_fails_naming_them():
+    from fatkit.errors import FatkitError
+    from fatkit.translate.targets.amdgpu import AmdgpuTarget
+    from fatkit.translate.targets.base import KernelSignature, LoweredKernel
+
+    kernels = [LoweredKernel(KernelSignature(name, (), 0), _ABORTING_KERNEL.format(name=name)) for name in "ab"]
+    with pytest.raises(FatkitError, match=r"failed on every kernel: a: .*MCInstrInfo.*; b: "):
+        AmdgpuTarget("gfx942").codegen(kernels, 2)

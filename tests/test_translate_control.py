@@ -313,7 +313,7 @@ def test_trap_and_failed_assert_abort_the_launch_on_host():
     ("vprintf", "vprintf takes (format, arguments)"),  # the runtime's functions, called wrongly
     ("malloc", "malloc takes (size) and returns a pointer"),
     ("free", "free takes (pointer) and returns nothing"),
-    ("elsewhere", "elsewhere is declared .extern and not defined in this module"),
+    ("elsewhere", "elsewhere is declared .extern and no PTX module linked with this one defines it"),
 ])
 def test_external_functions_are_reported_by_name(callee, reason):
     ptx = TRAPS + f"""

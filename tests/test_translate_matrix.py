@@ -434,7 +434,7 @@ def _report(text: str):
     ("stmatrix.sync.aligned.m16n8.x1.trans.shared.b16 [%r11], {%r20};", "moves .b8 elements"),
     ("ldmatrix.sync.aligned.m16n8.x1.trans.shared.b8 {%r20}, [%r11];", "expected one shape"),
     ("ldmatrix.sync.aligned.m8n8.x4.shared::cluster.b16 {%r20, %r21, %r22, %r23}, [%r11];",
-     "clusters of CTAs"),
+     "not .shared::cluster"),
     ("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r20}, [%r11];", "2 .b32 register(s)"),
     ("ldmatrix.sync.aligned.m8n8.x2.shared.b32 {%r20, %r21}, [%r11];", "moves .b16 elements"),
     ("movmatrix.sync.aligned.m8n8.b16 %r20, %r2;", "movmatrix.sync.aligned.m8n8.trans.b16"),
@@ -580,10 +580,14 @@ def test_cluster_registers_of_larger_clusters_are_refused(directives, reason):
     assert report.status == "unsupported" and reason in report.reason and "no thread-block clusters" in report.reason
 
 
-def test_mapa_is_refused():
-    text = _kernel("dsmem", 512, "mapa.shared::cluster.u32 %r20, %r11, 1;")
-    report = _report(text)
-    assert report.status == "unsupported" and "distributed shared memory" in report.reason
+def test_mapa_lowers_in_a_cluster_of_one_and_is_refused_in_larger_clusters():
+    """In a cluster of one CTA, rank 0 is the executing CTA (tests/test_translate_memory.py runs it: d = a)."""
+    text = _kernel("dsmem", 512, "mapa.shared::cluster.u32 %r20, %r11, 0;")
+    assert _report(text).status == "ok"
+    clustered = text.replace(".param .u64 pout)\n{", ".param .u64 pout) .reqnctapercluster 2, 1, 1\n{", 1)
+    assert clustered != text
+    report = _report(clustered)
+    assert report.status == "unsupported" and "no thread-block clusters" in report.reason
 
 
 @pytest.mark.parametrize("op, fine", [

@@ -349,6 +349,7 @@ FENCES = HEADER + """
     fence.proxy.async;
     fence.proxy.async.global;
     fence.proxy.async.shared::cta;
+    fence.proxy.async.shared::cluster;
     fence.proxy.tensormap::generic.release.gpu;
     fence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;
     fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;
@@ -553,8 +554,16 @@ DYNAMIC = HEADER + """
 """
 
 
-def test_dynamic_shared_memory_grows_with_the_launch():
-    program = _host(DYNAMIC)
+# NCCL's `.shared .align 16 .b8 ncclShmem[];`: an unsized .shared array without .extern names the same
+# dynamic shared memory (fatkit/translate/lower/module.py says why).
+DYNAMIC_WITHOUT_EXTERN = DYNAMIC.replace(".extern .shared .align 8 .b8 also_dynamic[];",
+                                         ".shared .align 8 .b8 also_dynamic[];")
+
+
+@pytest.mark.parametrize("module", [DYNAMIC, DYNAMIC_WITHOUT_EXTERN], ids=["extern", "without-extern"])
+def test_dynamic_shared_memory_grows_with_the_launch(module):
+    assert module.count(".extern") == (2 if module is DYNAMIC else 1)
+    program = _host(module)
     for threads, size in [(64, 256), (128, 4000)]:
         out = (ctypes.c_uint32 * (4 * threads))()
         program.launch("dynamic", [ctypes.addressof(out)], block=(threads, 1, 1), shared_bytes=size)
@@ -562,6 +571,16 @@ def test_dynamic_shared_memory_grows_with_the_launch():
             assert list(out[4 * t:4 * t + 4]) == [7 * (t ^ 1), size, (32 + size + 127) // 128 * 128, 1]
     with pytest.raises(Exception, match="dynamic shared memory"):
         program.launch("dynamic", [0], block=(1, 1, 1), shared_bytes=1 << 20)
+
+
+def test_an_unsized_shared_array_without_extern_is_dynamic_lds_on_amdgpu():
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(DYNAMIC_WITHOUT_EXTERN, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"]
+    # every dynamic array starts at one address, at the largest alignment among them
+    assert re.search(r'@"also_dynamic" = external addrspace\(3\) global \[0 x i8\], align 16', lowered.kernels[0].llvm_ir)
+    (kernel,) = translate(DYNAMIC_WITHOUT_EXTERN, options).validated.kernels
+    assert kernel.group_segment_size == 32  # the static `quad`; the launch adds the dynamic bytes
 
 
 INITIALIZERS = HEADER + """
@@ -639,7 +658,7 @@ def test_a_kernel_variable_hides_a_module_variable_of_its_name():
 # errors that name what is missing
 
 @pytest.mark.parametrize("instruction, why", [
-    ("atom.shared::cluster.add.u32 %r1, [%rd1], 1;", "clusters"),
+    ("atom.shared::cgroup.add.u32 %r1, [%rd1], 1;", ".shared::cgroup is not a state space"),
     ("atom.global.min.f32 %f1, [%rd1], %f1;", "min on .f32"),
     ("atom.global.inc.u64 %rd2, [%rd1], 1;", "only for .u32"),
     ("ld.relaxed.global.u32 %r1, [%rd1];", "needs a scope"),
@@ -789,3 +808,98 @@ def test_parameter_addresses_read_through_registers():
     assert out[0] == 1207
     for target in ("gfx942", "gfx1100", "sm_90"):
         assert [k.status for k in translate(PARAM_ADDRESS, Options(target=target)).kernels] == ["ok"]
+
+
+STACK_AND_CLUSTER_OF_ONE = HEADER + """
+.shared .align 16 .b8 tile[64];
+.visible .entry stack_and_cluster(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [out];
+    mov.u64 %rd6, 64;
+    stacksave.u64 %rd2;
+    alloca.u64 %rd3, %rd6;
+    stackrestore.u64 %rd2;
+    alloca.u64 %rd4, %rd6, 16;
+    cvta.local.u64 %rd4, %rd4;
+    st.u32 [%rd4+12], 41;
+    ld.u32 %r1, [%rd4+12];
+    add.u32 %r1, %r1, 1;
+    and.b64 %rd7, %rd4, 15;
+    cvt.u32.u64 %r5, %rd7;
+    add.u32 %r1, %r1, %r5;
+    mov.u32 %r2, tile;
+    add.u32 %r2, %r2, 20;
+    mapa.shared::cluster.u32 %r3, %r2, 0;
+    sub.u32 %r3, %r3, %r2;
+    getctarank.shared::cluster.u32 %r4, %r2;
+    createpolicy.fractional.L2::evict_last.b64 %rd5, 0f3F000000;
+    discard.global.L2 [%rd1], 128;
+    applypriority.global.L2::evict_normal [%rd1], 128;
+    pmevent 3;
+    st.global.v4.u32 [%rd1], {%r1, %r3, %r4, 7};
+    ret;
+}
+"""
+
+
+def test_stack_save_restore_and_a_cluster_of_one():
+    """An alloca of a dynamic size after stackrestore is usable stack, at its alignment (the ISA promises no
+    address reuse to check); mapa and getctarank in a cluster of one CTA name the CTA itself; the cache hints
+    and pmevent change nothing."""
+    program = _host(STACK_AND_CLUSTER_OF_ONE)
+    out = (ctypes.c_uint32 * 4)(9, 9, 9, 9)
+    program.launch("stack_and_cluster", [ctypes.addressof(out)])
+    assert list(out) == [42, 0, 0, 7]
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(STACK_AND_CLUSTER_OF_ONE, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"]
+    assert "llvm.stacksave.p5" in lowered.kernels[0].llvm_ir and "llvm.stackrestore.p5" in lowered.kernels[0].llvm_ir
+    translate(STACK_AND_CLUSTER_OF_ONE, options)  # and LLVM compiles it for the GPU
+
+
+SHARED_CLUSTER = HEADER + """
+.visible .entry shared_cluster(.param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 words[128];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, words;
+    add.u32 %r3, %r3, %r2;
+    mapa.shared::cluster.u32 %r4, %r3, 0;
+    st.shared::cluster.u32 [%r4], %r1;
+    bar.sync 0;
+    atom.shared::cluster.add.u32 %r5, [words], 100;
+    red.shared::cluster.add.u32 [words+4], 1;
+    bar.sync 0;
+    xor.b32 %r6, %r2, 4;
+    mov.u32 %r7, words;
+    add.u32 %r7, %r7, %r6;
+    ld.shared::cluster.u32 %r6, [%r7];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd2, %rd1, %rd2;
+    st.global.u32 [%rd2], %r6;
+    ret;
+}
+"""
+
+
+def test_shared_cluster_accesses_reach_the_ctas_own_shared_memory():
+    """In a cluster of one CTA, ld/st/atom/red.shared::cluster at shared::cta (and mapa'd) addresses are the
+    CTA's own shared memory: thread t reads word t^1 after 32 atomic adds of 100 to word 0 and 32 of 1 to
+    word 1."""
+    program = _host(SHARED_CLUSTER)
+    out = (ctypes.c_uint32 * 32)()
+    program.launch("shared_cluster", [ctypes.addressof(out)], block=(32, 1, 1))
+    words = list(range(32))
+    words[0] += 32 * 100
+    words[1] += 32
+    assert list(out) == [words[t ^ 1] for t in range(32)]
+    options = Options(target="gfx942")
+    lowered = pipeline.lower(pipeline.passes(pipeline.parse(SHARED_CLUSTER, options), options), options)
+    assert [r.status for r in lowered.reports] == ["ok"] and "addrspace(3)" in lowered.kernels[0].llvm_ir

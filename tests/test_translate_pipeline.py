@@ -713,7 +713,7 @@ def test_amdgpu_code_object(processor, wave):
 def test_validate_rejects_a_code_object_missing_a_kernel():
     lowered = STAGES[2][1](STAGES[1][1](parse_ptx(TWO_KERNELS), Options()), Options())
     target = lowered.target
-    product = target.codegen(list(lowered.kernels), 2)
+    product = target.codegen(list(lowered.kernels), 2).product
     target.validate(product, list(lowered.kernels))
     other = STAGES[2][1](STAGES[1][1](parse_ptx(SAMPLE.read_text()), Options()), Options())
     with pytest.raises(FatkitError, match="expected"):

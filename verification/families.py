@@ -384,7 +384,18 @@ def video_cases() -> list[Case]:
     return cases
 
 
-ALL_FAMILIES = (integer_cases, float_cases, conversion_cases, half_cases, video_cases)
+def cluster_of_one_cases() -> list[Case]:
+    """mapa and getctarank in the implicit cluster of one CTA of a plain launch: rank 0 is the executing CTA
+    (fatkit: mapa returns its address operand, getctarank 0); the address is one of a .shared array."""
+    address = ".shared .align 4 .b8 cluster_tile[256];\nmov.u32 %r21, cluster_tile;\nand.b32 %r22, %r1, 252;\n" \
+              "add.u32 %r21, %r21, %r22;\n"
+    return [Case("cluster", "cl_mapa_shared_cluster_u32", address + "mapa.shared::cluster.u32 %r20, %r21, 0;"),
+            Case("cluster", "cl_mapa_shared_cluster_u32_offset",
+                 address + "mapa.shared::cluster.u32 %r23, %r21, 0;\nsub.u32 %r20, %r23, %r21;"),
+            Case("cluster", "cl_getctarank_shared_cluster_u32", address + "getctarank.shared::cluster.u32 %r20, %r21;")]
+
+
+ALL_FAMILIES = (integer_cases, float_cases, conversion_cases, half_cases, video_cases, cluster_of_one_cases)
 
 
 def all_cases() -> list[Case]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, make_key, normalize_target,
-                              ptx_hash, ptx_texts)
+from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, linked_ptx_hash, linked_ptx_texts,
+                              make_key, normalize_target, options_key, ptx_hash, ptx_texts)
 from fatkit.cache.store import DB_NAME, Cache, CacheEntry, CacheError
 from fatkit.translate.pipeline import Options
 
@@ -40,6 +40,22 @@ def find(cache: Cache, image: bytes, target: str, options: Options | None = None
     return None
 
 
+def find_linked(cache: Cache, images: list[bytes], target: str, options: Options | None = None) -> CacheEntry | None:
+    """The code object of `-rdc` units linked into one: `images` are the fatbins of one device link's units
+    (a version-2 wrapper's prelinked list, or what `cuLinkAddData` was given). Each compute capability all
+    of them carry PTX for is tried newest first, under `linked_ptx_hash`; None where precompile linked
+    nothing (units that define nothing for each other): then each unit's own entry (`find`) serves."""
+    targets = compatible_targets(target)
+    options = options or Options(target=targets[-1])
+    for texts in linked_ptx_texts(images):
+        digest = linked_ptx_hash(texts)
+        for candidate in targets:
+            entry = cache.get(CacheKey(digest, normalize_target(candidate), TRANSLATOR_ABI, options_key(options)))
+            if entry is not None and entry.code_object is not None:
+                return entry
+    return None
+
+
 def lookup(image: bytes, target: str, cache_dir: str | Path | None = None,
            options: Options | None = None) -> CacheEntry | None:
     """`find` in the cache at `cache_dir` (default: `default_cache_dir()`); None when there is no cache there.
@@ -53,4 +69,5 @@ def lookup(image: bytes, target: str, cache_dir: str | Path | None = None,
 
 
 __all__ = ["TRANSLATOR_ABI", "Cache", "CacheEntry", "CacheError", "CacheKey", "compatible_targets",
-           "default_cache_dir", "find", "lookup", "make_key", "normalize_target", "ptx_hash", "ptx_texts"]
+           "default_cache_dir", "find", "find_linked", "linked_ptx_hash", "linked_ptx_texts", "lookup", "make_key",
+           "normalize_target", "ptx_hash", "ptx_texts"]

@@ -8,6 +8,7 @@ bytes as stored in the fatbin entry, decompressed, trailing NULs stripped (the h
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -105,6 +106,19 @@ def options_key(options: Options) -> str:
     return f"O{options.opt_level}"
 
 
+_LINKED_DOMAIN = b"fatkit -rdc link\0"
+
+
+def linked_ptx_hash(texts: Iterable[bytes | str]) -> str:
+    """The `ptx_blake3` of `-rdc` units linked into one (docs/cache.md): BLAKE3 of `fatkit -rdc link` and a
+    NUL, then each unit's `ptx_hash` (64 hex digits) and a newline, the digests sorted, so that the order
+    in which units are registered does not matter. One unit is its own `ptx_hash`."""
+    digests = sorted(ptx_hash(text) for text in texts)
+    if len(digests) == 1:
+        return digests[0]
+    return blake3.blake3(_LINKED_DOMAIN + b"".join(d.encode() + b"\n" for d in digests)).hexdigest()
+
+
 def make_key(ptx: bytes | str, target: str, options: Options | None = None) -> CacheKey:
     options = options or Options(target=target.split(":")[0])
     return CacheKey(ptx_hash(ptx), normalize_target(target), TRANSLATOR_ABI, options_key(options))
@@ -117,16 +131,29 @@ def ptx_texts(image: bytes) -> list[bytes]:
     stripped, ordered by compute capability, highest first. An ELF (a cubin) holds no PTX: []. Anything else
     is a NUL-terminated PTX string: the bytes before the first NUL.
     """
+    return [text for _, text in _ptx_texts_by_sm(image)]
+
+
+def linked_ptx_texts(images: Iterable[bytes]) -> list[list[bytes]]:
+    """For the fatbins of the units of one `-rdc` device link (what a version-2 wrapper's prelinked list
+    holds), one list per compute capability every unit has PTX for, newest first: that capability's text of
+    each unit, in the images' order, to be hashed with `linked_ptx_hash`."""
+    per_unit = [dict(reversed(_ptx_texts_by_sm(image))) for image in images]  # the first text of an sm wins
+    shared = set.intersection(*(set(unit) for unit in per_unit)) if per_unit else set()
+    return [[unit[sm] for unit in per_unit] for sm in sorted(shared, reverse=True)]
+
+
+def _ptx_texts_by_sm(image: bytes) -> list[tuple[int, bytes]]:
     data = bytes(image)
     if data.startswith(_FATBIN_MAGIC):
         found = []
         for offset in find_containers(data):
             container = parse_container(data, offset)
             found += [(entry.sm, entry_payload(data, entry)) for entry in container.entries if entry.kind == KIND_PTX]
-        return [text for _, text in sorted(found, key=lambda pair: -pair[0])]
+        return sorted(found, key=lambda pair: -pair[0])
     if data.startswith(b"\x7fELF"):
         return []
     text = data.split(b"\0", 1)[0]
     if not text.strip():
         raise FatkitError("the image holds neither a fatbin nor PTX text")
-    return [text]
+    return [(0, text)]

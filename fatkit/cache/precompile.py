@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import fatkit
-from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, make_key, normalize_target,
+from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, linked_ptx_hash, normalize_target,
                               options_key, ptx_hash, translator_fingerprint)
 from fatkit.cache.store import Cache, CacheEntry
 from fatkit.errors import FatkitError
@@ -36,6 +36,11 @@ class Candidate:
     text: str
     arch: str | None
     where: str  # "path c0.e2 (compute_90)" or "file.ptx"
+    units: tuple[str, ...] = ()  # -rdc units linked into one: each unit's ptx_blake3 (docs/cache.md)
+
+    @property
+    def linked(self) -> bool:
+        return bool(self.units)
 
 
 @dataclass
@@ -70,13 +75,16 @@ def plan(modules: Iterable[PtxModule], targets: list[str], *, per_entry: bool = 
     unique: dict[tuple[str, ...], tuple[tuple[Candidate, ...], list[str]]] = {}
     for members in containers.values():
         members.sort(key=lambda m: arch_rank(m.arch))
-        candidates = tuple(Candidate(ptx_hash(m.text), m.text, m.arch, _where(m)) for m in members)
+        candidates = tuple(Candidate(linked_ptx_hash(m.members) if m.members else ptx_hash(m.text), m.text, m.arch,
+                                     _where(m), tuple(ptx_hash(unit) for unit in m.members)) for m in members)
         unique.setdefault(tuple(c.ptx_blake3 for c in candidates), (candidates, []))[1].append(candidates[0].where)
     jobs = [Job(candidates, normalize_target(t), sources) for t in targets for candidates, sources in unique.values()]
     return jobs, len(containers) - len(unique)
 
 
 def _where(module: PtxModule) -> str:
+    if module.linked:
+        return f"{module.source} -rdc units c{'+c'.join(map(str, module.linked))} linked ({module.arch})"
     if module.container is None:
         return module.source
     return f"{module.source} c{module.container}.e{module.entry} ({module.arch})"
@@ -136,6 +144,7 @@ def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs:
         return _outcome(index, kernels, error=str(exc))
     except Exception as exc:
         return _outcome(index, kernels, error=f"internal translator error: {type(exc).__name__}: {exc}")
+    kernels = [{"name": r.name, "status": r.status, "reason": r.reason, "line": r.line} for r in translation.kernels]
     return _outcome(index, kernels, code_object=translation.product, target_id=translation.validated.target_id,
                     seconds=elapsed + time.perf_counter() - start, store=True)
 
@@ -249,9 +258,15 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
     # Code objects leave xnack/sramecc unset, so they are stored under their own (bare) target id, which
     # every feature setting of the processor can load.
     stored = outcome["target_id"] or job.processor
-    key = make_key(chosen.text, stored, Options(target=job.processor, opt_level=opt_level))
+    key = CacheKey(chosen.ptx_blake3, normalize_target(stored), TRANSLATOR_ABI,
+                   options_key(Options(target=job.processor, opt_level=opt_level)))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
+        # a shim that hashes one unit's PTX (ZLUDA picks one text of a version-2 wrapper's units) finds the
+        # linked code object under that unit's own key too; a unit alone could not run its .extern calls
+        for unit in chosen.units:
+            cache.put(CacheKey(unit, key.target, key.abi, key.options), outcome["code_object"],
+                      {**manifest, "linked_units": list(chosen.units)})
     return _record(job, manifest, _status(outcome["code_object"], manifest, "translated"), cached=False,
                    ptx=chosen.ptx_blake3, stored=stored if outcome["store"] else None, options=key.options)
 
@@ -271,5 +286,5 @@ def _record(job: Job, manifest: dict[str, Any], status: str, *, cached: bool, pt
         "source": job.sources[0], "also_in": job.sources[1:], "arch": manifest.get("arch"),
         "kernels": manifest.get("kernels", []), "reason": manifest.get("error"),
         "compile_seconds": manifest.get("seconds", 0.0), "candidates": len(job.candidates), "options": options,
-        "translator": manifest.get("translator"),
+        "translator": manifest.get("translator"), "linked": job.candidates[0].linked,
     }

@@ -305,6 +305,9 @@ def _row(key: ZludaKey, module: dict[str, Any], cache: Cache, text: str) -> tupl
                       "would miss them in the row")
     if module["status"] not in ("translated", "cached"):
         return None, f"not translated: {module['reason'] or module['status']}"
+    if module.get("linked", False):
+        return None, ("-rdc units linked into one module: ZLUDA hashes and serves one unit's PTX, never a "
+                      "device link of several")
     if "\ufffd" in text:
         return None, "the PTX text is not valid UTF-8: ZLUDA skips such an entry"
     try:

@@ -71,7 +71,7 @@ def precompile(
         raise typer.BadParameter(f"the ZLUDA device is {plan.key.device}: its target {plan.key.target} must be "
                                  "among them (or leave --target out)", param_hint="--target")
     with file_progress(paths, "scanning") as on_file:
-        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
+        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn, link_rdc=True))
     with Cache(cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
         # For ZLUDA every PTX entry gets its own translation: ZLUDA picks among them with its own parser.
         report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done,

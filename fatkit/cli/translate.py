@@ -66,7 +66,7 @@ def translate(
     if dump_after is None and output is None:
         raise typer.BadParameter("an output directory is needed (or --dump-after)", param_hint="-o")
     with file_progress(paths, "translating") as on_file:
-        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
+        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn, link_rdc=True))
     if dump_after is not None:
         for module in modules:
             _dump(module, targets, dump_after)
@@ -118,6 +118,7 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, j
     options = Options(target=target, jobs=jobs)
     report: dict[str, Any] = {
         "source": module.source, "container": module.container, "entry": module.entry,
+        "linked": list(module.linked),  # the -rdc units' containers, for a module linked from them
         "ptx_sha256": hashlib.sha256(module.text.encode()).hexdigest(), "target": target,
         "output": None, "kernels": [], "error": None,
     }
@@ -134,6 +135,8 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, j
         if emit == "hsaco":
             translation: Translation = _stage("validate")(_stage("codegen")(lowered, options), options)
             product = translation.product
+            report["kernels"] = [{"name": k.name, "status": k.status, "reason": k.reason, "line": k.line}
+                                 for k in translation.kernels]  # with the kernels LLVM failed on
         else:
             product = lowered.target.emit(list(lowered.kernels), options.opt_level, emit)
     except FatkitError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
 from fatkit.errors import FatkitError
@@ -13,7 +13,10 @@ from fatkit.extract.write import safe_component
 
 @dataclass(frozen=True)
 class PtxModule:
-    """One PTX module to translate: where it came from and the file-name stem its outputs get."""
+    """One PTX module to translate: where it came from and the file-name stem its outputs get.
+
+    A module of `-rdc` units linked into one (`ptx_modules(link_rdc=True)`) has `container` and `entry`
+    None, `linked` the containers of its units and `members` their PTX texts (what its cache key hashes)."""
 
     source: str
     container: int | None  # container and entry index inside a binary; None for a .ptx file
@@ -21,15 +24,27 @@ class PtxModule:
     arch: str | None  # compute_XX of the fatbin entry; None for a .ptx file
     stem: str
     text: str
+    linked: tuple[int, ...] = ()
+    members: tuple[str, ...] = ()
 
 
-def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None]) -> Iterator[PtxModule]:
-    """Every PTX entry of every binary, stems unique; what cannot be read goes to `on_error`, with its file."""
+RELOCATABLE_SECTION = "__nv_relfatbin"  # the per-unit fatbins of an -rdc build (ET_REL cubins and PTX)
+
+
+def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
+                link_rdc: bool = False) -> Iterator[PtxModule]:
+    """Every PTX entry of every binary, stems unique; what cannot be read goes to `on_error`, with its file.
+
+    With `link_rdc`, the PTX modules of a binary's `-rdc` units (its `__nv_relfatbin` containers) of one
+    compute capability are linked into one module, as nvlink links their cubins, where one unit declares
+    `.extern` what another defines (fatkit/translate/link.py); that module replaces them. The CUDA runtime
+    registers such units together, as one image (docs/cache.md), so the linked module is what a shim sees."""
     used: set[str] = set()
     for binary in binaries:
         name = safe_component(re.split(r"[/!\\]", binary.path)[-1])
         for error in binary.errors:
             on_error(f"{binary.path}: {error}")
+        found: list[tuple[PtxModule, bool]] = []  # (module, whether it is an -rdc unit)
         for container in binary.containers:
             for entry in container.entries:
                 if entry.kind != "ptx":
@@ -42,9 +57,52 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None]) -> 
                 except FatkitError as exc:
                     on_error(f"{binary.path}: {exc}")
                     continue
-                yield PtxModule(binary.path, None if in_file else container.index,
-                                None if in_file else entry.index, None if in_file else entry.arch,
-                                _unique(stem, used), text)
+                found.append((PtxModule(binary.path, None if in_file else container.index,
+                                        None if in_file else entry.index, None if in_file else entry.arch,
+                                        stem, text), container.section == RELOCATABLE_SECTION))
+        modules = [module for module, _ in found]
+        if link_rdc:
+            modules = _rdc_linked(binary.path, name, found, on_error)
+        for module in modules:
+            yield replace(module, stem=_unique(module.stem, used))
+
+
+def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
+                on_error: Callable[[str], None]) -> list[PtxModule]:
+    """`found` with the -rdc units of each compute capability linked into one module where they need it."""
+    by_arch: dict[str, list[PtxModule]] = {}
+    for module, relocatable in found:
+        if relocatable and module.arch is not None:
+            by_arch.setdefault(module.arch, []).append(module)
+    replaced: dict[int, PtxModule | None] = {}  # id of a unit → the linked module (at its first unit) or None
+    for arch, units in by_arch.items():
+        if len(units) < 2:
+            continue
+        from fatkit.translate.link import link_modules, linkable
+
+        if not linkable([u.text for u in units]):
+            continue
+        try:
+            result = link_modules([(f"c{u.container}.e{u.entry}", u.text) for u in units])
+        except FatkitError as exc:
+            on_error(f"{path}: cannot link the -rdc units of {arch}: {exc}")
+            continue
+        if result is None:
+            continue
+        for symbol, unit in sorted(result.unresolved.items()):
+            on_error(f"{path}: {symbol}, declared .extern in the -rdc unit {unit} ({arch}), is defined by no unit "
+                     "of the binary: the kernels reaching it are not translated")
+        linked = PtxModule(path, None, None, arch, f"{name}.rdc.{safe_component(arch)}", result.text,
+                           tuple(u.container for u in units), tuple(u.text for u in units))
+        replaced.update({id(u): None for u in units})
+        replaced[id(units[0])] = linked
+    out = []
+    for module, _ in found:
+        if id(module) not in replaced:
+            out.append(module)
+        elif replaced[id(module)] is not None:
+            out.append(replaced[id(module)])
+    return out
 
 
 def _unique(stem: str, used: set[str]) -> str:

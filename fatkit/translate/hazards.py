@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from fatkit.errors import FatkitError, UsageError
+from fatkit.translate.coverage import refusal
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.parser import parse_ptx
 
@@ -140,6 +141,7 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "dynamic-parallelism": HazardKind(ERROR, BOTH, "calls {name}: device-side kernel launches (dynamic "
                                                    "parallelism) are not available on AMD"),
     "shared-memory": HazardKind(ERROR, (), "{bytes} bytes of static shared memory exceed the LDS of {where}"),
+    "not-translated": HazardKind(ERROR, BOTH, "{name}: not translated: {reason}"),
     # warnings: translatable with care
     "tensor-map": HazardKind(WARNING, BOTH, "{name}: tensor-map (TMA) copies and descriptors have no AMD hardware: "
                                             "emulated with ordinary loads and stores over fatkit's tensor-map "
@@ -187,8 +189,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "printf": HazardKind(WARNING, BOTH, "calls {name}: device printf fills a buffer the shim drains (docs/runtime.md)"),
     "assert": HazardKind(WARNING, BOTH, "calls {name}: device assert prints and traps; needs printf support"),
     "device-heap": HazardKind(WARNING, BOTH, "calls {name}: fatkit's per-module heap serves it (docs/runtime.md)"),
-    "extern-call": HazardKind(WARNING, BOTH, "calls {name}, not defined in this module: needs device linking "
-                                             "(-rdc) to run"),
+    "extern-call": HazardKind(WARNING, BOTH, "calls {name}, not defined in this module: runs only where another "
+                                             "-rdc unit of the binary defines it (translate links them)"),
     "address-size-32": HazardKind(WARNING, BOTH, "the module uses .address_size 32: AMD code objects are 64-bit, "
                                                  "so pointers are widened"),
     "cluster-launch-control": HazardKind(WARNING, BOTH, "{name}: cluster launch control never cancels a cluster on "
@@ -448,8 +450,12 @@ class _Analysis:
             if kind is ast.Instruction:
                 ins = statement
                 opcode, modifiers, line = ins.opcode, ins.modifiers, ins.line
-                for found in _classify(opcode, modifiers):
-                    findings.append((found, line, {"name": ins.name}))
+                kinds = _classify(opcode, modifiers)
+                refused = refusal(opcode, modifiers)  # the coverage table translate refuses by
+                for found in kinds:
+                    findings.append((found, line, {"name": ins.name, "translated": refused is None}))
+                if refused is not None and not any(HAZARD_KINDS[k].severity == ERROR for k in kinds):
+                    findings.append(("not-translated", line, {"name": ins.name, "reason": refused}))
                 ftz = _ftz_form(opcode, modifiers)
                 if ftz is not None:
                     (facts.ftz if ftz else facts.plain).append((line, ins.name))
@@ -537,8 +543,10 @@ class _Analysis:
         def add(kind: str, line: int, function: str | None, targets: tuple[str, ...] | None = None,
                 **fields: Any) -> None:
             spec = HAZARD_KINDS[kind]
+            # an instruction form translate lowers (coverage.py) runs, however hard: at worst a warning
+            severity = WARNING if spec.severity == ERROR and fields.get("translated") else spec.severity
             if (kind, line) not in hazards:
-                hazards[(kind, line)] = Hazard(kind, spec.severity, line, spec.message.format(**fields),
+                hazards[(kind, line)] = Hazard(kind, severity, line, spec.message.format(**fields),
                                                spec.targets if targets is None else targets, function)
 
         if self.module.address_size == 32:

@@ -119,11 +119,20 @@ def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:
 
 
 def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
+    """The target's product from the lowered kernels. A kernel LLVM fails on (the amdgpu target isolates
+    it, targets/amdgpu.py) is reported "unsupported" with LLVM's message and is not in the product; the
+    Lowered returned holds the kernels that are."""
     if not lowered.kernels:
         raise FatkitError("no kernel of the module could be lowered: "
                           + "; ".join(r.reason or r.name for r in lowered.reports) if lowered.reports
                           else "the module has no kernels")
-    return lowered, lowered.target.codegen(list(lowered.kernels), options.opt_level, options.jobs)
+    compiled = lowered.target.codegen(list(lowered.kernels), options.opt_level, options.jobs)
+    if not compiled.failed:
+        return lowered, compiled.product
+    kernels = tuple(k for k in lowered.kernels if k.signature.name not in compiled.failed)
+    reports = tuple(KernelReport(r.name, "unsupported", f"LLVM codegen failed: {compiled.failed[r.name]}")
+                    if r.name in compiled.failed else r for r in lowered.reports)
+    return Lowered(lowered.target, kernels, reports), compiled.product
 
 
 def validate(generated: tuple[Lowered, Any], options: Options) -> Translation:

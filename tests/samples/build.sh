@@ -88,6 +88,12 @@ build_nvidia() {
     nvcc "${two_arch[@]}" -dc -o "$TMP/rdc.o" rdc.cu
     "${nvcc_exe[@]}" "${two_arch[@]}" -rdc=true -o "$OUT/nv_rdc" "$TMP/kern_rdc.o" "$TMP/rdc.o"
     nvcc "${two_arch[@]}" -dlink -o "$OUT/nv_dlink.o" "$TMP/kern_rdc.o" "$TMP/rdc.o"
+    # -rdc across units: rdc_use.cu's kernel calls a __device__ function and reads __device__ variables
+    # that rdc_define.cu defines (one arch, to stay small).
+    local sm90=(-gencode "arch=compute_90,code=[sm_90,compute_90]")
+    nvcc "${sm90[@]}" -dc -o "$TMP/rdc_use.o" rdc_use.cu
+    nvcc "${sm90[@]}" -dc -o "$TMP/rdc_define.o" rdc_define.cu
+    "${nvcc_exe[@]}" "${sm90[@]}" -rdc=true -o "$OUT/nv_rdc_var" "$TMP/rdc_use.o" "$TMP/rdc_define.o"
     rm -f "$OUT/nv_lib.a"
     (cd "$TMP" && cp "$OUT/nv_kern.o" kern.o && ar rcsD "$OUT/nv_lib.a" kern.o rdc.o)
 

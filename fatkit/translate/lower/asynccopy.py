@@ -29,8 +29,8 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
   before the matching expect-tx is allowed (the tx-count goes negative, lower/mbarrier.py), so programs
   that issue the copy before `arrive.expect_tx` work too. `cp.async.bulk.commit_group` and
   `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. The copy by another CTA's engine
-  that `.multicast::cluster` and the shared::cta → shared::cluster form ask for does not exist without
-  clusters: refused.
+  that `.multicast::cluster` asks for does not exist without clusters: refused. The shared::cta →
+  shared::cluster form copies into the CTA the mbarrier belongs to, in a cluster of one the executing one.
 - Proxies: the ISA performs bulk copies in the async proxy and asks for `fence.proxy.async` between the
   generic-proxy accesses of a location and async-proxy ones. Here every copy is the issuing thread's own
   generic access, so the proxy fences (lower/sync.py) need order only that thread's accesses, which an
@@ -41,7 +41,7 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
 - cp.async.bulk.tensor and cp.reduce.async.bulk.tensor read fatkit's own tensor-map layout, which the
   shim's cuTensorMapEncode* makes: lower/tensorcopy.py.
 - st.bulk: weak stores of zeros, eight bytes at a time (size is a multiple of 8).
-- wgmma and tcgen05, which read the tiles these copies fill, are refused with what they would need.
+- wgmma and tcgen05, which read the tiles these copies fill, are refused by translate/coverage.py.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ _REDUCTIONS = {
                "min": {"u32", "s32", "u64", "s64", "f16", "bf16"}, "max": {"u32", "s32", "u64", "s64", "f16", "bf16"},
                "inc": {"u32"}, "dec": {"u32"}, "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"}},
 }
-
 
 # ------------------------------------------------------------------------------------------- helpers
 
@@ -299,20 +298,18 @@ def _bulk_copy(lw, ins) -> None:
     completions = [m for m in ins.modifiers if m in ("mbarrier::complete_tx::bytes", "bulk_group")]
     if len(completions) != 1:
         raise lw.fail("a bulk copy completes by .mbarrier::complete_tx::bytes or .bulk_group")
-    if ins.has("multicast::cluster"):
-        raise lw.fail(".multicast::cluster copies into other CTAs of a cluster: AMD GPUs have no clusters")
     lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask"})
     hinted, masked = ins.has("L2::cache_hint"), ins.has("cp_mask")
     by_group = completions[0] == "bulk_group"
     if (to, of) == ("global", "shared::cta") and by_group:
         operands = lw.operands(ins, 3 + hinted + masked)
         mbar = None
-    elif to in ("shared::cta", "shared::cluster") and of == "global" and not by_group and not masked:
+    elif (to in ("shared::cta", "shared::cluster") and of == "global"
+          or (to, of) == ("shared::cluster", "shared::cta")) and not by_group and not masked:
+        # shared::cta → shared::cluster: into the CTA of the cluster that `mbar` belongs to, which in a
+        # cluster of one CTA (`_directions` checked the kernel allows no more) is the executing one
         operands = lw.operands(ins, 4 + hinted)
         mbar = operands[3]
-    elif (to, of) == ("shared::cluster", "shared::cta"):
-        raise lw.fail("a shared::cta → shared::cluster bulk copy writes another CTA of the cluster: AMD GPUs "
-                      "have no clusters")
     else:
         raise lw.fail(f"no bulk copy from .{of} to .{to} completes by .{completions[0]}")
     destination, source, size = _address_operands(lw, operands, 2)[:3]
@@ -391,22 +388,6 @@ def _reduce(lw, ins) -> None:
     if mbarrier:
         _complete_tx(lw, operands[3], count)
 
-
-# ------------------------------------------------------------------------------------------- refused
-
-_ASYNC_TENSOR_CORES = {
-    "wgmma": "warpgroup MMA (sm_90a): four warps multiply together, their A/B operands read asynchronously "
-             "through shared-memory matrix descriptors with NVIDIA's core-matrix swizzles; AMD's MFMA/WMMA work "
-             "per wave with other fragment layouts, and fatkit does not emulate warpgroup MMA",
-    "tcgen05": "fifth-generation tensor-core instructions (sm_100a) work on Tensor Memory, per-SM storage that "
-               "AMD GPUs do not have, through instruction and matrix descriptors; fatkit does not emulate them",
-}
-
-
-@handles(*_ASYNC_TENSOR_CORES)
-def async_tensor_core(lw, ins):
-    """Refused: the asynchronous tensor-core families that also consume async copies' shared-memory tiles."""
-    raise lw.fail(_ASYNC_TENSOR_CORES[ins.opcode])
 
 
 # ------------------------------------------------------------------------------------------- st.bulk

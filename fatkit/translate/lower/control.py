@@ -101,8 +101,8 @@ def _direct(lw, name: str, returns, arguments):
         return None, (), (), False
     prepared = lw.callees.prepared
     if prepared is not None and prepared.module.function(name) is not None:
-        raise lw.fail(f"{name} is declared .extern and not defined in this module (separately compiled device "
-                      "code is not linked)")
+        raise lw.fail(f"{name} is declared .extern and no PTX module linked with this one defines it (fatkit "
+                      "links the -rdc units of one binary, fatkit/translate/link.py)")
     raise lw.fail(f"{name} is not a .func defined in this module")
 
 
@@ -195,6 +195,17 @@ def trap(lw, ins):
     lw.check_modifiers(ins, set())
     lw.target.trap(lw.builder, None)
     lw.stop_thread()
+
+
+@handles("pmevent")
+def pmevent(lw, ins):
+    """`pmevent a` / `pmevent.mask m` signal events to NVIDIA's performance monitors; nothing a thread can
+    observe depends on them, so they lower to nothing once their form is checked."""
+    lw.check_modifiers(ins, {"mask"})
+    (event,) = lw.operands(ins, 1)
+    limit = 0xFFFF if ins.has("mask") else 15
+    if type(event) is not ast.IntImm or not 0 <= event.value <= limit:
+        raise lw.fail(f"pmevent takes an immediate 0–{limit}")
 
 
 @handles("brkpt")

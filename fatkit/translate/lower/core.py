@@ -19,6 +19,7 @@ from typing import Callable
 from llvmlite import ir
 
 from fatkit.errors import FatkitError
+from fatkit.translate.coverage import refusal
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
@@ -321,6 +322,9 @@ class Lowering:
         return Unsupported(self.kernel.name, self.ins.name, self.ins.line, why)
 
     def _instruction(self, ins: ast.Instruction) -> None:
+        refused = refusal(ins.opcode, ins.modifiers)  # forms the coverage table does not translate, and why
+        if refused is not None:
+            raise self.fail(refused)
         handler = HANDLERS.get((ins.opcode, type_family(ins))) or HANDLERS.get((ins.opcode, None))
         if handler is None:
             raise self.fail("instruction not supported yet")

@@ -81,6 +81,8 @@ def _form(lw, ins) -> _Form:
         raise lw.fail(f"{ins.opcode} needs .sync.aligned")
     count_name = _one(lw, ins, tuple(_COUNTS), "matrix count")
     space, qualifiers = state_space(lw, ins, ("shared", "generic"))
+    if qualifiers == ["shared::cluster"]:
+        raise lw.fail(f"{ins.opcode} addresses .shared{{::cta}}, not .shared::cluster (the ISA's forms)")
     lw.check_modifiers(ins, {"sync", "aligned", name, count_name, "trans", *qualifiers})
     if lw.types(ins, 1) != [shape.element]:
         raise lw.fail(f"{ins.opcode}.{name} moves .{shape.element} elements")

@@ -274,3 +274,67 @@ def alloca(lw, ins):
         raise lw.fail("alloca's alignment must be an immediate power of two")
     pointer = lw.dynamic_alloca(lw.read(size, t), align.value)
     lw.write(d, lw.builder.ptrtoint(pointer, llvm_type(t)), t)
+
+
+@handles("discard", "applypriority")
+def cache_line_hint(lw, ins):
+    """`discard.global.L2 [a], 128` lets the L2 line's contents become indeterminate, and `applypriority
+    .global.L2::evict_normal [a], 128` changes its eviction priority: keeping the line as it is satisfies
+    both, so they lower to nothing once their form is checked."""
+    extra = {"L2"} if ins.opcode == "discard" else {"L2::evict_normal"}
+    lw.check_modifiers(ins, {"global", *extra})
+    address, size = lw.operands(ins, 2)
+    if type(address) is not ast.Address or type(size) is not ast.IntImm or size.value != 128:
+        raise lw.fail(f"{ins.opcode} takes [address], 128")
+
+
+_POLICIES = {"fractional", "range", "cvt", "L2", "L2::evict_last", "L2::evict_normal", "L2::evict_first",
+             "L2::evict_unchanged"}
+
+
+@handles("createpolicy")
+def createpolicy(lw, ins):
+    """A 64-bit L2 cache policy, opaque to the program, for the `.L2::cache_hint` operand of loads, stores
+    and copies, which are hints this translation ignores: any policy value is as good, 0 it is."""
+    lw.check_modifiers(ins, _POLICIES)
+    if lw.types(ins, 1) != ["b64"]:
+        raise lw.fail("createpolicy makes a .b64 policy")
+    if len(ins.operands) not in (2, 3, 4):
+        raise lw.fail("createpolicy takes the policy and its fraction, range or access property")
+    for operand in ins.operands[1:]:
+        if type(operand) is not ast.Address:
+            lw.read(operand, "f32" if type(operand) is ast.FloatImm else "b64")
+    lw.write(ins.operands[0], ir.Constant(I64, 0), "b64")
+
+
+@handles("stacksave")
+def stacksave(lw, ins):
+    """`stacksave.u32/.u64 d`: the stack pointer as a .local address, for a later stackrestore (which frees
+    the `alloca`s since)."""
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("stacksave takes .u32 or .u64")
+    lw.check_modifiers(ins, set())
+    (d,) = lw.operands(ins, 1)
+    pointer_type = ir.PointerType(addrspace=lw.target.stack_address_space)
+    pointer = lw.builder.call(_declared(lw, f"llvm.stacksave.p{lw.target.stack_address_space}", pointer_type, []), [])
+    lw.write(d, lw.builder.ptrtoint(pointer, llvm_type(t)), t)
+
+
+@handles("stackrestore")
+def stackrestore(lw, ins):
+    """`stackrestore.u32/.u64 a`: the stack pointer back to what stacksave returned."""
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("stackrestore takes .u32 or .u64")
+    lw.check_modifiers(ins, set())
+    (a,) = lw.operands(ins, 1)
+    pointer_type = ir.PointerType(addrspace=lw.target.stack_address_space)
+    pointer = lw.builder.inttoptr(lw.read(a, t), pointer_type)
+    lw.builder.call(_declared(lw, f"llvm.stackrestore.p{lw.target.stack_address_space}", ir.VoidType(),
+                              [pointer_type]), [pointer])
+
+
+def _declared(lw, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
+    module = lw.builder.module
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(result, args), name)

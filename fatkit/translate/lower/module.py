@@ -206,7 +206,11 @@ def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Mo
     """A module-level .global/.const variable, defined with its initial bytes; one whose initializer holds
     addresses is appended to `addresses` with them, to be placed once the functions are lowered."""
     size = variable.size_bytes
-    if size is None or variable.linkage == "extern" or llvm_type(variable.type) is None:
+    if variable.linkage == "extern":
+        raise Unsupported(kernel.name, f".extern .{variable.state_space} {variable.name}", variable.line,
+                          "no PTX module linked with this one defines it (fatkit links the -rdc units of one "
+                          "binary, fatkit/translate/link.py)")
+    if size is None or llvm_type(variable.type) is None:
         raise Unsupported(kernel.name, f".{variable.state_space} {variable.name}", variable.line,
                           "only defined, sized .global/.const variables of scalar types are supported")
     space = target.global_address_space if variable.state_space == "global" else target.constant_address_space
@@ -295,9 +299,12 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
     start, as in CUDA) and their static bytes: each at its alignment, in declaration order, as LLVM lays
     out LDS; with `barrier_state`, the named barriers' state (`_BARRIER_STATE`) after them.
 
-    `.extern .shared` arrays without a size are dynamic shared memory: all of them start at one address
-    after the static bytes, at their largest alignment (counted in the static bytes); on AMDGPU each is a
-    zero-sized external LDS global, which LLVM places there and the launch sizes.
+    `.shared` arrays without a size are dynamic shared memory: all of them start at one address after the
+    static bytes, at their largest alignment (counted in the static bytes); on AMDGPU each is a zero-sized
+    external LDS global, which LLVM places there and the launch sizes. That holds for `.extern .shared
+    x[]`, CUDA's `extern __shared__`, and for the same array declared without `.extern` (LLVM's NVPTX
+    backend prints a zero-length LDS array so; ptxas 13.0 refuses it as "incomplete type"): storage of its
+    own it cannot have, and the one memory it can name is the launch's dynamic shared memory.
 
     Where the target wants a shared window (host), the variables are instead slices of one global and a
     shared address is an offset into it, so that it fits the 32-bit registers PTX keeps it in; dynamic
@@ -309,11 +316,12 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
                               f"the {target.name} target runs threads one after another and has no "
                               ".shared memory")
-        if variable.linkage == "extern" and variable.array == (None,) and variable.element_size:
+        if variable.array == (None,) and variable.element_size and variable.initializer is None:
             dynamic.append(variable)
         elif variable.linkage == "extern" or variable.size_bytes is None:
             raise Unsupported(kernel.name, f".shared {variable.name}", variable.line,
-                              "only sized .shared variables and unsized .extern .shared arrays are supported")
+                              "a .shared variable is sized, or an unsized one-dimensional array (dynamic "
+                              "shared memory); an .extern one of a size is defined in another module")
         else:
             placed.append((variable.name, variable.size_bytes, variable.align or variable.element_size))
     if barrier_state:

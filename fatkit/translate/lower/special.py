@@ -169,5 +169,28 @@ def cluster(lw, operand):
 
 @handles("mapa")
 def mapa(lw, ins):
-    raise lw.fail("maps a shared-memory address into another CTA of the cluster: distributed shared memory, "
-                  "which AMD does not have")
+    """`mapa{.shared::cluster}.u32/.u64 d, a, rank`: a's location in the shared memory of CTA `rank` of the
+    cluster. In a cluster of one CTA the only rank is 0, the executing CTA (a larger rank is out of range,
+    which the ISA leaves undefined), whose shared memory `a` already addresses: d = a."""
+    explicit_cluster_of_one(lw)
+    lw.check_modifiers(ins, {"shared::cluster"})
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("mapa takes .u32 or .u64")
+    d, address, rank = lw.operands(ins, 3)
+    lw.read(rank, "u32")
+    lw.write(d, lw.read(address, t), t)
+
+
+@handles("getctarank")
+def getctarank(lw, ins):
+    """`getctarank{.shared::cluster}.u32 d, a`: the rank of the CTA whose shared memory `a` addresses; in a
+    cluster of one CTA, 0."""
+    explicit_cluster_of_one(lw)
+    lw.check_modifiers(ins, {"shared::cluster"})
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("getctarank takes .u32 or .u64")
+    d, address = lw.operands(ins, 2)
+    lw.read(address, t)
+    lw.write(d, ir.Constant(I32, 0), "u32")

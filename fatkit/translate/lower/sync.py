@@ -75,7 +75,9 @@ def _proxy_fence(lw, ins):
     kinds = [m for m in ins.modifiers if m not in ("proxy", *SCOPES, "acquire", "release")]
     if kinds == ["alias"]:
         order = Order("acq_rel", lw.target.syncscope("gpu"))
-    elif kinds and kinds[0] == "async" and set(kinds[1:]) <= {"global", "shared::cta"}:
+    elif kinds and kinds[0] == "async" and set(kinds[1:]) <= {"global", "shared::cta", "shared::cluster"}:
+        if "shared::cluster" in kinds:  # in a cluster of one CTA, the CTA's own shared memory
+            explicit_cluster_of_one(lw)
         order = Order("acq_rel", lw.target.syncscope("cta"))
     elif kinds and kinds[0] in ("tensormap::generic", "async::generic") and ins.opcode == "fence":
         lw.check_modifiers(ins, {"proxy", *kinds, *SCOPES, "acquire", "release"})
@@ -86,7 +88,7 @@ def _proxy_fence(lw, ins):
         fence(lw.builder, order)
         return
     else:
-        raise lw.fail(f"proxy fence .{'.'.join(kinds)} not supported (clusters of CTAs are not supported)")
+        raise lw.fail(f"fence.proxy.{'.'.join(kinds)} is not a proxy fence of the ISA")
     lw.check_modifiers(ins, {"proxy", *kinds})
     lw.operands(ins, 0)
     fence(lw.builder, order)

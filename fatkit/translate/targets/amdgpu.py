@@ -12,8 +12,9 @@ implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgr
 (cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
-a child Python process (amdgpu_child.py), one per group of kernels; ziglang's ld.lld (PyPI) links the
-relocatable objects they return.
+a child Python process (amdgpu_child.py), one per group of kernels; a group whose child dies is halved until
+the kernels that fail alone are found, which are left out and reported with LLVM's message. ziglang's
+ld.lld (PyPI) links the relocatable objects they return.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -39,7 +41,7 @@ from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine
 from fatkit.translate.targets.base import (
-    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
+    Compiled, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
 
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
@@ -217,19 +219,40 @@ class AmdgpuTarget(Target):
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> bytes:
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Compiled:
         """Compile each group of kernels (`codegen_groups`) in a child process to a relocatable object, up to
-        `jobs` at once, then link them into one ET_DYN code object with one metadata note."""
+        `jobs` at once, then link them into one ET_DYN code object with one metadata note.
+
+        A group whose child fails (an LLVM assertion or fatal error aborts it) is compiled again in halves,
+        down to the kernels that fail alone: those are left out with LLVM's message, the rest still link."""
+        failed: dict[str, str] = {}
         groups = codegen_groups(kernels)
-        if len(groups) == 1:
-            return link([self.emit(kernels, opt_level, "obj")])
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
-            objects = list(pool.map(lambda group: self.emit(group, opt_level, "obj"), groups))
-        return link(with_one_metadata_note(objects))
+            objects = [o for group in pool.map(lambda g: self._objects(g, opt_level, failed), groups) for o in group]
+        if not objects:
+            raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
+                              + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
+        product = link(objects if len(objects) == 1 else with_one_metadata_note(objects))
+        order = [k.signature.name for k in kernels]
+        return Compiled(product, {name: failed[name] for name in order if name in failed})
+
+    def _objects(self, group: list[LoweredKernel], opt_level: int, failed: dict[str, str]) -> list[bytes]:
+        """Relocatable objects holding the kernels of `group` that LLVM compiles: one object when the whole
+        group does, else those of its halves in turn; a single kernel that fails goes into `failed`.
+        A kernel fails the same way wherever it is cut, so the objects depend on the module alone."""
+        try:
+            return [self.emit(group, opt_level, "obj")]
+        except CodegenFailed as failure:
+            if len(group) == 1:
+                failed[group[0].signature.name] = failure.message
+                return []
+        half = len(group) // 2
+        return self._objects(group[:half], opt_level, failed) + self._objects(group[half:], opt_level, failed)
 
     def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
         """The kernels linked into one LLVM module, optimised and compiled in a child process, as `kind`:
-        "obj" (a relocatable object), "asm" (AMDGPU assembly) or "llvm" (the optimised IR)."""
+        "obj" (a relocatable object), "asm" (AMDGPU assembly) or "llvm" (the optimised IR); raises
+        CodegenFailed where the child fails."""
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
@@ -241,9 +264,8 @@ class AmdgpuTarget(Target):
         except subprocess.TimeoutExpired:
             raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if child.returncode != 0:
-            detail = child.stderr.decode(errors="replace").strip().splitlines()[-5:]
-            raise FatkitError(f"LLVM codegen for {self.processor} failed (exit {child.returncode}): "
-                              + " | ".join(detail))
+            message = llvm_message(child.stderr.decode(errors="replace"), child.returncode)
+            raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message)
         return child.stdout
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
@@ -263,6 +285,34 @@ class AmdgpuTarget(Target):
         for name, lowered in expected.items():
             _check_kernel(produced[name], lowered, self.wavefront_size)
         return code_object
+
+
+class CodegenFailed(FatkitError):
+    """A codegen child failed; `message` is LLVM's own account (the assertion or fatal error it printed)."""
+
+    def __init__(self, text: str, message: str):
+        super().__init__(text)
+        self.message = message
+
+
+_LLVM_LINE = re.compile(r"Assertion .* failed|LLVM ERROR:|error:|Error:")
+_SOURCE_PATH = re.compile(r"\S*/([^/\s]+\.(?:h|cpp|inc)):(\d+)")
+
+
+def llvm_message(stderr: str, returncode: int) -> str:
+    """What LLVM said when a codegen child failed: its assertion or error line (source paths cut to the file
+    name), else the last line of its output, and how the child ended (a signal, or its exit status)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = next((line for line in lines if _LLVM_LINE.search(line)), lines[-1] if lines else "no message")
+    said = _SOURCE_PATH.sub(r"\1:\2", said)
+    if returncode < 0:
+        try:
+            ending = signal.Signals(-returncode).name
+        except ValueError:
+            ending = f"signal {-returncode}"
+    else:
+        ending = f"exit {returncode}"
+    return f"{said[:400]} ({ending})"
 
 
 def _check_kernel(kernel, lowered: LoweredKernel, wave: int) -> None:

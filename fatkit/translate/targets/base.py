@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llvmlite import binding as llvm
@@ -49,6 +49,15 @@ class LoweredKernel:
     shared_bytes: int = 0  # static .shared memory of the kernel (LDS on AMDGPU)
     barriers: bool = False  # whether the kernel (or a function it calls) waits at bar.sync
     shared_padding: int = 0  # the most alignment padding a different order of the .shared variables adds
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What `Target.codegen` returns: the product, and the kernels left out of it because LLVM failed on each
+    of them alone (kernel name → LLVM's message); the product holds every other kernel."""
+
+    product: Any
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 class PointerTo(ir.PointerType):
@@ -273,9 +282,10 @@ class Target(ABC):
         """Add module-level settings (flags, metadata) once every function is in."""
 
     @abstractmethod
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Any:
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Compiled:
         """Turn the lowered kernels into the target's product (a code object, a JIT-compiled program), using
-        up to `jobs` processes where the target can split the work; the product does not depend on `jobs`."""
+        up to `jobs` processes where the target can split the work; the product does not depend on `jobs`.
+        A target that compiles apart from fatkit's process may leave out kernels LLVM fails on (`failed`)."""
 
     @abstractmethod
     def validate(self, product: Any, kernels: list[LoweredKernel]) -> Any:

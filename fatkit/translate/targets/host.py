@@ -34,7 +34,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.targets.base import (
-    DIM_REGISTERS, NAMED_BARRIER_OPERATIONS, KernelSignature, LaneExchange, LoweredKernel, Target,
+    DIM_REGISTERS, NAMED_BARRIER_OPERATIONS, Compiled, KernelSignature, LaneExchange, LoweredKernel, Target,
     linked_and_optimised,
 )
 
@@ -474,12 +474,12 @@ class HostTarget(Target):
     def breakpoint(self, builder):
         """No debugger drives host threads: execution goes on (llvm.debugtrap would stop the process)."""
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> "HostProgram":
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Compiled:
         module = linked_and_optimised([k.llvm_ir for k in kernels], self.target_machine, opt_level)
         engine = llvm.create_mcjit_compiler(module, self.target_machine)
         engine.finalize_object()
-        return HostProgram(engine, module, {k.signature.name: k.signature for k in kernels},
-                           frozenset(k.signature.name for k in kernels if k.barriers), self.wave_size)
+        return Compiled(HostProgram(engine, module, {k.signature.name: k.signature for k in kernels},
+                                    frozenset(k.signature.name for k in kernels if k.barriers), self.wave_size))
 
     def validate(self, product: "HostProgram", kernels: list[LoweredKernel]) -> "HostProgram":
         for kernel in kernels:

@@ -28,7 +28,7 @@ from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.ptx.errors import PtxSyntaxError
 from fatkit.translate.targets.base import (
-    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
+    Compiled, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function, linked_and_optimised,
 )
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -181,11 +181,11 @@ class NvptxTarget(Target):
                             f"{{ .reg .pred p; isspacep.{space} p, $1; selp.u32 $0, 1, 0, p; }}", "=r,l")
         return builder.trunc(builder.call(test, [address]), ir.IntType(1))
 
-    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> bytes:
+    def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Compiled:
         """PTX text of all kernels. In this process: NVPTX codegen is mature and its fatal errors are a bug
         we want to see, and this target only runs in verification."""
         module = linked_and_optimised([k.llvm_ir for k in kernels], self._machine, opt_level)
-        return self._machine.emit_assembly(module).encode()
+        return Compiled(self._machine.emit_assembly(module).encode())
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]):
         """Re-read the PTX: every kernel present as an .entry with CUDA's parameter sizes and alignments."""
