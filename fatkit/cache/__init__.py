@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, make_key, normalize_target,
                               ptx_hash, ptx_texts)
 from fatkit.cache.store import DB_NAME, Cache, CacheEntry, CacheError
 from fatkit.translate.pipeline import Options
+from fatkit.translate.targets.ids import TargetId
 
 
 def default_cache_dir() -> Path:
@@ -30,11 +32,11 @@ def find(cache: Cache, image: bytes, target: str, options: Options | None = None
     Each PTX text of the image is tried newest arch first, and for each the target ids a code object may carry
     to load on the device, most specific first; the first intact entry holding a code object wins.
     """
-    targets = compatible_targets(target)
-    options = options or Options(target=targets[-1])
+    device = TargetId.parse_amd(target)
+    options = options or Options(target=device.bare)
     for text in ptx_texts(image):
-        for candidate in targets:
-            entry = cache.get(make_key(text, candidate, options))
+        for candidate in device.compatible():
+            entry = cache.get(make_key(text, replace(options, target=candidate)))
             if entry is not None and entry.code_object is not None:
                 return entry
     return None

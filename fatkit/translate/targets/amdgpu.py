@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import msgpack
 
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
@@ -39,8 +39,9 @@ from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine
 from fatkit.translate.targets.base import (
-    LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
+    EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
+from fatkit.translate.targets.ids import TargetId
 
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
 _WORKITEM_ID = {c: f"llvm.amdgcn.workitem.id.{c}" for c in "xyz"}
@@ -51,14 +52,12 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-EMIT_KINDS = ("obj", "asm", "llvm")
-_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up  # what `emit` writes besides linked code objects
+_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up
 
 
 def wavefront_size(processor: str) -> int:
     """The default wave size LLVM compiles for: 64 on GCN/CDNA (gfx6–gfx9), 32 on RDNA (gfx10 and later)."""
-    major = re.match(r"gfx(\d+)(?=[0-9a-f]{2}\b)", processor)
-    return 32 if major and int(major.group(1)) >= 10 else 64
+    return TargetId.parse_amd(processor).wave_size
 
 
 class AmdgpuTarget(Target):
@@ -69,8 +68,9 @@ class AmdgpuTarget(Target):
     shared_address_space = 3
 
     def __init__(self, processor: str) -> None:
-        self.processor = processor
-        self.name = processor
+        self.id = TargetId.parse_amd(processor).bare
+        self.processor = self.id.processor
+        self.name = self.processor
 
     @cached_property
     def data_layout(self) -> str:
@@ -78,7 +78,10 @@ class AmdgpuTarget(Target):
 
     @property
     def wavefront_size(self) -> int:
-        return wavefront_size(self.processor)
+        return self.id.wave_size
+
+    def machine(self) -> llvm.TargetMachine:
+        return target_machine(self.processor)
 
     def define_kernel(self, module, signature, param_types):
         return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
@@ -187,7 +190,7 @@ class AmdgpuTarget(Target):
 
     def machine_register(self, builder, register):
         module, i32, i64 = builder.module, ir.IntType(32), ir.IntType(64)
-        generation = int(re.match(r"gfx(\d+?)(?=[0-9a-f]{2}$)", self.processor).group(1))
+        generation = self.id.generation
         if register == "%clock64":
             if generation == 11:
                 raise Unavailable(f"{self.processor} counts shader cycles in a 20-bit register "
@@ -228,8 +231,7 @@ class AmdgpuTarget(Target):
         return link(with_one_metadata_note(objects))
 
     def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
-        """The kernels linked into one LLVM module, optimised and compiled in a child process, as `kind`:
-        "obj" (a relocatable object), "asm" (AMDGPU assembly) or "llvm" (the optimised IR)."""
+        """As `Target.emit`, in a child process: LLVM's AMDGPU fatal errors abort the process they happen in."""
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()

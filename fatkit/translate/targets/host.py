@@ -383,6 +383,9 @@ class HostTarget(Target):
     def target_machine(self) -> llvm.TargetMachine:
         return llvm.Target.from_triple(self.triple).create_target_machine(jit=True)
 
+    def machine(self) -> llvm.TargetMachine:
+        return self.target_machine
+
     @property
     def data_layout(self) -> str:
         return str(self.target_machine.target_data)
