@@ -162,7 +162,7 @@ def test_a_full_disk_stops_precompile_with_a_clear_error_and_a_valid_cache(tmp_p
 
 def test_cli_errors_are_one_line(tmp_path):
     proc = fatkit("precompile", str(sample("nv_kern_sm90.ptx")), "--target", "gfx942:xnack", "--cache",
-                  str(tmp_path), check=1)
+                  str(tmp_path), check=2)  # a usage error, before any file is read
     assert "NAME+ or NAME-" in _one_line(proc.stderr)
     proc = fatkit("cache", "lookup", "--ptx", str(sample("nv_kern_sm90.ptx")), "--target", "gfx942", "--cache",
                   str(tmp_path / "none"), check=1)

@@ -26,11 +26,12 @@ from elftools.elf.sections import SymbolTableSection
 
 from fatkit.cache.key import ptx_hash
 from fatkit.errors import FatkitError, FormatError
+from fatkit.extract.kernels import describe
 from fatkit.extract.scan import scan_path
 from fatkit.formats import offload_bundle
 from fatkit.repack import output_path, repack_binary
 from fatkit.repack.elf_patch import add_section, atomic_output
-from fatkit.repack.section import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
+from fatkit.formats.fatkit_amd import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
                                    code_object_bundle_id, read_payload)
 from tests import oracles
 from tests.corpus import corpus_file
@@ -169,6 +170,7 @@ def check_bundler(patched: Path, workdir: Path) -> Manifest:
 def check_inspect_mapping(patched: Path) -> None:
     """fatkit's scan finds `.fatkit_amd` by name and maps every code object to a PTX entry of the binary."""
     (binary,) = scan_path(patched)
+    describe(binary, kernels=True, hashes=False)
     assert not binary.errors
     (container,) = [c for c in binary.containers if c.section == SECTION_NAME]
     assert container.found_by[0] == "section" and container.manifest["format"] == "fatkit-amd"

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+
+from fatkit.cli.output import console, table
 
 VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red", "native": "bold cyan",
                  "none": "dim"}
@@ -42,12 +43,6 @@ def _found_by(c: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def console() -> Console:
-    """Rich's 80 columns for pipes would wrap every table: pipes get 160."""
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
-
-
 def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, kernels: bool) -> None:
     out = console()
     if len(binaries) <= DETAIL_LIMIT:
@@ -77,19 +72,18 @@ def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     for note in b["notes"]:
         out.print(f"  [dim]note: {note}[/]", highlight=False)
     if b["containers"]:
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("#", "offset", "section", "found by", "format", "kind", "arch", "compression", "size"):
-            table.add_column(col, justify="right" if col in ("#", "offset", "size") else "left")
+        rows = table(("#", "offset", "section", "found by", "format", "kind", "arch", "compression", "size"),
+                     right=("#", "offset", "size"))
         for c in b["containers"]:
             where = [str(c["index"]), f"0x{c['offset']:x}", c["section"] or "-", _found_by(c), c["format"]]
             shown = [e for e in c["entries"] if e["kind"] != "host"] or [None]
             for e in shown:
                 if e is None:
-                    table.add_row(*where, "[dim](empty)[/]", "", "", "")
+                    rows.add_row(*where, "[dim](empty)[/]", "", "", "")
                 else:
-                    table.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
+                    rows.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
                 where = [""] * 5
-        out.print(table)
+        out.print(rows)
         _render_repacked(out, b)
     if kernels:
         _render_kernels(out, b)
@@ -121,16 +115,15 @@ def _render_repacked(out: Console, b: dict[str, Any]) -> None:
 
 
 def _render_kernels(out: Console, b: dict[str, Any]) -> None:
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("c.e", "kind", "arch", "kernel", "param bytes", "regs", "shared"):
-        table.add_column(col, justify="right" if col in ("param bytes", "regs", "shared") else "left")
+    rows = table(("c.e", "kind", "arch", "kernel", "param bytes", "regs", "shared"),
+                 right=("param bytes", "regs", "shared"))
     for c in b["containers"]:
         for e in c["entries"]:
             for k in e.get("kernels", []):
-                table.add_row(f"{c['index']}.{e['index']}", e["kind"], e["arch"], k["name"],
-                              _opt(k.get("param_bytes")), _opt(k.get("registers")), _opt(k.get("shared_bytes")))
-    if table.row_count:
-        out.print(table)
+                rows.add_row(f"{c['index']}.{e['index']}", e["kind"], e["arch"], k["name"],
+                             _opt(k.get("param_bytes")), _opt(k.get("registers")), _opt(k.get("shared_bytes")))
+    if rows.row_count:
+        out.print(rows)
 
 
 def _opt(value: Any) -> str:
@@ -168,9 +161,7 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
         if base not in ("", "."):
             out.print(f"[bold]{base}/[/]", highlight=False)
             base += "/"
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("binary", "containers", "PTX", "cubin", "AMD code", "AMD"):
-        table.add_column(col, overflow="fold")
+    rows = table(("binary", "containers", "PTX", "cubin", "AMD code", "AMD"), fold=True)
     empty = 0
     for b in binaries:
         v = b["verdict"]
@@ -178,9 +169,9 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
             empty += 1
             continue
         name = b["path"].partition("!")[2] if one_archive else short_path(b["path"].removeprefix(base))
-        table.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
-                      " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
-    out.print(table)
+        rows.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
+                     " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
+    out.print(rows)
     if empty:
         out.print(f"[dim]… and {empty} binaries without NVIDIA or AMD device code (listed by --json)[/]")
 

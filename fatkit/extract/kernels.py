@@ -1,12 +1,40 @@
-"""Kernels of an entry: names cheaply (verdicts on 500 MB libraries), full resources on request (--kernels)."""
+"""What is derived from an entry's payload: kernel names cheaply (verdicts on 500 MB libraries), kernels with
+their resources and hashes on request (`inspect --kernels/--hashes`), each from one read of the payload."""
 
 from __future__ import annotations
 
-from fatkit.extract.model import Kernel
+import blake3
+
+from fatkit.errors import FatkitError
+from fatkit.extract.model import Binary, Entry, Kernel
 from fatkit.formats import cubin, hsaco, ptx_header
 
 
-def kernel_names(kind: str, payload: bytes) -> tuple[str, ...]:
+def kernel_names(entry: Entry) -> tuple[str, ...]:
+    """The names of the entry's kernels, read once and kept on the entry; FatkitError when unreadable."""
+    if entry.kernel_names is None:
+        entry.kernel_names = _names(entry.kind, entry.payload)
+    return entry.kernel_names
+
+
+def describe(binary: Binary, *, kernels: bool, hashes: bool) -> None:
+    """Fill each entry's kernels and/or hash; an entry that cannot be read gets its error instead."""
+    if not (kernels or hashes):
+        return
+    for entry in binary.entries:
+        if entry.error is not None:
+            continue
+        try:
+            data = entry.payload
+            if hashes:
+                entry.hash = blake3.blake3(data).hexdigest()
+            if kernels:
+                entry.kernels = _kernels(entry.kind, data)
+        except FatkitError as exc:
+            entry.error = exc.message
+
+
+def _names(kind: str, payload: bytes) -> tuple[str, ...]:
     if kind == "ptx":
         return tuple(ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":
@@ -16,7 +44,7 @@ def kernel_names(kind: str, payload: bytes) -> tuple[str, ...]:
     return ()
 
 
-def kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
+def _kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
     if kind == "ptx":
         return tuple(Kernel(name) for name in ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":

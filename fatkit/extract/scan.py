@@ -14,7 +14,6 @@ import lzma
 import mmap
 import re
 import stat
-import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -23,22 +22,24 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from fatkit.errors import FatkitError, FormatError, InputError
-from fatkit.extract.model import Binary, Container, Entry
+from fatkit.extract.model import Binary, BinaryFormat, Container, Entry
+from fatkit.extract.report import judge
 from fatkit.formats import ar, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
-from fatkit.formats.elf import ElfView
+from fatkit.formats.cubin import EM_CUDA
+from fatkit.formats.elf import ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
+from fatkit.formats.fatkit_amd import SECTION_NAME as REPACK_SECTION
+from fatkit.formats.fatkit_amd import read_payload
+from fatkit.formats.hsaco import EM_AMDGPU
+from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
+from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
 
-EM_CUDA = 190
-EM_AMDGPU = 224
-ET_NAMES = {1: "elf-rel", 2: "elf-exec", 3: "elf-shared"}
-ET_DYN = 3
-PT_INTERP = 3  # a shared object with an interpreter is a PIE executable
+ET_NAMES: dict[int, BinaryFormat] = {ET_REL: "elf-rel", ET_EXEC: "elf-exec", ET_DYN: "elf-shared"}
 
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nv.fatbin", "__fatbin", "__nv_fatbin")
 BUNDLE_SECTIONS = (".hip_fatbin",)
 BUNDLE_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # clang-offload-bundler -type=o: one section per target
 LLVM_OFFLOADING_SECTION = ".llvm.offloading"
-REPACK_SECTION = ".fatkit_amd"  # added by `fatkit repack`: a bundle of translated code objects and a manifest
 
 # Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
 DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
@@ -62,17 +63,70 @@ class Source:
 
 
 def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named directly, plus every regular file under named directories (sorted, symlinked dirs skipped)."""
+    """Files named directly, plus every file under named directories, sorted.
+
+    Symbolic links are followed, to files and to directories, and each real file comes once however many
+    names reach it (the first in walk order is kept: a directory of symlinks to libraries is inspected like
+    the libraries). A symlinked directory that leads back into the walk (a loop) is skipped. InputError when
+    a path does not exist, or a directory holds no file at all."""
     files: list[Path] = []
+    seen: set[tuple[int, int]] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()))
+            found = _walk(path, seen)
+            if not found:
+                raise InputError(f"no files under this directory{_broken_links(path)}", path=str(path))
+            files.extend(found)
         elif path.exists():
-            files.append(path)
+            if _first_time(path, seen):
+                files.append(path)
         else:
             raise InputError(f"no such file or directory: {path}")
     return files
+
+
+def _walk(top: Path, seen: set[tuple[int, int]]) -> list[Path]:
+    """Files under `top` (links followed), each real file once, directories on the current path never again."""
+    found: list[Path] = []
+    ancestors: set[tuple[int, int]] = set()
+
+    def visit(directory: Path) -> None:
+        info = directory.stat()
+        ident = (info.st_dev, info.st_ino)
+        if ident in ancestors:  # a link back to a directory being walked: a loop
+            return
+        ancestors.add(ident)
+        try:
+            children = sorted(directory.iterdir())
+        except OSError:
+            children = []  # unreadable directories hold nothing to scan (as rglob had it)
+        for child in children:
+            try:
+                if child.is_dir():
+                    visit(child)
+                elif child.is_file() and _first_time(child, seen):
+                    found.append(child)
+            except OSError:  # a link to something gone or unreadable
+                continue
+        ancestors.discard(ident)
+
+    visit(top)
+    return found
+
+
+def _first_time(path: Path, seen: set[tuple[int, int]]) -> bool:
+    info = path.stat()
+    ident = (info.st_dev, info.st_ino)
+    if ident in seen:
+        return False
+    seen.add(ident)
+    return True
+
+
+def _broken_links(directory: Path) -> str:
+    broken = sum(1 for p in directory.rglob("*") if p.is_symlink() and not p.exists())
+    return f" ({broken} broken symbolic link{'s' if broken != 1 else ''})" if broken else ""
 
 
 def _map_file(path: Path) -> Buffer:
@@ -91,7 +145,7 @@ def _map_file(path: Path) -> Buffer:
 def _looks_like_device_code(head: bytes, name: str) -> bool:
     """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
     return (
-        head.startswith((b"\x7fELF", ar.AR_MAGIC, b"PK\x03\x04", FATBIN_MAGIC_BYTES,
+        head.startswith((b"\x7fELF", ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
                          offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
         or name.lower().endswith(DEVICE_SUFFIXES)
         or bool(_PTX_START.match(head))
@@ -111,27 +165,37 @@ def scan_path(path: str | Path, *, only_candidates: bool = False) -> Iterator[Bi
 
 
 def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] | None = None) -> Iterator[Binary]:
-    """Binaries in files and directory trees; `on_file` is called before each file (progress bars)."""
-    for raw in paths:
-        walked = Path(raw).is_dir()
-        for file in expand_inputs([raw]):
-            if on_file is not None:
-                on_file(file)
-            try:
-                yield from scan_path(file, only_candidates=walked)
-            except FatkitError as exc:
-                yield Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))])
+    """Binaries in files and directory trees (`expand_inputs`: links followed, each real file once); `on_file`
+    is called before each file (progress bars)."""
+    paths = list(paths)
+    walked = {Path(raw) for raw in paths if Path(raw).is_dir()}
+    files = expand_inputs(paths)
+    for file in files:
+        if on_file is not None:
+            on_file(file)
+        try:
+            yield from scan_path(file, only_candidates=any(file.is_relative_to(d) for d in walked))
+        except FatkitError as exc:
+            yield _judged(Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))]))
+
+
+def _judged(binary: Binary) -> Binary:
+    """The binary with its module-by-module verdict (extract/report.py)."""
+    binary.verdict = judge(binary)
+    return binary
 
 
 def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Binary]:
-    """A Binary for the source, or one per member when the source is an archive or a zip."""
+    """A Binary for the source, or one per member when the source is an archive or a zip; each judged."""
     head = bytes(source.buf[:8])
     if ar.is_archive(source.buf):
-        yield from _scan_archive(source)
-    elif head.startswith(b"PK\x03\x04"):
-        yield from _scan_zip(source, only_candidates=only_candidates)
+        found: Iterable[Binary] = _scan_archive(source)
+    elif head.startswith(ZIP_LOCAL_SIGNATURE):
+        found = _scan_zip(source, only_candidates=only_candidates)
     else:
-        yield scan_buffer(source)
+        found = [scan_buffer(source)]
+    for binary in found:
+        yield binary if binary.verdict is not None else _judged(binary)
 
 
 def _scan_archive(source: Source) -> Iterator[Binary]:
@@ -174,7 +238,6 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
             yield from scan_source(Source(name, data), only_candidates=only_candidates)
 
 
-_ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then file name and extra field lengths at +26
 
 
 def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
@@ -183,10 +246,10 @@ def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) ->
     if info.file_size > MAX_PAYLOAD:
         raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
     if info.compress_type == zipfile.ZIP_STORED:
-        need(buf, info.header_offset, _ZIP_LOCAL_HEADER.size, "zip local header")
-        signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack_from(buf, info.header_offset)
-        start = info.header_offset + _ZIP_LOCAL_HEADER.size + name_len + extra_len
-        if signature != b"PK\x03\x04":
+        need(buf, info.header_offset, LOCAL_HEADER_NAME_LENGTHS.size, "zip local header")
+        signature, name_len, extra_len = LOCAL_HEADER_NAME_LENGTHS.unpack_from(buf, info.header_offset)
+        start = info.header_offset + LOCAL_HEADER_NAME_LENGTHS.size + name_len + extra_len
+        if signature != ZIP_LOCAL_SIGNATURE:
             raise FormatError("zip local header signature is wrong", offset=info.header_offset)
         need(buf, start, info.file_size, "stored zip member")
         data = memoryview(buf)[start:start + info.file_size]
@@ -488,8 +551,6 @@ class _Finder:
 
     def repack_section(self, section) -> None:
         """`.fatkit_amd` (fatkit repack): its bundle, each code object mapped to the PTX it was translated from."""
-        from fatkit.repack.section import read_payload  # fatkit.repack imports this module
-
         end = min(section.offset + section.size, len(self.buf))
         kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
         if not self.bundle(section.offset, kind, "section", end=end):

@@ -2,7 +2,7 @@
 
 `repack_binary` scans one host ELF (executable or shared library), translates every PTX module for every
 target through the code-object cache (`fatkit.cache.precompile`: identical modules once, cached ones not
-again), and writes the original file plus one non-loaded section `.fatkit_amd` (`section.py` lays it out,
+again), and writes the original file plus one non-loaded section `.fatkit_amd` (`formats/fatkit_amd.py` lays it out,
 `elf_patch.py` appends it) to the destination. Nothing NVIDIA's loader or runtime reads changes.
 
 Statuses of a binary:
@@ -32,7 +32,7 @@ from fatkit.extract.model import Binary
 from fatkit.extract.scan import scan_path
 from fatkit.extract.select import PtxModule, ptx_modules
 from fatkit.repack.elf_patch import add_section, check_patchable, copy_file
-from fatkit.repack.section import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
+from fatkit.formats.fatkit_amd import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
                                    code_object_bundle_id)
 
 HOST_FORMATS = ("elf-exec", "elf-pie", "elf-shared")

@@ -41,7 +41,10 @@ from fatkit.extract.scan import ZIP_ERRORS, BufferFile, scan_path
 from fatkit.formats.common import MAX_PAYLOAD, Buffer
 from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary
 from fatkit.repack.elf_patch import atomic_output, copy_file
-from fatkit.repack.section import ModuleRecord
+from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, END_SIGNATURE, LOCAL_HEADER,
+                                LOCAL_SIGNATURE, ZIP64_END, ZIP64_END_SIGNATURE, ZIP64_LOCATOR,
+                                ZIP64_LOCATOR_SIGNATURE)
+from fatkit.formats.fatkit_amd import ModuleRecord
 
 ELF_MAGIC = b"\x7fELF"
 RECORD_NAME = re.compile(r"[^/]+\.dist-info/RECORD")
@@ -58,14 +61,6 @@ UNIX = 3  # create_system whose external attributes hold st_mode
 ZIP64_LIMIT = 0xFFFFFFFF  # sizes and offsets at or above this need ZIP64 records (module-level: tests lower it)
 ZIP64_VERSION = 45
 
-# zip records (APPNOTE 4.3): local file header, central directory header, ZIP64 end record and locator, end record
-LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
-CENTRAL_HEADER = struct.Struct("<4s4B4HL2L5H2L")
-ZIP64_END = struct.Struct("<4sQ2H2L4Q")
-ZIP64_LOCATOR = struct.Struct("<4sLQL")
-END_RECORD = struct.Struct("<4s4H2LH")
-LOCAL_SIGNATURE, CENTRAL_SIGNATURE = b"PK\x03\x04", b"PK\x01\x02"
-ZIP64_END_SIGNATURE, ZIP64_LOCATOR_SIGNATURE, END_SIGNATURE = b"PK\x06\x06", b"PK\x06\x07", b"PK\x05\x06"
 
 
 # ---------------------------------------------------------------------------------------------------------
