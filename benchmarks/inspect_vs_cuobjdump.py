@@ -8,6 +8,12 @@ only AMD code have no cuobjdump anchor and are reported for fatkit alone.
     python benchmarks/inspect_vs_cuobjdump.py                    # every fetched corpus file, BIG included
     python benchmarks/inspect_vs_cuobjdump.py --files cublasLt --repeat 5
     python benchmarks/inspect_vs_cuobjdump.py --markdown         # a table for BENCHMARKS.md
+    python benchmarks/inspect_vs_cuobjdump.py --max-size 1M --repeat 9 --bytecode --tree /tmp/old-checkout
+                                                                 # small files; another checkout beside this one
+
+`--tree DIR` measures DIR's fatkit as a second column in the same run (before/after a change); `--bytecode`
+compiles each measured tree's modules first (`compileall`), as a pip install does: on a machine that sets
+PYTHONDONTWRITEBYTECODE an editable checkout is otherwise compiled from source on every run.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class Row:
     cuobjdump: Measured | None
     cuobjdump_label: str  # which cuobjdump was measured, or why none was
     cuobjdump_exits: str  # exit status of every cuobjdump tried, e.g. "13.5: 255 → 12.8: 0"
+    other: Measured | None = None  # the --tree checkout's fatkit
 
 
 # Linux keeps the parent's peak RSS in a child's ru_maxrss across exec (the exec'ing process inherits the
@@ -97,8 +104,14 @@ def rss_floor() -> int:
     return _spawn(["/bin/true"], keep_output=False)[1]
 
 
-def _fatkit_argv(path: Path) -> list[str]:
-    return [sys.executable, "-m", "fatkit", "inspect", "--json", str(path)]
+OTHER_TREE: Path | None = None  # --tree: another checkout measured beside this one
+
+
+def _fatkit_argv(path: Path, tree: Path = REPO_ROOT) -> list[str]:
+    """`fatkit inspect --json PATH` run from `tree`'s sources (whichever fatkit is installed)."""
+    start = (f"import sys; sys.path.insert(0, {str(tree)!r}); sys.argv[0] = 'fatkit'; "
+             "from fatkit.cli import main; main()")
+    return [sys.executable, "-c", start, "inspect", "--json", str(path)]
 
 
 def _cuobjdump_argv(tool: Path, path: Path) -> list[str]:
@@ -147,11 +160,19 @@ def _measure_file(path: Path, repeat: int, tools: list[tuple[str, Path]]) -> Row
     cuobjdump_status = 0
     cuobjdump_failure = None
 
+    other_walls: list[float] = []
+    other_rss: list[int] = []
+    other_status = 0
     for attempt in range(repeat):
         wall, rss, fatkit_run = _spawn(_fatkit_argv(path), keep_output=False)
         fatkit_status = fatkit_run.returncode
         fatkit_walls.append(wall)
         fatkit_rss.append(rss)
+        if OTHER_TREE is not None:
+            wall, rss, other_run = _spawn(_fatkit_argv(path, OTHER_TREE), keep_output=False)
+            other_walls.append(wall)
+            other_rss.append(rss)
+            other_status = other_run.returncode
         while candidates and len(cuobjdump_walls) <= attempt:
             release, tool = candidates[0]
             wall, rss, run = _spawn(_cuobjdump_argv(tool, path), keep_output=True)
@@ -171,7 +192,8 @@ def _measure_file(path: Path, repeat: int, tools: list[tuple[str, Path]]) -> Row
                           cuobjdump_failure) if cuobjdump_walls else None)
     if cuobjdump is not None and cuobjdump.failure is not None:
         label += " (failed)"
-    return Row(path, path.stat().st_size, fatkit, cuobjdump, label, " → ".join(exits) or "—")
+    other = (Measured(statistics.median(other_walls), max(other_rss), other_status, None) if other_walls else None)
+    return Row(path, path.stat().st_size, fatkit, cuobjdump, label, " → ".join(exits) or "—", other)
 
 
 def _corpus_paths() -> list[Path]:
@@ -229,6 +251,7 @@ def _table_rows(rows: list[Row]) -> list[list[str]]:
             _wall(row.fatkit.wall_s), _wall(c and c.wall_s), _ratio(row.fatkit.wall_s, c and c.wall_s),
             _rss(row.fatkit.rss_kib), _rss(c and c.rss_kib), _ratio(row.fatkit.rss_kib, c and c.rss_kib),
             row.cuobjdump_label, row.cuobjdump_exits,
+            *([_wall(row.other.wall_s), _ratio(row.fatkit.wall_s, row.other.wall_s)] if row.other else []),
         ])
     anchored = [r for r in rows if r.fatkit.failure is None and r.cuobjdump is not None
                 and r.cuobjdump.failure is None]
@@ -241,13 +264,20 @@ def _table_rows(rows: list[Row]) -> list[list[str]]:
             f"total ({len(anchored)} files with cuobjdump; RSS = max)", _size(sum(r.size for r in anchored)),
             _wall(fatkit_wall), _wall(cuobjdump_wall), _ratio(fatkit_wall, cuobjdump_wall),
             _rss(fatkit_rss), _rss(cuobjdump_rss), _ratio(fatkit_rss, cuobjdump_rss), "", "",
+            *([""] * (len(HEADERS) - 10)),
         ])
     cells.append([
         f"total fatkit ({len(rows)} files)", _size(sum(r.size for r in rows)),
         _wall(sum(r.fatkit.wall_s for r in rows)), "", "", _rss(max(r.fatkit.rss_kib for r in rows)),
-        "", "", "", "",
+        "", "", "", "", *([""] * (len(HEADERS) - 10)),
     ])
     return cells
+
+
+def _bytes(text: str) -> int:
+    units = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3}
+    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")):].upper()
+    return int(float(number) * units[unit])
 
 
 def _print_markdown(cells: list[list[str]]) -> None:
@@ -281,13 +311,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="only corpus files whose path contains PATTERN (or matches it as a glob)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per command (median wall)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--max-size", type=_bytes, metavar="SIZE", help="only files up to SIZE (e.g. 1M)")
+    parser.add_argument("--tree", type=Path, metavar="DIR",
+                        help="also measure the fatkit of another checkout (columns '--tree wall', 'this / --tree')")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="compile the measured checkouts' modules first (python -m compileall), as an install does")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    global OTHER_TREE
+    if args.tree is not None:
+        OTHER_TREE = args.tree.resolve()
+        HEADERS.extend(["--tree wall", "this / --tree"])
+    if args.bytecode:
+        for tree in (REPO_ROOT, OTHER_TREE):
+            if tree is not None:
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "fatkit")], check=True,
+                               stdout=subprocess.DEVNULL)
 
     paths = _corpus_paths()
     if args.files:
         paths = [p for p in paths if args.files in str(p) or fnmatch.fnmatch(str(p), args.files)]
+    if args.max_size is not None:
+        paths = [p for p in paths if p.stat().st_size <= args.max_size]
     if not paths:
         print("no corpus files (run ../shared/corpus/fetch.py --big)", file=sys.stderr)
         return 1

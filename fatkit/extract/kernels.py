@@ -7,7 +7,7 @@ import blake3
 
 from fatkit.errors import FatkitError
 from fatkit.extract.model import Binary, Entry, Kernel
-from fatkit.formats import cubin, hsaco, ptx_header
+from fatkit.formats import cubin, ptx_header
 
 
 def kernel_names(entry: Entry) -> tuple[str, ...]:
@@ -40,6 +40,8 @@ def _names(kind: str, payload: bytes) -> tuple[str, ...]:
     if kind == "elf":
         return tuple(cubin.cubin_kernel_names(payload))
     if kind == "hsaco":
+        from fatkit.formats import hsaco  # AMD code objects only: most inspected files hold none
+
         return tuple(k.name for k in hsaco.parse_code_object(payload).kernels)
     return ()
 
@@ -54,6 +56,8 @@ def _kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
             for k in cubin.parse_cubin(payload).kernels
         )
     if kind == "hsaco":
+        from fatkit.formats import hsaco
+
         return tuple(
             Kernel(name=k.name, param_bytes=k.kernarg_size, registers=k.vgpr_count,
                    shared_bytes=k.group_segment_size, wavefront_size=k.wavefront_size)

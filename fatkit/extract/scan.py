@@ -24,13 +24,9 @@ from typing import Callable, Iterable, Iterator
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, Entry
 from fatkit.extract.report import judge
-from fatkit.formats import ar, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
+from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
-from fatkit.formats.cubin import EM_CUDA
-from fatkit.formats.elf import ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
-from fatkit.formats.fatkit_amd import SECTION_NAME as REPACK_SECTION
-from fatkit.formats.fatkit_amd import read_payload
-from fatkit.formats.hsaco import EM_AMDGPU
+from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
 
@@ -378,7 +374,7 @@ def _scan_elf(finder: _Finder) -> None:
             finder.walk_section(section, family="bundle")
         elif section.name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
-        elif section.name == REPACK_SECTION:
+        elif section.name == fatkit_amd.SECTION_NAME:
             finder.repack_section(section)
         elif section.name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
@@ -556,7 +552,7 @@ class _Finder:
         if not self.bundle(section.offset, kind, "section", end=end):
             return
         try:
-            manifest = read_payload(bytes(self.buf[section.offset:end]))
+            manifest = fatkit_amd.read_payload(bytes(self.buf[section.offset:end]))
         except FatkitError as exc:
             self._error(exc.located(base=section.offset))
             return
@@ -617,6 +613,8 @@ class _Finder:
             code_version=f"1.{info.abi_version}"))
 
     def standalone_code_object(self) -> None:
+        from fatkit.formats import hsaco  # AMD code objects only: most inspected files hold none
+
         info = hsaco.parse_code_object(self.buf)
         self._standalone("hsaco", Entry(
             index=0, kind="hsaco", arch=info.target_id, offset=0, stored_size=len(self.buf), compression=None,

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, need
-from fatkit.formats.elf import ELFCLASS64, ET_EXEC, ET_REL, SHT_SYMTAB, STT_FUNC, ElfView, Section, Symbol
+from fatkit.formats.elf import ELFCLASS64, EM_CUDA, ET_EXEC, ET_REL, SHT_SYMTAB, STT_FUNC, ElfView, Section, Symbol
 
-EM_CUDA = 190
 STO_CUDA_ENTRY = 0x10  # st_other of a kernel (entry point); device functions have 0
 
 INFO_PREFIX = ".nv.info."

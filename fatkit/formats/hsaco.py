@@ -16,10 +16,10 @@ from construct import Int16ul, Int32ul, Int64sl, Padding, Struct
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, need
 from fatkit.formats.elf import (
+    EM_AMDGPU,
     ELFCLASS64, ET_DYN, ET_EXEC, ET_REL, SHT_DYNSYM, SHT_SYMTAB, STT_OBJECT, ElfView, Note,
 )
 
-EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 
 NT_AMD_HSA_ISA_VERSION = 3  # code object v2, owner "AMD"
