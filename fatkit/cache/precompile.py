@@ -186,15 +186,17 @@ def precompile(modules: Iterable[PtxModule], targets: list[TargetId] | list[str]
     parsed = list(dict.fromkeys(t if isinstance(t, TargetId) else TargetId.parse_amd(t) for t in targets))
     report = Report([str(t) for t in parsed], str(cache.directory))
     work, report.duplicates = plan(modules, parsed)
+    # Targets that differ only in features (gfx942, gfx942:xnack-) translate to the same code object: the
+    # first is translated, the others are looked up once it is stored.
     pending: list[Job] = []
+    same_code: list[Job] = []
+    planned: set[tuple[tuple[str, ...], TargetId]] = set()
     for job in work:
-        entry = cached_entry(cache, job, _for(job, options))
-        if entry is None:
-            pending.append(job)
-        else:
-            report.modules.append(_record(job, entry.manifest, _status(entry.code_object, entry.manifest, "cached"),
-                                          cached=True, ptx=entry.key.ptx_blake3, stored=entry.key.target,
-                                          options=entry.key.options))
+        if _from_cache(cache, job, options, report):
+            continue
+        translation = (tuple(c.ptx_blake3 for c in job.candidates), job.target.bare)
+        (same_code if translation in planned else pending).append(job)
+        planned.add(translation)
     if on_planned:
         on_planned(len(pending))
     for job, outcome in _run(pending, jobs, options):
@@ -202,9 +204,22 @@ def precompile(modules: Iterable[PtxModule], targets: list[TargetId] | list[str]
         report.modules.append(record)
         if on_done:
             on_done(record)
+    for job, outcome in _run([j for j in same_code if not _from_cache(cache, j, options, report)], jobs, options):
+        report.modules.append(_store(cache, job, outcome, options))  # the first one's outcome was not stored
     report.problems = [f"{p.key}: {p.reason}" for p in cache.problems]
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _from_cache(cache: Cache, job: Job, options: Options, report: Report) -> bool:
+    """Record the job as served from the cache when the cache has its entry."""
+    entry = cached_entry(cache, job, _for(job, options))
+    if entry is None:
+        return False
+    report.modules.append(_record(job, entry.manifest, _status(entry.code_object, entry.manifest, "cached"),
+                                  cached=True, ptx=entry.key.ptx_blake3, stored=entry.key.target,
+                                  options=entry.key.options))
+    return True
 
 
 def _for(job: Job, options: Options, kernel_jobs: int = 1) -> Options:

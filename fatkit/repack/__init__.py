@@ -25,10 +25,11 @@ from typing import Any, Iterator
 
 import fatkit
 from fatkit.cache import Cache
-from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, normalize_target, ptx_hash, translator_fingerprint
+from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, ptx_hash, translator_fingerprint
 from fatkit.cache.precompile import arch_rank, precompile
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.model import Binary
+from fatkit.translate.targets.ids import TargetId
 from fatkit.extract.scan import scan_path
 from fatkit.extract.select import PtxModule, ptx_modules
 from fatkit.repack.elf_patch import add_section, check_patchable, copy_file
@@ -81,7 +82,7 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
     temporary one is used and removed. Problems with the input, or a destination that cannot be written, are a
     status `error` with its reason, not an exception (a release run goes on with the other binaries)."""
     source, destination = Path(source), Path(destination)
-    normalized = sorted({normalize_target(t) for t in targets})
+    normalized = translated_targets(targets)
     if not normalized:
         raise FatkitError("repack needs at least one target, like gfx942")
     result = BinaryRepack(source, None, "error")
@@ -121,6 +122,13 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
     if result.status == "failed":
         result.reason = "no code object for any module: the section holds only the manifest of reasons"
     return result
+
+
+def translated_targets(targets: list[str]) -> list[str]:
+    """The processors a repack translates for, sorted: code objects are compiled with xnack and sramecc unset,
+    which loads on every setting, so `gfx942:xnack-` and `gfx942` are one target (one code object per PTX
+    module and processor in the section)."""
+    return sorted({str(TargetId.parse_amd(t).bare) for t in targets})
 
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f\\]")

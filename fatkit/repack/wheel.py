@@ -35,11 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from fatkit.cache import normalize_target
 from fatkit.errors import FatkitError, FormatError, InputError, LimitError, UsageError
 from fatkit.extract.scan import ZIP_ERRORS, BufferFile, scan_path
 from fatkit.formats.common import MAX_PAYLOAD, Buffer
-from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary
+from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary, translated_targets
 from fatkit.repack.elf_patch import atomic_output, copy_file
 from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, END_SIGNATURE, LOCAL_HEADER,
                                 LOCAL_SIGNATURE, ZIP64_END, ZIP64_END_SIGNATURE, ZIP64_LOCATOR,
@@ -464,7 +463,7 @@ def repack_wheel(source: Path, out_dir: Path, targets: list[str], cache: Path | 
     FatkitError for a wheel fatkit will not read (hostile or corrupt) or an output it cannot write; the input is
     only read, and the output appears complete or not at all."""
     source, out_dir = Path(source), Path(out_dir)
-    targets = sorted({normalize_target(t) for t in targets})
+    targets = translated_targets(targets)
     if not targets:
         raise UsageError("repack needs at least one target, like gfx942")
     destination = out_dir / source.name
