@@ -22,7 +22,7 @@ from fatkit.cli.render import reason_without_place  # noqa: E402
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
-from fatkit.translate.pipeline import Options, lower, parse, passes  # noqa: E402
+from fatkit.translate.pipeline import Options, run  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr)):
         modules += 1
         try:
-            lowered = lower(passes(parse(module.text, options), options), options)
+            lowered = run(module.text, options, until="lower")
         except FatkitError as exc:
             failed_modules += 1
             reasons[f"module: {exc}"[:160]] += 1

@@ -147,6 +147,18 @@ def test_partial_when_a_module_lacks_ptx(tmp_path):
     assert judge(b, by_kernel=True).amd == "yes"  # the same kernels are in the PTX
 
 
+def test_partial_names_what_modules_without_ptx_hold(tmp_path):
+    """A module holding only NVVM IR (as warp.so's do) is named as such, never as "only cubins ()"."""
+    ptx = (SAMPLES / "nv_kern_sm90.ptx").read_bytes()
+    path = tmp_path / "nvvm_module.bin"
+    path.write_bytes(
+        fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_NVVM, sm=90, payload=b"\x42\x43\xc0\xde" * 8)])
+        + fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_PTX, sm=90, payload=ptx)]))
+    b = list(scan_path(path))[0]
+    assert b.verdict.amd == "partial"
+    assert "1 of 2 modules have no PTX, only NVVM/LTO IR (" in b.verdict.reason and "()" not in b.verdict.reason
+
+
 def test_module_without_kernels_does_not_block(tmp_path):
     """nvcc's device-link stub: a cubin-only module with no kernels needs no PTX."""
     stub = one("nv_mode_default").containers[0]

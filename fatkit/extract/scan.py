@@ -19,10 +19,10 @@ import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
-from fatkit.extract.model import Binary, BinaryFormat, Container, Entry
+from fatkit.extract.model import Binary, BinaryFormat, Container, Entry, EntryKind
 from fatkit.extract.report import judge
 from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
@@ -460,7 +460,7 @@ class _Finder:
         except FatkitError as exc:
             compression, error = None, exc.message
         return Entry(
-            index=index, kind=rec.kind_name, arch=rec.arch, offset=rec.offset, stored_size=rec.stored_size,
+            index=index, kind=_entry_kind(rec.kind_name), arch=rec.arch, offset=rec.offset, stored_size=rec.stored_size,
             compression=compression, loader=self._loader(partial(fatbin.entry_payload, self.buf, rec)),
             size=rec.uncompressed_size if compression else rec.stored_size,
             identifier=rec.identifier, options=rec.options,
@@ -631,6 +631,11 @@ class _Finder:
     def _standalone(self, fmt: str, entry: Entry) -> None:
         self._add(Container(index=0, format=fmt, offset=0, size=len(self.buf), section=None,
                             found_by=["file"], entries=[entry]))
+
+
+def _entry_kind(name: str) -> EntryKind:
+    """A fatbin entry's kind as the model names it; kinds fatbin.py does not know are "other"."""
+    return next((kind for kind in get_args(EntryKind) if kind == name), "other")
 
 
 def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
