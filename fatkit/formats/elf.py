@@ -93,7 +93,7 @@ ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 EM_PPC64, EM_X86_64, EM_AARCH64 = 21, 62, 183
 EM_CUDA, EM_AMDGPU = 190, 224  # device code: NVIDIA cubins, AMD code objects
 
-SHT_NULL, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 0, 2, 4, 6, 7, 8
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 0, 1, 2, 4, 6, 7, 8
 SHT_REL, SHT_DYNSYM, SHT_RELR = 9, 11, 19
 SHF_ALLOC = 0x2
 SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
@@ -145,6 +145,17 @@ class _Layout:
         """The record at `offset`; the caller has bounds-checked it."""
         return tuple.__new__(self.record, self.unpack.unpack_from(buf, offset))
 
+    def pack(self, record: tuple) -> bytes:
+        """The bytes of a record (`at`'s, possibly `_replace`d, or `record(**fields)`)."""
+        return self.unpack.pack(*record)
+
+    def field_bytes(self, name: str, value: int) -> tuple[int, bytes]:
+        """Where field `name` lies in the record and `value` as its bytes: what a patch overwrites."""
+        index = self.record._fields.index(name)
+        start = self.offsets[name]
+        end = self.offsets[self.record._fields[index + 1]] if index + 1 < len(self.record._fields) else self.size
+        return start, value.to_bytes(end - start, "little")
+
     def getter(self, *names: str) -> itemgetter:
         """A function from a record (or its raw tuple) to the tuple of the named fields."""
         return itemgetter(*(self.record._fields.index(name) for name in names))
@@ -178,6 +189,12 @@ class _ClassLayouts:
     def symbol_fields(self) -> itemgetter:
         """A symbol entry's fields in the order of Symbol's after index and name."""
         return self.symbol.getter("st_value", "st_size", "st_info", "st_other", "st_shndx")
+
+
+def layouts(elf_class: int) -> _ClassLayouts:
+    """The header, section, segment, symbol and dynamic-entry layouts of ELFCLASS32 or ELFCLASS64 (writers
+    build and patch records through these, by field name)."""
+    return _LAYOUTS[elf_class]
 
 
 _LAYOUTS = {
@@ -293,6 +310,11 @@ class ElfView:
         self.abiversion: int = abiversion
         self.e_flags: int = header.e_flags
         self._symbols: dict[int, tuple] = {}  # raw symbol entries by file offset (relocation targets)
+
+    @property
+    def header(self):
+        """The ELF header as a record of its field names (e_shoff, e_shnum, e_shstrndx, …)."""
+        return self._header
 
     @property
     def buffer(self) -> Buffer:

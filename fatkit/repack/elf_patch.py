@@ -21,26 +21,14 @@ import contextlib
 import mmap
 import os
 import shutil
-import struct
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from fatkit.errors import FatkitError, InputError
 from fatkit.formats.common import align
-from fatkit.formats.elf import ElfView
+from fatkit.formats.elf import ELFCLASS64, SHN_LORESERVE, SHT_PROGBITS, ElfView, layouts
 
-ELFCLASS64 = 2
-ELFDATA2LSB = 1
-SHT_PROGBITS = 1
-SHN_LORESERVE = 0xFF00
-# Elf64_Ehdr: e_ident, e_type, e_machine, e_version, e_entry, e_phoff, e_shoff, e_flags, e_ehsize,
-# e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
-ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-E_SHOFF = struct.Struct("<Q")  # at 0x28 in an ELF64 header
-E_SHNUM = struct.Struct("<H")  # at 0x3c
-E_SHOFF_AT, E_SHNUM_AT = 0x28, 0x3C
-SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 PAYLOAD_ALIGN = 16
 
 
@@ -115,15 +103,18 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
     def refuse(why: str) -> FatkitError:
         return FatkitError(f"cannot add {name}: {why}", path=path)
 
-    if elf.elf_class != ELFCLASS64 or buf[5] != ELFDATA2LSB:
+    if elf.elf_class != ELFCLASS64:  # ElfView reads little-endian files only
         raise refuse("only 64-bit little-endian ELF files are patched")
-    *_, shoff, _, _, _, _, shentsize, shnum, names_index = ELF64_HEADER.unpack_from(buf, 0)
+    elf64 = layouts(ELFCLASS64)
+    section_header = elf64.section
+    shoff, shentsize, shnum, names_index = (elf.header.e_shoff, elf.header.e_shentsize, elf.header.e_shnum,
+                                            elf.header.e_shstrndx)
     if shoff == 0 or shnum == 0:
         raise refuse("the file has no section header table (section-stripped, or extended numbering)")
     if shnum + 1 >= SHN_LORESERVE:
         raise refuse(f"{shnum} sections: one more needs extended section numbering")
-    if shentsize != SECTION_HEADER.size:
-        raise refuse(f"section headers of {shentsize} bytes, not {SECTION_HEADER.size}")
+    if shentsize != section_header.size:
+        raise refuse(f"section headers of {shentsize} bytes, not {section_header.size}")
     if "\0" in name or not name:
         raise refuse("a section name must be non-empty and hold no NUL")
     sections = elf.sections
@@ -131,8 +122,8 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
         raise refuse("the file already has one (it was repacked before); repack the original")
     if not 0 < names_index < shnum:
         raise refuse(f"e_shstrndx {names_index} names no section")
-    old_table = bytes(buf[shoff:shoff + shnum * SECTION_HEADER.size])
-    if len(old_table) != shnum * SECTION_HEADER.size:
+    old_table = bytes(buf[shoff:shoff + shnum * section_header.size])
+    if len(old_table) != shnum * section_header.size:
         raise refuse("the section header table runs past the end of the file")
     old_names = elf.section_name_table()
 
@@ -141,14 +132,14 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
     new_names = old_names + name.encode("utf-8") + b"\0"
     table_offset = align(names_offset + len(new_names), 8)
 
-    headers = [list(SECTION_HEADER.unpack_from(old_table, i * SECTION_HEADER.size)) for i in range(shnum)]
-    headers[names_index][4] = names_offset  # sh_offset
-    headers[names_index][5] = len(new_names)  # sh_size
-    # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize
-    headers.append([len(old_names), SHT_PROGBITS, 0, 0, payload_offset, len(payload), 0, 0, PAYLOAD_ALIGN, 0])
-    table = b"".join(SECTION_HEADER.pack(*h) for h in headers)
+    headers = [section_header.at(old_table, i * section_header.size) for i in range(shnum)]
+    headers[names_index] = headers[names_index]._replace(sh_offset=names_offset, sh_size=len(new_names))
+    headers.append(section_header.record(
+        sh_name=len(old_names), sh_type=SHT_PROGBITS, sh_flags=0, sh_addr=0, sh_offset=payload_offset,
+        sh_size=len(payload), sh_link=0, sh_info=0, sh_addralign=PAYLOAD_ALIGN, sh_entsize=0))
+    table = b"".join(section_header.pack(h) for h in headers)
 
     tail = b"".join([bytes(payload_offset - size), payload, new_names,
                      bytes(table_offset - names_offset - len(new_names)), table])
-    fields = [(E_SHOFF_AT, E_SHOFF.pack(table_offset)), (E_SHNUM_AT, E_SHNUM.pack(shnum + 1))]
+    fields = [elf64.header.field_bytes("e_shoff", table_offset), elf64.header.field_bytes("e_shnum", shnum + 1)]
     return tail, fields
