@@ -82,7 +82,8 @@ def main() -> None:
             source = Path(tmp, "module.ptx")
             source.write_text(module.text)
             arch = ptxas_arch(module.text)
-            compiled = subprocess.run([ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o", str(Path(tmp, "m.cubin"))],
+            compiled = subprocess.run([ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o",
+                                       str(Path(tmp, "m.cubin"))],
                                       capture_output=True, text=True)
             ptxas_s = best_of(args.repeat, lambda: subprocess.run(
                 [ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o", str(Path(tmp, "m.cubin"))],

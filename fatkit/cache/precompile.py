@@ -154,7 +154,8 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        by = {s: [m for m in self.modules if m["status"] == s] for s in ("translated", "cached", "failed", "no-kernels")}
+        by = {s: [m for m in self.modules if m["status"] == s]
+              for s in ("translated", "cached", "failed", "no-kernels")}
         kernels = [k for m in self.modules for k in m["kernels"]]
         served = by["translated"] + by["cached"]
         return {

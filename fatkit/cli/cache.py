@@ -94,7 +94,7 @@ def lookup(args: argparse.Namespace) -> int:
         console().print(f"miss: {', '.join(keys) or 'no PTX in the file'}", highlight=False)
     else:
         ok = sum(k["status"] == "ok" for k in entry.kernels)
-        console().print(f"hit: {entry.key} — {len(entry.code_object)} bytes, {ok}/{len(entry.kernels)} kernels, "
+        console().print(f"hit: {entry.key} — {len(entry.code_object or b'')} bytes, {ok}/{len(entry.kernels)} kernels, "
                         f"translated in {entry.manifest.get('seconds', 0):.2f} s from {entry.manifest.get('source')}"
                         + (f"; written to {output}" if output else ""), highlight=False)
         for kernel in entry.kernels:

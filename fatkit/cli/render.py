@@ -14,17 +14,19 @@ from fatkit.cli.output import console, table
 
 VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red", "native": "bold cyan",
                  "none": "dim"}
-FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable", "elf-rel": "ELF relocatable object",
+FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable",
+                "elf-rel": "ELF relocatable object",
                 "cubin": "cubin", "hsaco": "AMD code object", "fatbin": "fatbin", "offload-bundle": "offload bundle",
                 "ccob": "compressed offload bundle", "ptx": "PTX", "other": "data"}
 DETAIL_LIMIT = 5  # up to this many binaries are shown container by container
 
 
 def _size(n: int) -> str:
+    scaled = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
+        if scaled < 1000 or unit == "GB":
+            return f"{scaled:.0f} {unit}" if unit == "B" else f"{scaled:.1f} {unit}"
+        scaled /= 1000
     return str(n)
 
 
@@ -60,13 +62,13 @@ def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, k
 
 def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     v = b["verdict"]
-    out.print(f"[bold]{short_path(b['path'])}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
-              highlight=False)
+    kind = FORMAT_NAMES.get(b["format"], b["format"])
+    out.print(f"[bold]{short_path(b['path'])}[/]  [dim]{kind}, {_size(b['size'])}[/]", highlight=False)
     out.print(f"  AMD: {_verdict(v)} — {v['reason']}", highlight=False)
     if v["kernels_without_ptx"]:
-        shown = ", ".join(v["kernels_without_ptx"][:5])
+        names = ", ".join(v["kernels_without_ptx"][:5])
         more = len(v["kernels_without_ptx"]) - 5
-        out.print(f"  without PTX: {shown}" + (f" … and {more} more" if more > 0 else ""), highlight=False)
+        out.print(f"  without PTX: {names}" + (f" … and {more} more" if more > 0 else ""), highlight=False)
     for lib in v["libraries"]:
         out.print(f"  needs {lib['soname']} ({lib['library']}) → on AMD: {lib['amd']}", highlight=False)
     for note in b["notes"]:
@@ -76,7 +78,7 @@ def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
                      right=("#", "offset", "size"))
         for c in b["containers"]:
             where = [str(c["index"]), f"0x{c['offset']:x}", c["section"] or "-", _found_by(c), c["format"]]
-            shown = [e for e in c["entries"] if e["kind"] != "host"] or [None]
+            shown: list[dict[str, Any] | None] = [e for e in c["entries"] if e["kind"] != "host"] or [None]
             for e in shown:
                 if e is None:
                     rows.add_row(*where, "[dim](empty)[/]", "", "", "")
@@ -88,8 +90,8 @@ def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     if kernels:
         _render_kernels(out, b)
     for err in b["errors"]:
-        where = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
-        out.print(f"  [yellow]! {where}{err['message']}[/]", highlight=False)
+        place = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
+        out.print(f"  [yellow]! {place}{err['message']}[/]", highlight=False)
     out.print()
 
 
@@ -145,7 +147,8 @@ def grouped_reasons(reasons: list[str]) -> list[tuple[str, int]]:
 
 
 def short_path(path: str) -> str:
-    """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` → `wheel.whl!pkg/lib.so`."""
+    """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` →
+    `wheel.whl!pkg/lib.so`."""
     outer, bang, member = path.partition("!")
     return f"{outer.rsplit('/', 1)[-1]}!{member}" if bang else path
 

@@ -18,6 +18,7 @@ from fatkit.errors import FatkitError
 
 if TYPE_CHECKING:
     from fatkit.repack import BinaryRepack
+    from fatkit.repack.wheel import WheelRepack
 
 FAILING = ("failed", "error")  # statuses that make the command exit 1
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FatkitError(f"cannot create the output directory: {exc.strerror}", path=str(output)) from None
-    results: list[BinaryRepack] = []
+    results: list[BinaryRepack | WheelRepack] = []
     written: dict[Path, Path] = {}
     with _cache(args.cache_dir) as cache:
         for source, relative in _inputs(args.paths):
@@ -72,7 +73,7 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
 
 
 def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: list[str], cache: Path, jobs: int,
-                written: dict[Path, Path]) -> BinaryRepack:
+                written: dict[Path, Path]) -> BinaryRepack | WheelRepack:
     """One input, by kind (a new kind of input gets its branch here)."""
     from fatkit.repack import BinaryRepack, output_path, repack_binary
 
@@ -101,7 +102,7 @@ def _cache(directory: Path | None) -> Iterator[Path]:
         yield Path(temporary)
 
 
-def _render(results: list[BinaryRepack]) -> None:
+def _render(results: list[BinaryRepack | WheelRepack]) -> None:
     from fatkit.cli.output import console, error, table, warn
     from fatkit.cli.render import grouped_reasons
     from fatkit.repack import STATUSES

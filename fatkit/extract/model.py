@@ -13,7 +13,8 @@ from typing import Any, Callable, Literal
 
 from fatkit.errors import FatkitError
 
-EntryKind = Literal["ptx", "elf", "nvvm", "cubin-legacy", "hsaco", "host", "manifest", "other"]  # manifest: `.fatkit_amd`'s
+# "manifest": the host entry of a `.fatkit_amd` bundle (fatkit repack)
+EntryKind = Literal["ptx", "elf", "nvvm", "cubin-legacy", "hsaco", "host", "manifest", "other"]
 ContainerFormat = Literal["fatbin", "offload-bundle", "ccob", "offload-section", "cubin", "ptx", "hsaco"]
 BinaryFormat = Literal["elf-exec", "elf-pie", "elf-shared", "elf-rel", "elf", "cubin", "hsaco", "fatbin",
                        "offload-bundle", "ccob", "ptx", "ar-archive", "zip", "unreadable", "other"]

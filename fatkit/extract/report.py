@@ -112,8 +112,8 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
     cubin_archs = sorted({e.arch for e in entries if e.kind == "elf"}, key=_arch_key)
     amd_targets = sorted({e.arch for e in entries if e.kind == "hsaco"}, key=_target_key)
     libraries = nvidia_libraries(binary.needed)
-    common = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs), amd_targets=tuple(amd_targets),
-                  libraries=libraries)
+    common: dict[str, Any] = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs),
+                                  amd_targets=tuple(amd_targets), libraries=libraries)
     modules = [c for c in binary.containers if c.vendor == "nvidia"]
     if not modules:
         if amd_targets:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
-from fatkit.extract.model import Binary, BinaryFormat, Container, Entry, EntryKind
+from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
 from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
+from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
@@ -248,8 +249,8 @@ def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) ->
         if signature != ZIP_LOCAL_SIGNATURE:
             raise FormatError("zip local header signature is wrong", offset=info.header_offset)
         need(buf, start, info.file_size, "stored zip member")
-        data = memoryview(buf)[start:start + info.file_size]
-        return data if _looks_like_device_code(bytes(data[:4096]), info.filename) else None
+        stored = memoryview(buf)[start:start + info.file_size]
+        return stored if _looks_like_device_code(bytes(stored[:4096]), info.filename) else None
     with archive.open(info) as member:
         head = member.read(4096)
         if not _looks_like_device_code(head, info.filename):
@@ -383,7 +384,8 @@ def _scan_elf(finder: _Finder) -> None:
     finder.skip = [(s.offset, s.offset + s.size) for s in sections if _cannot_hold_containers(s)]
 
 
-SHT_SKIPPED = {2, 3, 4, 5, 6, 9, 11, 19, 0x6FFFFFF6, 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFD}  # symbols, strings, relocs, hashes, versions
+# symbols, strings, relocations, hashes, versions
+SHT_SKIPPED = {2, 3, 4, 5, 6, 9, 11, 19, 0x6FFFFFF6, 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFD}
 SHF_EXECINSTR = 0x4
 
 
@@ -453,7 +455,7 @@ class _Finder:
         self._add(container)
         return parsed.size
 
-    def _fatbin_entry(self, index: int, rec: fatbin.FatbinEntry) -> Entry:
+    def _fatbin_entry(self, index: int, rec: FatbinEntry) -> Entry:
         error = None
         try:
             compression = rec.compression
@@ -469,7 +471,8 @@ class _Finder:
 
     # -- AMD offload bundles
 
-    def bundle(self, offset: int, kind: str, how: str, wrapper: dict | None = None, end: int | None = None) -> int | None:
+    def bundle(self, offset: int, kind: str, how: str, wrapper: dict | None = None,
+               end: int | None = None) -> int | None:
         """Parse the plain bundle or CCOB at offset (once); returns its size or None."""
         if self._known(offset, how, wrapper):
             return self.by_offset[offset].size
@@ -497,7 +500,8 @@ class _Finder:
 
     def _bundle_entries(self, container: Container, data: Buffer, bundle, base: int, compression: str | None) -> None:
         for i, entry in enumerate(bundle.entries):
-            kind = "host" if entry.kind == "host" else "hsaco" if entry.triple.startswith("amdgcn") else "other"
+            kind: EntryKind = "host" if entry.kind == "host" else "hsaco" if entry.triple.startswith("amdgcn") \
+                else "other"
             container.entries.append(Entry(
                 index=i, kind=kind, arch=entry.target_id or entry.triple, offset=base + entry.offset,
                 stored_size=entry.size, compression=compression,
@@ -560,7 +564,7 @@ class _Finder:
         container.manifest = manifest.to_json()
         by_id = {m.bundle_id: m for m in manifest.modules if m.bundle_id is not None}
         for entry in container.entries:
-            module = by_id.get(entry.bundle_id)
+            module = by_id.get(entry.bundle_id) if entry.bundle_id is not None else None
             if module is not None:
                 entry.translated_from = {"ptx_blake3": module.ptx_blake3, "sources": list(module.sources),
                                          "arch": module.arch, "target": module.target,
@@ -628,7 +632,7 @@ class _Finder:
             compression=None, loader=self._loader(partial(_ptx_file_bytes, self.buf)), size=len(self.buf),
             code_version=version))
 
-    def _standalone(self, fmt: str, entry: Entry) -> None:
+    def _standalone(self, fmt: ContainerFormat, entry: Entry) -> None:
         self._add(Container(index=0, format=fmt, offset=0, size=len(self.buf), section=None,
                             found_by=["file"], entries=[entry]))
 
@@ -640,8 +644,9 @@ def _entry_kind(name: str) -> EntryKind:
 
 def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
     """Where a version-1 CCOB (which has no size) ends: the next bundle magic in the section, or its end."""
-    candidates = [buf.find(m, offset + 4, end) for m in (offload_bundle.CCOB_MAGIC, offload_bundle.BUNDLE_MAGIC)]
-    found = [c for c in candidates if c >= 0]
+    window = bytes(buf[offset + 4:end])  # a memoryview (stored zip member) has no find; sections are bounded
+    found = [offset + 4 + at for at in (window.find(m) for m in (offload_bundle.CCOB_MAGIC,
+                                                                  offload_bundle.BUNDLE_MAGIC)) if at >= 0]
     return min(found) if found else end
 
 

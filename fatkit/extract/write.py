@@ -37,7 +37,8 @@ def extract_entries(binaries: Iterable[Binary], outdir: Path, kinds: set[str], a
         raise InputError(f"cannot create output directory: {exc.strerror}", path=str(outdir)) from None
     root = outdir.resolve()
     used: set[str] = set()
-    files, errors = [], []
+    files: list[dict[str, object]] = []
+    errors: list[dict[str, object]] = []
     for binary in binaries:
         stem = safe_component(re.split(r"[/!\\]", binary.path)[-1])
         errors.extend({"path": binary.path, "offset": e.offset, "message": e.message} for e in binary.errors)

@@ -19,7 +19,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property, partial
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from construct import Bytes, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
@@ -133,7 +133,7 @@ class _Layout:
     def __init__(self, name: str, layout: Struct):
         self.unpack = unpacker(layout)
         self.size = self.unpack.size
-        self.record = namedtuple(name, [field.name for field in layout.subcons if field.name])
+        self.record: Any = namedtuple(name, [field.name for field in layout.subcons if field.name])  # type: ignore[misc]
         self.offsets: dict[str, int] = {}  # of each field, for error offsets
         position = 0
         for field in layout.subcons:
@@ -213,7 +213,7 @@ _LAYOUTS = {
 
 
 class Section(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here calls
     name: str
     type: int
     flags: int
@@ -241,7 +241,7 @@ class Segment(NamedTuple):
 
 
 class Symbol(NamedTuple):
-    index: int  # in its symbol table
+    index: int  # type: ignore[assignment]  # in its symbol table (shadows tuple.index, never called)
     name: str
     value: int
     size: int
@@ -533,7 +533,8 @@ class ElfView:
         if table is None:
             dynamic = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
             if dynamic is None or not 0 < dynamic.link < len(self.sections):
-                raise FormatError("dynamic string table not found", offset=self._dynamic_table[0])
+                where = self._dynamic_table[0] if self._dynamic_table else None
+                raise FormatError("dynamic string table not found", offset=where)
             strtab = self.sections[dynamic.link]
             table, size = strtab.offset, strtab.size
         if index >= size:
@@ -692,14 +693,17 @@ class ElfView:
         """
         low = shift // 8
         end = offset + size
+        # mmap and bytes search in place; a memoryview (a stored zip member) has no find: its table is copied
+        table, base = (self._buf, 0) if not isinstance(self._buf, memoryview) else \
+            (bytes(self._buf[offset:end]), offset)
         starts = []
         for block in blocks:
             high_bytes = _U64.pack(block << shift)[low:].rstrip(b"\0")
-            pos = self._buf.find(high_bytes, offset + low, end)
+            pos = table.find(high_bytes, offset + low - base, end - base)
             while pos >= 0:
-                if (pos - low - offset) % entry == 0:
-                    starts.append(pos - low)
-                pos = self._buf.find(high_bytes, pos + 1, end)
+                if (pos + base - low - offset) % entry == 0:
+                    starts.append(pos + base - low)
+                pos = table.find(high_bytes, pos + 1, end - base)
         return starts
 
     def _entries_by_scan(self, offset: int, size: int, words: int, wanted: range) -> list[int]:
@@ -722,7 +726,7 @@ class ElfView:
                 offset = self.va_to_offset(va)
                 if offset is None:
                     raise FormatError(f"dynamic relocation table at VA 0x{va:x} is not in the file",
-                                      offset=self._dynamic_table[0])
+                                      offset=self._dynamic_table[0] if self._dynamic_table else None)
                 located.append((offset, size))
         else:
             located = [(s.offset, s.size) for s in self.sections if s.type == SHT_RELA and s.flags & SHF_ALLOC]

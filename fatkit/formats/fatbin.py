@@ -314,7 +314,7 @@ def entry_payload(buf: Buffer, entry: FatbinEntry) -> bytes:
     codec = entry.compression
     if codec is not None:
         try:
-            data = decompress(codec, buf[entry.payload_offset : entry.payload_offset + stored],
+            data = decompress(codec, memoryview(buf)[entry.payload_offset : entry.payload_offset + stored],
                               entry.uncompressed_size or None)
         except FormatError as exc:  # LimitError included: say where the payload is
             if exc.offset is None:

@@ -207,7 +207,9 @@ def _kernel(entry: Any) -> AmdKernel:
         raise FormatError(f"kernel {name!r} metadata .args is not a list of maps")
 
     def required(key: str) -> int:
-        return _metadata_int(entry, key, name, True)
+        value = _metadata_int(entry, key, name, True)
+        assert value is not None  # required: _metadata_int raised otherwise
+        return value
 
     def optional(key: str) -> int | None:
         return _metadata_int(entry, key, name, False)
@@ -265,7 +267,7 @@ def _target(elf: ElfView, metadata: dict, notes: list[Note]) -> tuple[str, str |
         if isinstance(target, str):
             processor, settings = split_target_id(target)
             words = {"+": "on", "-": "off"}
-            return processor, words.get(settings.get("xnack")), words.get(settings.get("sramecc"))
+            return processor, words.get(settings.get("xnack", "")), words.get(settings.get("sramecc", ""))
         for note in notes:
             if (note.owner, note.type) == ("AMD", NT_AMD_HSA_ISA_VERSION) and len(note.desc) >= ISA_NOTE_SIZE:
                 isa = IsaVersionNote.parse(note.desc)

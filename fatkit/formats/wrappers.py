@@ -18,7 +18,7 @@ from fatkit.formats.elf import ElfView
 
 NV_WRAPPER_MAGIC = 0x466243B1
 HIP_WRAPPER_MAGIC = 0x48495046
-WRAPPER_SECTIONS = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
+WRAPPER_SECTIONS: dict[str, Vendor] = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
 WRAPPER_MAGICS = {"nvidia": NV_WRAPPER_MAGIC, "hip": HIP_WRAPPER_MAGIC}
 
 WrapperRecord = Struct(

@@ -215,7 +215,7 @@ def _manifest(modules: list[PtxModule], records: list[dict[str, Any]], store: Ca
 
 def _places(modules: list[PtxModule]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """For each PTX hash: the entries holding it ("c0.e1") and the other PTX hashes of its fatbin(s)."""
-    by_container: dict[int, list[PtxModule]] = {}
+    by_container: dict[int | None, list[PtxModule]] = {}
     for module in modules:
         by_container.setdefault(module.container, []).append(module)
     sources: dict[str, set[str]] = {}

@@ -153,7 +153,7 @@ class AmdgpuTarget(Target):
         return builder.call(_intrinsic(builder.module, name, ir.IntType(1), (ir.PointerType(),)), [pointer])
 
     @property
-    def wave_size(self) -> int:
+    def wave_size(self) -> int:  # type: ignore[override]  # Target declares it a plain attribute; fixed here
         return self.wavefront_size
 
     def lane_id(self, builder):
