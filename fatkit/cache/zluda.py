@@ -2,7 +2,7 @@
 
 A row ZLUDA looks up but cannot use counts as a miss, and because its UNIQUE index then blocks ZLUDA's own
 insert, the module would be recompiled on every run: worse than writing nothing. So every convention is
-checked first and any that fatkit cannot meet stops the export with the reason (facts: ZLUDA.md).
+checked first and any that fatkit cannot meet stops the export with the reason (docs/cache.md, "ZLUDA's cache").
 """
 
 from __future__ import annotations

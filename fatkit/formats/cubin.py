@@ -1,4 +1,4 @@
-"""NVIDIA device ELF ("cubin", EM_CUDA 190): architecture, attributes and kernels (FORMATS.md A.3).
+"""NVIDIA device ELF ("cubin", EM_CUDA 190): architecture, attributes and kernels (docs/formats.md §3).
 
 The ELF itself is read by `fatkit.formats.elf.ElfView`, which reads only what is asked of it:
 
@@ -38,7 +38,7 @@ EF8_ACCELERATORS = 0x8
 
 # `.nv.info` record formats.
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
-# `.nv.info` attribute ids used here (FORMATS.md A.3 lists the others).
+# `.nv.info` attribute ids used here (docs/formats.md §3).
 EIATTR_MAX_THREADS = 0x05
 EIATTR_PARAM_CBANK = 0x0A
 EIATTR_FRAME_SIZE = 0x11

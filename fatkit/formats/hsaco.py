@@ -1,4 +1,4 @@
-"""AMDGPU code objects (ELF64, e_machine EM_AMDGPU): target id, metadata note, kernels (FORMATS.md B.4).
+"""AMDGPU code objects (ELF64, e_machine EM_AMDGPU): target id, metadata note, kernels (docs/formats.md §8).
 
 Loadable objects (ET_DYN) and relocatable ones (ET_REL, from `-c` or llvmlite's emit_object) are both read.
 The target comes from e_flags (MACH byte plus the xnack/sramecc fields), the kernels from the MessagePack

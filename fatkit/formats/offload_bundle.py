@@ -1,4 +1,4 @@
-"""Clang offload bundles: plain `__CLANG_OFFLOAD_BUNDLE__` and compressed `CCOB` v1/v2/v3 (FORMATS.md B.2, B.3).
+"""Clang offload bundles: plain `__CLANG_OFFLOAD_BUNDLE__` and compressed `CCOB` v1/v2/v3 (docs/formats.md §6, §7).
 
 Plain bundle: magic, u64 entry count, then per entry u64 payload offset (from the bundle start), u64 payload
 size, u64 id length and the id (no NUL); payloads follow, gaps zero-filled. A CCOB is a small header and one

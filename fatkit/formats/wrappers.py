@@ -1,4 +1,4 @@
-"""Registration wrappers: NVIDIA `__fatBinC_Wrapper_t` and HIP "HIPF" (FORMATS.md A.1, B.1).
+"""Registration wrappers: NVIDIA `__fatBinC_Wrapper_t` and HIP "HIPF" (docs/formats.md §1, §5).
 
 Both are arrays of 24-byte records {u32 magic, u32 version, u64 data, u64 filename_or_fatbins} in a
 section of their own; `data` points at the fatbin (NVIDIA) or offload bundle (HIP) the runtime
