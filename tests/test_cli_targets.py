@@ -159,3 +159,23 @@ def test_an_empty_walk_says_so(tmp_path):
                     ["repack", "--target", "gfx942", "-o", str(tmp_path / "o")]):
         proc = fatkit(*command, str(empty), check=1)
         assert "no files under this directory (1 broken symbolic link)" in proc.stderr and proc.stdout == ""
+
+
+def test_a_flag_named_like_a_new_options_field_reaches_the_translation(monkeypatch):
+    """What a change adding `Options.mma_numerics` and `--mma-numerics` needs from the CLI: nothing else."""
+    import argparse
+    import dataclasses
+
+    from fatkit.cache import make_key
+    from fatkit.cli import options
+    from fatkit.translate import pipeline
+
+    numerics = dataclasses.make_dataclass("Numerics", [("mma_numerics", str, dataclasses.field(default="sm90"))],
+                                          bases=(pipeline.Options,), frozen=True)
+    monkeypatch.setattr(pipeline, "Options", numerics)
+    parsed = options.translation_options(argparse.Namespace(mma_numerics="exact", jobs=3, emit="asm", paths=[]))
+    assert (parsed.mma_numerics, parsed.jobs, parsed.emit) == ("exact", 3, "asm")
+    default = options.translation_options(argparse.Namespace(jobs=3, emit="asm"))
+    assert default.mma_numerics == "sm90"
+    target = dataclasses.replace(parsed, target="gfx942")
+    assert make_key(TINY, target) != make_key(TINY, dataclasses.replace(default, target="gfx942"))

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from fatkit.errors import UsageError
 from fatkit.translate.targets.ids import TargetId, Vendor
 
+if TYPE_CHECKING:
+    from fatkit.translate.pipeline import Options
+
 AMD_ONLY: tuple[Vendor, ...] = ("amd",)
 
 
-def target_list(vendors: tuple[Vendor, ...]):  # -> Callable[[str], list[TargetId]] (argparse's `type`)
+def target_list(vendors: tuple[Vendor, ...]) -> Callable[[str], list[TargetId]]:
+    """argparse's `type` for `--target`: comma-separated targets of these vendors."""
     def parse(text: str) -> list[TargetId]:
         try:
             return TargetId.parse_list(text, vendors=vendors)
@@ -71,6 +77,16 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"at least 1, not {value}")
     return value
+
+
+def translation_options(args: argparse.Namespace) -> Options:
+    """The translator's Options from the flags whose destinations are named like its fields (`--emit` → emit,
+    `--jobs` → jobs): a flag added for a new Options field reaches the translation, and the cache key, with no
+    edit here. The target is set per target by the command."""
+    from fatkit.translate.pipeline import Options  # the translator: only commands that translate load it
+
+    return Options(**{f.name: getattr(args, f.name) for f in fields(Options)
+                      if f.name != "target" and hasattr(args, f.name)})
 
 
 def choice(parser: argparse.ArgumentParser, flag: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     with file_progress(args.paths, "scanning") as on_file:
         modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn))
     with Cache(args.cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
-        report = precompile(modules, args.targets, cache, jobs=args.jobs, on_planned=on_planned, on_done=on_done)
+        report = precompile(modules, args.targets, cache, jobs=args.jobs, options=options.translation_options(args),
+                            on_planned=on_planned, on_done=on_done)
         exported = export.write(cache, report) if export else None
     for problem in report.problems:
         warn(f"ignored a corrupt cache entry: {problem}")

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             _dump(module, targets, args.dump_after)
         return EXIT_OK
     outdir = _output_dir(args.output)
-    base = Options(emit=args.emit, jobs=args.jobs)
+    base = options.translation_options(args)
     reports = [_translate_module(module, replace(base, target=target), outdir) for module in modules
                for target in targets]
     if args.as_json:
