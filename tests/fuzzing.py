@@ -36,7 +36,8 @@ from fatkit.extract.scan import Source, scan_buffer, scan_source
 from fatkit.formats import ar, codecs, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
 from fatkit.formats.elf import ElfView
 from fatkit.formats.fatkit_amd import (KernelRecord, Manifest, ModuleRecord, build_payload, code_object_bundle_id,
-                                   read_payload)
+                                       read_payload)
+from fatkit.formats.pe import PeView
 from fatkit.repack.wheel import read_wheel, record_hash, rewrite_record, write_wheel
 from fatkit.translate.hazards import analyse
 from fatkit.translate.ptx import parse_ptx, print_ptx
@@ -56,6 +57,19 @@ def _elf(data: bytes) -> None:
     view.segments
     view.needed
     view.soname
+    wrappers.read_wrappers(view)
+
+
+def _pe(data: bytes) -> None:
+    view = PeView(data)
+    for section in view.sections:
+        view.section_at(section.offset)
+        view.rva_to_offset(section.virtual_address)
+        if section.name in (".nvFatBi", ".hipFatB"):
+            view.pointers_in(section, 24, 8)
+    view.extent
+    view.relocations
+    view.imports
     wrappers.read_wrappers(view)
 
 
@@ -152,6 +166,7 @@ def _wheel(data: bytes) -> None:
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "elf": _elf,
+    "pe": _pe,
     "fatbin": _fatbin,
     "codecs": _codecs,
     "cubin": _cubin,
@@ -175,6 +190,8 @@ def seeds() -> dict[str, list[bytes]]:
     for name, data in files.items():
         if data.startswith(b"\x7fELF"):
             out["elf"].append(data)
+        if name.endswith(".dll"):
+            out["pe"].append(data)
         if name.endswith(".fatbin"):
             out["fatbin"].append(data)
         if name.endswith(".bundle"):
@@ -183,7 +200,8 @@ def seeds() -> dict[str, list[bytes]]:
             out["hsaco"].append(data)
         if name.endswith(".a"):
             out["ar"].append(data)
-    for name in ("nv_mode_default", "nv_rdc", "nv_lib.so", "amd_hip_two_tu", "nv_bin2c", "nv_lib.a"):
+    out["pe"].append(pe_with_long_names(files["pe_kern.dll"]))
+    for name in ("nv_mode_default", "nv_rdc", "nv_lib.so", "amd_hip_two_tu", "nv_bin2c", "nv_lib.a", "pe_kern.dll"):
         out["scan"].append(files[name])
     for binary in scan_buffer(Source("seed", files["nv_mode_none"])), scan_buffer(Source("s", files["nv_mode_speed"])):
         for entry in binary.entries:
@@ -205,6 +223,24 @@ def seeds() -> dict[str, list[bytes]]:
     out["fatkit_amd"] = _payload_seeds(files["amd_gfx942_v6.hsaco"])
     out["wheel"] = _wheel_seeds(files["amd_gfx942_v6.hsaco"])
     return out
+
+
+def pe_with_long_names(image: bytes) -> bytes:
+    """`image` with its sections renamed `/<offset>` into a COFF string table appended at its end (how GNU ld
+    writes names over 8 bytes): `.nv_fatb` becomes `.nv_fatbin`, `.nvFatBi` `.nvFatBinSegment`, the other
+    sections keep their names through the table."""
+    data = bytearray(image)
+    lfanew = struct.unpack_from("<I", data, 0x3C)[0]
+    count = struct.unpack_from("<H", data, lfanew + 6)[0]
+    table = lfanew + 24 + struct.unpack_from("<H", data, lfanew + 20)[0]
+    full = {".nv_fatb": ".nv_fatbin", ".nvFatBi": ".nvFatBinSegment"}
+    strings = b""
+    for index in range(count):
+        name = bytes(data[table + 40 * index:table + 40 * index + 8]).rstrip(b"\0").decode()
+        data[table + 40 * index:table + 40 * index + 8] = f"/{4 + len(strings)}".encode().ljust(8, b"\0")
+        strings += full.get(name, name).encode() + b"\0"
+    struct.pack_into("<II", data, lfanew + 12, len(data), 0)  # PointerToSymbolTable (no symbols), NumberOfSymbols
+    return bytes(data + struct.pack("<I", 4 + len(strings)) + strings)
 
 
 def _payload_seeds(code_object: bytes) -> list[bytes]:

@@ -24,7 +24,7 @@ def test_regression_inputs_are_rejected_cleanly(path):
         pass
 
 
-@pytest.mark.parametrize("target", ["fatkit_amd", "wheel"])
+@pytest.mark.parametrize("target", ["fatkit_amd", "wheel", "pe"])
 def test_seeds_are_accepted(target):
     """Mutations start from inputs the reader accepts (else only its first rejection would be fuzzed)."""
     for data in seeds()[target]:

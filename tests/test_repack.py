@@ -141,13 +141,13 @@ def check_cuobjdump(original: Path, patched: Path) -> None:
     assert oracles.cuobjdump_listing(tool, patched) == oracles.cuobjdump_listing(tool, original)
 
 
-def check_bundler(patched: Path, workdir: Path) -> Manifest:
+def check_bundler(patched: Path, workdir: Path, section: str = SECTION_NAME) -> Manifest:
     objcopy = LLVM22 / "llvm-objcopy"
     if not objcopy.exists() or oracles.offload_bundler() is None:
         pytest.skip("llvm-objcopy-22 or clang-offload-bundler-22 is not installed")
     workdir.mkdir(parents=True, exist_ok=True)
     dumped = workdir / "fatkit_amd.bundle"
-    subprocess.run([objcopy, f"--dump-section={SECTION_NAME}={dumped}", patched, workdir / "objcopy-output"],
+    subprocess.run([objcopy, f"--dump-section={section}={dumped}", patched, workdir / "objcopy-output"],
                    check=True, capture_output=True)
     manifest = read_payload(dumped.read_bytes())
     ids = oracles.bundler_list(dumped)

@@ -136,6 +136,54 @@ def test_samples_cover_the_language():
     assert any("debug" in parse_ptx(p.read_text()).target for p in SAMPLES)
 
 
+def test_samples_cover_video_selectors_and_wide_registers():
+    """operands.sm_90.ptx: video selectors and masks (`%r1.b3`, `%r2.h30`, `%r3.b7654`), negated vmad
+    operands (ast.Minus), cvt.pack, `.b128` and vector registers, WARP_SZ."""
+    module = parse_ptx((Path(__file__).parent / "samples" / "ptx" / "operands.sm_90.ptx").read_text())
+    nodes = list(_everything(module))
+    instructions = [n for n in nodes if type(n) is ast.Instruction]
+    operands = [o for i in instructions for op in i.operands for o in _operands(op)]
+    components = {o.component for o in operands if type(o) is ast.Name and o.component}
+    assert {"b1", "h1", "b3", "b0", "h0", "h21", "h30", "b31", "b7654", "b0123", "b20"} <= components
+    assert any(type(o) is ast.Minus for o in operands)
+    assert {"vadd", "vabsdiff", "vmax", "vshl", "vset", "vmad", "vavrg2", "vset4", "vmin4"} <= \
+        {i.opcode for i in instructions}
+    assert any(i.opcode == "cvt" and "pack" in i.modifiers for i in instructions)
+    variables = [n for n in nodes if type(n) is ast.Variable]
+    assert any(v.type == "b128" for v in variables) and any(v.vector == 4 and v.state_space == "reg" for v in variables)
+    assert any(type(o) is ast.Name and o.name == "WARP_SZ" for o in operands)
+
+
+def test_new_operand_syntax_round_trips():
+    text = """.version 8.3
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    .reg .b128 %q;
+    .reg .v4 .u32 %v;
+    .reg .pred %p;
+    vmad.s32.s32.u32.po %r0, %r1.b3, %r2.h1, %r3;
+    vmad.s32.u32.u32 %r0, -%r1, -%r2, - %r3;
+    vadd4.u32.u32.u32 %r0.b3210, %r1.b7654, %r2.b0123, %r3;
+    vsub2.s32.s32.s32.sat %r0.h0, %r1.h32, %r2.h01, %r3;
+    @%p mov.b64 {%r0, %r1}, %rd1;
+    mov.b128 %q, {%rd1, %rd2};
+    mov.u32 %v.x, WARP_SZ;
+    st.global.v4.u32 [%rd1], %v;
+    ret;
+}
+"""
+    module = parse_ptx(text)
+    assert parse_ptx(print_ptx(module)) == module
+    ins = [s for s in module.functions[0].statements() if type(s) is ast.Instruction]
+    assert ins[1].operands[1:] == (ast.Minus(ast.Name("%r1")), ast.Minus(ast.Name("%r2")), ast.Minus(ast.Name("%r3")))
+    assert ins[2].operands[0] == ast.Name("%r0", "b3210") and ins[3].operands[1] == ast.Name("%r1", "h32")
+    assert ins[7].operands[1] == ast.Name("%v")
+
+
 # --------------------------------------------------------------------------------------------------
 # the public corpus
 

@@ -25,7 +25,8 @@ class Case:
 def table_module(case: Case, target: str = "sm_90") -> str:
     """The whole PTX module of one case."""
     store = "" if "%rd20," in case.snippet else "cvt.u64.u32 %rd20, %r20;\n    "
-    return f""".version 8.0
+    version = "8.3" if ".b128" in case.snippet else "8.0"  # .b128 registers came with PTX 8.3
+    return f""".version {version}
 .target {target}
 .address_size 64
 
@@ -284,7 +285,106 @@ def half_cases() -> list[Case]:
     return cases
 
 
-ALL_FAMILIES = (integer_cases, float_cases, conversion_cases, half_cases)
+def video_cases() -> list[Case]:
+    """The video instructions (scalar, vmad, 2-/4-way SIMD: selectors, masks, .sat, secondary operations),
+    cvt.pack.sat, and the data-movement forms fatkit's passes rewrite: guarded and .b128 vector movs, vector
+    registers, WARP_SZ, float-typed loads into wider bit registers.
+
+    Left out: the scalar forms where ptxas's sm_90 code (read from its SASS) departs from the ISA text that
+    fatkit follows, so that NVIDIA's results are not the ISA's: an unsigned word `.sat` result above U32_MAX
+    wraps instead of clamping (vadd/vabsdiff of whole words into .u32), a sub-word `.sat` merge (`d.b2`)
+    saturates negative results to the maximum, a .min/.max with c compares the result wrapped to 32 bits
+    and sign-extended (the ISA: the exact 33/34-bit one), and vmad with a .u32 source multiplies as signed
+    when its 64-bit intermediate is shifted (.shr7/.shr15) or saturated. So whole-word sources take .sat only
+    where no word overflow is possible, and .min/.max only byte/half-word sources."""
+    cases = []
+
+    def add(form: str, snippet: str) -> None:
+        cases.append(Case("video", _name("v", form), snippet))
+
+    for op in ("vadd", "vsub", "vabsdiff", "vmin", "vmax"):
+        for types in ("u32.u32.u32", "s32.s32.s32", "s32.u32.s32", "u32.s32.u32"):
+            add(f"{op}.{types}", f"{op}.{types} %r20, %r1, %r2;")
+            wraps = types.startswith("u32") and (op == "vadd" or (op == "vabsdiff" and "s32" in types))
+            if not wraps:  # (a .u32 word result can exceed U32_MAX: see the docstring)
+                add(f"{op}.{types}.sat", f"{op}.{types}.sat %r20, %r1, %r2;")
+            add(f"{op}.{types}.sat.b1.h1", f"{op}.{types}.sat %r20, %r1.b1, %r2.h1;")
+            add(f"{op}.{types}.add.b3.b0", f"{op}.{types}.add %r20, %r1.b3, %r2.b0, %r3;")
+        for types in ("u32.u32.u32", "s32.s32.s32"):
+            add(f"{op}.{types}.min.h0.b2", f"{op}.{types}.min %r20, %r1.h0, %r2.b2, %r3;")
+            add(f"{op}.{types}.max.h1.h0", f"{op}.{types}.max %r20, %r1.h1, %r2.h0, %r3;")
+            add(f"{op}.{types}.sat.add", f"{op}.{types}.sat.add %r20, %r1.h1, %r2.h0, %r3;")
+            add(f"{op}.{types}.merge.b2", f"{op}.{types} %r20.b2, %r1.b0, %r2.b3, %r3;")
+            add(f"{op}.{types}.merge.h1", f"{op}.{types} %r20.h1, %r1, %r2.h1, %r3;")
+    for op in ("vshl", "vshr"):
+        for types in ("u32.u32.u32", "s32.s32.u32", "s32.u32.u32", "u32.s32.u32"):
+            for mode in ("clamp", "wrap"):
+                add(f"{op}.{types}.{mode}", f"{op}.{types}.{mode} %r20, %r1, %r2.b0;")
+                add(f"{op}.{types}.{mode}.sat", f"{op}.{types}.sat.{mode} %r20, %r1.h0, %r2.b0;")
+                add(f"{op}.{types}.{mode}.add", f"{op}.{types}.{mode}.add %r20, %r1.b1, %r2, %r3;")
+        add(f"{op}.u32.u32.u32.clamp.merge.b1", f"{op}.u32.u32.u32.clamp %r20.b1, %r1, %r2.b2, %r3;")
+    for cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+        for types in ("u32.u32", "s32.s32", "s32.u32", "u32.s32"):
+            add(f"vset.{types}.{cmp}", f"vset.{types}.{cmp} %r20, %r1.b0, %r2.b1;")
+        add(f"vset.s32.s32.{cmp}.add", f"vset.s32.s32.{cmp}.add %r20, %r1.h1, %r2.h0, %r3;")
+        add(f"vset.u32.s32.{cmp}.max", f"vset.u32.s32.{cmp}.max %r20, %r1, %r2, %r3;")
+        add(f"vset.u32.u32.{cmp}.merge.h1", f"vset.u32.u32.{cmp} %r20.h1, %r1.b2, %r2.b2, %r3;")
+    for types in ("u32.u32.u32", "s32.s32.s32", "s32.u32.s32", "u32.s32.u32"):
+        add(f"vmad.{types}", f"vmad.{types} %r20, %r1, %r2, %r3;")
+        add(f"vmad.{types}.po", f"vmad.{types}.po %r20, %r1.b1, %r2.h0, %r3;")
+        add(f"vmad.{types}.neg", f"vmad.{types} %r20, -%r1, %r2.b2, %r3;")
+        add(f"vmad.{types}.neg.c", f"vmad.{types} %r20, %r1.h1, %r2, -%r3;")
+    add("vmad.s32.s32.s32.sat", "vmad.s32.s32.s32.sat %r20, %r1, %r2, %r3;")
+    add("vmad.s32.s32.s32.shr15.sat", "vmad.s32.s32.s32.sat.shr15 %r20, %r1.h0, %r2.h1, -%r3;")
+    add("vmad.s32.s32.s32.po.shr7", "vmad.s32.s32.s32.po.shr7 %r20, %r1.b1, %r2, %r3;")
+    for n, masks, selectors in ((2, ("h0", "h1"), ("h01", "h23", "h30", "h12")),
+                                (4, ("b0", "b31", "b210", "b3"), ("b0123", "b7654", "b4567", "b3120", "b6600"))):
+        for op in ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax"):
+            for types in ("u32.u32.u32", "s32.s32.s32", "s32.u32.s32", "u32.s32.u32"):
+                add(f"{op}{n}.{types}", f"{op}{n}.{types} %r20, %r1, %r2, %r3;")
+                add(f"{op}{n}.{types}.sat", f"{op}{n}.{types}.sat %r20, %r1, %r2, %r3;")
+                add(f"{op}{n}.{types}.add", f"{op}{n}.{types}.add %r20, %r1, %r2, %r3;")
+            for k, mask in enumerate(masks):
+                sa, sb = selectors[k % len(selectors)], selectors[(k + 1) % len(selectors)]
+                add(f"{op}{n}.s32.s32.s32.sat.{mask}.{sa}.{sb}",
+                    f"{op}{n}.s32.s32.s32.sat %r20.{mask}, %r1.{sa}, %r2.{sb}, %r3;")
+                add(f"{op}{n}.u32.u32.u32.add.{mask}.{sb}",
+                    f"{op}{n}.u32.u32.u32.add %r20.{mask}, %r1, %r2.{sb}, %r3;")
+        for cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+            add(f"vset{n}.s32.u32.{cmp}", f"vset{n}.s32.u32.{cmp} %r20, %r1, %r2, %r3;")
+            add(f"vset{n}.u32.u32.{cmp}.add.{masks[1]}",
+                f"vset{n}.u32.u32.{cmp}.add %r20.{masks[1]}, %r1.{selectors[2]}, %r2, %r3;")
+            add(f"vset{n}.s32.s32.{cmp}.{masks[0]}", f"vset{n}.s32.s32.{cmp} %r20.{masks[0]}, %r1, %r2, %r3;")
+    for kind in ("u16", "s16"):
+        add(f"cvt.pack.sat.{kind}", f"cvt.pack.sat.{kind}.s32 %r20, %r1, %r2;")
+        add(f"cvt.pack.sat.{kind}.small", f"shr.s32 %r21, %r1, 15;\nshr.s32 %r22, %r2, 17;\n"
+                                          f"cvt.pack.sat.{kind}.s32 %r20, %r21, %r22;")
+    for kind in ("u8", "s8", "u4", "s4", "u2", "s2"):
+        add(f"cvt.pack.sat.{kind}", f"cvt.pack.sat.{kind}.s32.b32 %r20, %r1, %r2, %r3;")
+        add(f"cvt.pack.sat.{kind}.small", f"shr.s32 %r21, %r1, 26;\nshr.s32 %r22, %r2, 28;\n"
+                                          f"cvt.pack.sat.{kind}.s32.b32 %r20, %r21, %r22, %r3;")
+    add("mov.b64.guarded.pack", "mov.u64 %rd20, %rd3;\n@%p1 mov.b64 %rd20, {%r1, %r2};")
+    add("mov.b64.guarded.unpack", "mov.b64 {%r21, %r22}, %rd3;\n@!%p1 mov.b64 {%r21, %r22}, %rd1;\n"
+                                  "mov.b64 %rd20, {%r22, %r21};")
+    scratch = ".local .align 16 .b8 scratch[32];\n"
+    add("mov.b128", "{\n.reg .b128 %q<3>;\nmov.b128 %q1, {%rd1, %rd2};\nmov.b128 {%rd21, %rd22}, %q1;\n"
+                    "xor.b64 %rd20, %rd21, %rd22;\n@%p1 mov.b128 {_, %rd20}, %q1;\n}")
+    add("ld.b128", "{\n.reg .b128 %q<3>;\n" + scratch + "mov.b128 %q1, {%rd1, %rd2};\nst.local.b128 [scratch], %q1;\n"
+                   "ld.local.b128 %q2, [scratch];\nmov.b128 {%rd21, %rd22}, %q2;\nsub.u64 %rd20, %rd21, %rd22;\n}")
+    add("reg.v4", "{\n.reg .v4 .u32 %v;\n" + scratch + "mov.u32 %v.x, %r1;\nmov.u32 %v.y, %r2;\n"
+                  "mov.u32 %v.z, %r3;\nadd.u32 %v.w, %v.x, %v.z;\nst.local.v4.u32 [scratch], %v;\n"
+                  "ld.local.v4.u32 %v, [scratch];\nxor.b32 %r20, %v.r, %v.g;\nsub.u32 %r20, %r20, %v.a;\n}")
+    add("WARP_SZ", "rem.u32 %r21, %r1, WARP_SZ;\nmad.lo.u32 %r20, %r2, WARP_SZ, %r21;")
+    add("ld.f32.into.b64", "{\n" + scratch + "st.local.u32 [scratch], %r1;\nld.local.f32 %rd20, [scratch];\n}")
+    add("ld.s8.into.b32", "{\n" + scratch + "st.local.u32 [scratch], %r1;\nld.local.s8 %r21, [scratch+1];\n"
+                          "ld.local.u16 %r22, [scratch+2];\nxor.b32 %r20, %r21, %r22;\n}")
+    add("local.generic", "{\n" + scratch + "mov.u64 %rd21, scratch;\ncvta.local.u64 %rd22, %rd21;\n"
+                         "st.u32 [%rd22+4], %r1;\nst.u32 [%rd22], %r2;\nld.local.u32 %r21, [scratch+4];\n"
+                         "ld.u32 %r22, [%rd22];\nsub.u32 %r20, %r21, %r22;\n}")
+    return cases
+
+
+ALL_FAMILIES = (integer_cases, float_cases, conversion_cases, half_cases, video_cases)
 
 
 def all_cases() -> list[Case]:

@@ -53,13 +53,15 @@ def arch_rank(arch: str | None) -> tuple[int, int]:
     return (-int(match.group(1)), _VARIANT_ORDER[match.group(2)]) if match else (0, 0)
 
 
-def plan(modules: Iterable[PtxModule], targets: list[TargetId]) -> tuple[list[Job], int]:
-    """Group PTX entries into modules (one per container), dedupe identical modules; one job per target.
+def plan(modules: Iterable[PtxModule], targets: list[TargetId], *, per_entry: bool = False) -> tuple[list[Job], int]:
+    """Group PTX entries into modules (one per container, or with `per_entry` one per PTX entry), dedupe
+    identical modules; one job per target.
 
     Returns the jobs and how many module occurrences were duplicates of another."""
-    containers: dict[tuple[str, int], list[PtxModule]] = {}
+    containers: dict[tuple[str, int, int | None], list[PtxModule]] = {}
     for module in modules:
-        key = (module.source, module.container if module.container is not None else id(module))
+        key = (module.source, module.container if module.container is not None else id(module),
+               module.entry if per_entry else None)
         containers.setdefault(key, []).append(module)
     unique: dict[tuple[str, ...], tuple[tuple[Candidate, ...], list[str]]] = {}
     for members in containers.values():
@@ -179,14 +181,16 @@ class Report:
 
 def precompile(modules: Iterable[PtxModule], targets: list[TargetId] | list[str], cache: Cache, *, jobs: int = 1,
                options: Options = Options(), on_planned: Callable[[int], None] | None = None,
-               on_done: Callable[[dict[str, Any]], None] | None = None) -> Report:
+               on_done: Callable[[dict[str, Any]], None] | None = None, per_entry: bool = False) -> Report:
     """Fill `cache` for every target with `options` (its target is replaced by each of `targets`); returns the
     report. `on_planned(n)` gets the number of modules to translate, `on_done(record)` each finished one (for
-    a progress bar)."""
+    a progress bar). With `per_entry` every PTX entry of a container is translated on its own (ZLUDA's rows:
+    it picks among them with its own parser)."""
+    started = time.perf_counter()
     started = time.perf_counter()
     parsed = list(dict.fromkeys(t if isinstance(t, TargetId) else TargetId.parse_amd(t) for t in targets))
     report = Report([str(t) for t in parsed], str(cache.directory))
-    work, report.duplicates = plan(modules, parsed)
+    work, report.duplicates = plan(modules, parsed, per_entry=per_entry)
     # Targets that differ only in features (gfx942, gfx942:xnack-) translate to the same code object: the
     # first is translated, the others are looked up once it is stored.
     pending: list[Job] = []

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_output(lookup_parser, required=False, help="Write the code object here.")
     lookup_parser.set_defaults(cache_run=lookup)
     ls_parser = commands.add_parser("ls", help="Every entry, least recently used first.")
+    ls_parser.add_argument("--zluda-db", type=Path, metavar="FILE",
+                           help="List the rows of ZLUDA's cache database instead: which are fatkit's, and whether "
+                                "ZLUDA would load each (docs/zluda.md).")
     ls_parser.set_defaults(cache_run=list_entries)
     verify_parser = commands.add_parser("verify", help="Check the database file and every entry's checksum; exit 1 "
                                                        "when anything is wrong.")
@@ -107,6 +110,8 @@ def list_entries(args: argparse.Namespace) -> int:
     from fatkit.cli.output import console, print_json, table
     from fatkit.cli.render import _size
 
+    if args.zluda_db is not None:
+        return _list_zluda_rows(args.zluda_db, args.as_json)
     with _open(args.cache_dir) as cache:
         entries = list(cache.entries())
         limit = cache.max_size()
@@ -126,6 +131,30 @@ def list_entries(args: argparse.Namespace) -> int:
     console().print(rows)
     console().print(f"{len(entries)} entries, {_size(sum(e.size for e in entries))} of {_size(limit)}; "
                     f"{cache.path}", highlight=False)
+    return EXIT_OK
+
+
+def _list_zluda_rows(database: Path, as_json: bool) -> int:
+    from fatkit.cache import zluda
+    from fatkit.cli.output import console, print_json, table
+    from fatkit.cli.render import _size
+
+    rows = list(zluda.list_rows(database))
+    if as_json:
+        print_json({"database": str(database), "rows": rows})
+        return EXIT_OK
+    shown = table(("id", "ptx", "by", "device", "backend key", "zluda build", "size", "last used", "sm", "ZLUDA"),
+                  right=("id", "size", "sm"), fold=True)
+    for r in rows:
+        verdict = f"[green]{r['verdict']}[/]" if r["loads"] else f"[bold red]{r['verdict']}[/]"
+        shown.add_row(str(r["id"]), r["hash"][:16], "fatkit" if r["by_fatkit"] else "ZLUDA", r["device"],
+                      r["backend_key"], r["zluda_version"][:12] + ("" if r["newest_key"] else " [dim](other key)[/]"),
+                      _size(r["size"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_access_ms"] / 1000)),
+                      "-" if r["sm_version"] is None else str(r["sm_version"]), verdict)
+    console().print(shown)
+    fatkit_rows = sum(r["by_fatkit"] for r in rows)
+    console().print(f"{len(rows)} rows ({fatkit_rows} fatkit's, {len(rows) - fatkit_rows} ZLUDA's), "
+                    f"{sum(not r['loads'] for r in rows)} that ZLUDA would not load; {database}", highlight=False)
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red"
                  "none": "dim"}
 FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable",
                 "elf-rel": "ELF relocatable object",
+                "pe-dll": "PE DLL (Windows)", "pe-exe": "PE executable (Windows)", "pe": "PE image (unreadable)",
                 "cubin": "cubin", "hsaco": "AMD code object", "fatbin": "fatbin", "offload-bundle": "offload bundle",
                 "ccob": "compressed offload bundle", "ptx": "PTX", "other": "data"}
 DETAIL_LIMIT = 5  # up to this many binaries are shown container by container

@@ -2,7 +2,9 @@
 
 Inputs are only read; copies keep their file names under OUTPUT (a directory's files keep their paths under
 the directory's name; links are followed, each real file once). A binary without PTX is copied unchanged
-(status no-ptx). Exit 1 when a binary could not be repacked or none of its kernels translated.
+(status no-ptx). Exit 1 when a binary could not be repacked or none of its kernels translated. Windows DLLs,
+EXEs and `.pyd`s get a `.fatkit` section (PE names hold 8 bytes) with the same content; a signed one is written
+with a warning that its signature no longer verifies, or refused with --keep-signature.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_output(parser, required=True, help="Directory the copies are written to.")
     options.add_cache(parser, "Code-object cache to reuse and fill (default: a temporary one).")
     options.add_jobs(parser)
+    parser.add_argument("--keep-signature", action="store_true",
+                        help="Refuse signed (Authenticode) PE files instead of writing copies whose signature no "
+                             "longer verifies.")
     options.add_json(parser)
 
 
@@ -45,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     written: dict[Path, Path] = {}
     with _cache(args.cache_dir) as cache:
         for source, relative in _inputs(args.paths):
-            results.append(_repack_one(source, relative, output, targets, cache, args.jobs, written))
+            results.append(_repack_one(source, relative, output, targets, cache, args.jobs, written,
+                                       args.keep_signature))
     if args.as_json:
         from fatkit.cli.output import print_json
 
@@ -58,22 +64,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
-    """(file, name under OUTPUT): a file by its own name, a directory's ELF files and wheels under the
+    """(file, name under OUTPUT): a file by its own name, a directory's ELF and PE files and wheels under the
     directory's name."""
     from fatkit.extract.scan import expand_inputs
+    from fatkit.formats.pe import is_pe
 
     for path in paths:
         if path.is_dir():
             for file in expand_inputs([path]):
                 with open(file, "rb") as f:
-                    if f.read(4) == b"\x7fELF" or file.suffix == ".whl":
+                    head = f.read(4096)  # a PE image's signature follows its DOS stub
+                    if head.startswith(b"\x7fELF") or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
         else:
             yield path, PurePosixPath(path.name)
 
 
 def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: list[str], cache: Path, jobs: int,
-                written: dict[Path, Path]) -> BinaryRepack | WheelRepack:
+                written: dict[Path, Path], keep_signature: bool) -> BinaryRepack | WheelRepack:
     """One input, by kind (a new kind of input gets its branch here)."""
     from fatkit.repack import BinaryRepack, output_path, repack_binary
 
@@ -88,8 +96,8 @@ def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: li
     if source.suffix == ".whl":  # a new wheel of the same name whose ELF members are repacked
         from fatkit.repack.wheel import repack_wheel_or_error
 
-        return repack_wheel_or_error(source, destination.parent, targets, cache, jobs)
-    return repack_binary(source, destination, targets, cache, jobs)
+        return repack_wheel_or_error(source, destination.parent, targets, cache, jobs, keep_signature)
+    return repack_binary(source, destination, targets, cache, jobs, keep_signature)
 
 
 @contextlib.contextmanager

@@ -16,8 +16,8 @@ from fatkit.errors import FatkitError
 # "manifest": the host entry of a `.fatkit_amd` bundle (fatkit repack)
 EntryKind = Literal["ptx", "elf", "nvvm", "cubin-legacy", "hsaco", "host", "manifest", "other"]
 ContainerFormat = Literal["fatbin", "offload-bundle", "ccob", "offload-section", "cubin", "ptx", "hsaco"]
-BinaryFormat = Literal["elf-exec", "elf-pie", "elf-shared", "elf-rel", "elf", "cubin", "hsaco", "fatbin",
-                       "offload-bundle", "ccob", "ptx", "ar-archive", "zip", "unreadable", "other"]
+BinaryFormat = Literal["elf-exec", "elf-pie", "elf-shared", "elf-rel", "elf", "pe-dll", "pe-exe", "pe", "cubin",
+                       "hsaco", "fatbin", "offload-bundle", "ccob", "ptx", "ar-archive", "zip", "unreadable", "other"]
 AmdVerdict = Literal["yes", "partial", "no", "native", "none"]
 AMD_FORMATS: tuple[ContainerFormat, ...] = ("offload-bundle", "ccob", "offload-section", "hsaco")
 
@@ -142,7 +142,7 @@ class Binary:
 
     path: str
     size: int
-    format: BinaryFormat
+    format: BinaryFormat  # pe-dll covers .pyd modules; elf / pe: headers fatkit could not read (the error says why)
     containers: list[Container] = field(default_factory=list)
     needed: list[str] = field(default_factory=list)
     errors: list[FatkitError] = field(default_factory=list)

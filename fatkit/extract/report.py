@@ -39,10 +39,37 @@ NVIDIA_LIBRARIES: tuple[tuple[str, str, str], ...] = (
     (r"libcudss\.so", "cuDSS", "none in ROCm"),
     (r"libnvshmem\w*\.so", "NVSHMEM", "rocSHMEM"),
 )
+# The same for the DLLs a Windows image imports (matched without regard to case, as Windows names files),
+# with the DLLs of AMD's HIP SDK for Windows that replace them. `amdhip64_<n>.dll` carries the ROCm major
+# version (amdhip64_6.dll, amdhip64_7.dll); NVIDIA's DLLs carry their CUDA major version (cudart64_12.dll).
+WINDOWS_NVIDIA_LIBRARIES: tuple[tuple[str, str, str], ...] = (
+    (r"nvcuda\.dll", "CUDA driver", "HIP runtime (amdhip64_*.dll), or a CUDA-on-AMD shim such as ZLUDA"),
+    (r"cudart64_\w+\.dll", "CUDA runtime", "HIP runtime (amdhip64_*.dll)"),
+    (r"cublasLt64_\w+\.dll", "cuBLASLt", "hipBLASLt (hipblaslt.dll)"),
+    (r"cublas64_\w+\.dll", "cuBLAS", "hipBLAS / rocBLAS (hipblas.dll, rocblas.dll)"),
+    (r"cudnn\w*64_\w+\.dll", "cuDNN", "MIOpen (MIOpen.dll)"),
+    (r"cufftw64_\w+\.dll", "cuFFTW", "hipFFTW / rocFFT"),
+    (r"cufft64_\w+\.dll", "cuFFT", "hipFFT / rocFFT (hipfft.dll, rocfft.dll)"),
+    (r"curand64_\w+\.dll", "cuRAND", "hipRAND / rocRAND (hiprand.dll, rocrand.dll)"),
+    (r"cusparse64_\w+\.dll", "cuSPARSE", "hipSPARSE / rocSPARSE (hipsparse.dll, rocsparse.dll)"),
+    (r"cusolverMg64_\w+\.dll", "cuSOLVERMg", "none (multi-GPU solvers have no ROCm counterpart)"),
+    (r"cusolver64_\w+\.dll", "cuSOLVER", "hipSOLVER / rocSOLVER (hipsolver.dll, rocsolver.dll)"),
+    (r"nvrtc64_\w+\.dll", "NVRTC", "hipRTC (hiprtc*.dll)"),
+    (r"nvJitLink_\w+\.dll", "nvJitLink", "amd_comgr (amd_comgr*.dll)"),
+    (r"nvToolsExt64_\w+\.dll", "NVTX", "rocTX"),
+    (r"cupti64_\w+\.dll", "CUPTI", "rocprofiler-sdk"),
+    (r"nvml\.dll", "NVML", "AMD SMI / ROCm SMI"),
+    (r"npp\w*64_\w+\.dll", "NPP", "none in ROCm (port to hipCV/MIVisionX or own kernels)"),
+    (r"nvjpeg64_\w+\.dll", "nvJPEG", "rocJPEG"),
+)
 _LIBRARY_PATTERNS = [(re.compile(rf"^(?:{pattern})"), name, amd) for pattern, name, amd in NVIDIA_LIBRARIES]
+_LIBRARY_PATTERNS += [(re.compile(rf"^(?:{pattern})$", re.IGNORECASE), name, amd)
+                      for pattern, name, amd in WINDOWS_NVIDIA_LIBRARIES]
 
 
 def nvidia_libraries(needed: Iterable[str]) -> tuple[dict[str, str], ...]:
+    """The NVIDIA libraries among shared-object names (DT_NEEDED) or imported DLL names, with their AMD
+    counterparts: [{"soname", "library", "amd"}]."""
     out = []
     for soname in needed:
         for pattern, name, amd in _LIBRARY_PATTERNS:
@@ -50,6 +77,9 @@ def nvidia_libraries(needed: Iterable[str]) -> tuple[dict[str, str], ...]:
                 out.append({"soname": soname, "library": name, "amd": amd})
                 break
     return tuple(out)
+
+
+RELOCATABLE_FATBIN_SECTIONS = ("__nv_relfatbin", "__nv_rel")  # ELF, and its 8-byte cut in PE images
 
 
 def _arch_key(arch: str) -> tuple[int, str]:
@@ -130,7 +160,7 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
     def has_ptx(c: Container) -> bool:
         return any(e.kind == "ptx" for e in c.entries)
 
-    relocatable = [c for c in modules if c.section == "__nv_relfatbin"]
+    relocatable = [c for c in modules if c.section in RELOCATABLE_FATBIN_SECTIONS]
     relocatable_ptx = bool(relocatable) and all(has_ptx(c) for c in relocatable)
     blocking = [c for c in modules if not has_ptx(c) and _module_without_ptx(binary, c, relocatable_ptx)]
     if not blocking:

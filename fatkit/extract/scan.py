@@ -1,8 +1,11 @@
 """Find every GPU-code container in files, directories, `.a` archives, wheels and zips.
 
-Order of discovery inside one host ELF (each later step only adds what the earlier ones did not find):
-1. registration wrappers (`.nvFatBinSegment`, `.hipFatBinSegment`): what the runtime actually loads;
-2. known device sections (`.nv_fatbin`, `__nv_relfatbin`, `.hip_fatbin`, …), walked container by container;
+Order of discovery inside one host ELF or PE image (each later step only adds what the earlier ones did not
+find):
+1. registration wrappers (`.nvFatBinSegment`, `.hipFatBinSegment`; in PE `.nvFatBi`, `.hipFatB`): what the
+   runtime actually loads;
+2. known device sections (`.nv_fatbin`, `__nv_relfatbin`, `.hip_fatbin`, …; in PE their 8-byte cuts
+   `.nv_fatb`, `__nv_rel`, `.hip_fat`), walked container by container;
 3. a validated magic scan of the whole file: fatbins in `.ldata`, `.cask_resource`, `.rodata` (bin2c),
    section-stripped binaries, members of archives.
 Every container records where it lies (section) and how it was found.
@@ -19,15 +22,16 @@ import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, get_args
+from typing import Any, Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
-from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, ptx_header, wrappers
+from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, pe, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
 from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
+from fatkit.formats.pe import PeView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
 
@@ -142,7 +146,7 @@ def _map_file(path: Path) -> Buffer:
 def _looks_like_device_code(head: bytes, name: str) -> bool:
     """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
     return (
-        head.startswith((b"\x7fELF", ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
+        head.startswith((b"\x7fELF", pe.DOS_MAGIC, ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
                          offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
         or name.lower().endswith(DEVICE_SUFFIXES)
         or bool(_PTX_START.match(head))
@@ -299,6 +303,8 @@ def scan_buffer(source: Source) -> Binary:
     try:
         if head.startswith(b"\x7fELF"):
             _scan_elf(finder)
+        elif pe.is_pe(buf):
+            _scan_pe(finder)
         elif head.startswith(FATBIN_MAGIC_BYTES):
             binary.format = "fatbin"
             finder.fatbin(0, "file")
@@ -321,9 +327,9 @@ def scan_buffer(source: Source) -> Binary:
 
 
 def _scan_elf(finder: _Finder) -> None:
-    binary, buf = finder.binary, finder.buf
+    binary = finder.binary
     try:
-        elf = ElfView(buf)
+        elf = ElfView(finder.buf)
     except FatkitError as exc:
         binary.format = "elf"
         binary.errors.append(exc.located(binary.path))
@@ -344,8 +350,35 @@ def _scan_elf(finder: _Finder) -> None:
         binary.needed = list(elf.needed)
     except FatkitError as exc:
         binary.errors.append(exc.located(binary.path))
+    _scan_host(finder, elf, lambda section: section.name, _cannot_hold_containers)
+
+
+def _scan_pe(finder: _Finder) -> None:
+    """A Windows DLL, EXE or `.pyd`: its imports, then what `_scan_host` finds through its 8-byte section names."""
+    binary = finder.binary
     try:
-        records = wrappers.read_wrappers(elf)
+        image = PeView(finder.buf)
+    except FatkitError as exc:
+        binary.format = "pe"
+        binary.errors.append(exc.located(binary.path))
+        return
+    binary.format = image.format
+    finder.elf = image
+    try:
+        binary.needed = [imported.dll for imported in image.imports]
+    except FatkitError as exc:
+        binary.errors.append(exc.located(binary.path))
+    _scan_host(finder, image, lambda section: pe.ELF_SECTION_OF.get(section.name, section.name),
+               _pe_cannot_hold_containers)
+
+
+def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], str],
+               skipped: Callable[[Any], bool]) -> None:
+    """Registration wrappers, then the known device sections, of a host image; `role` gives the ELF name of a
+    section (PE names are cut to 8 bytes) and `skipped` the sections the magic scan need not read."""
+    binary, buf = finder.binary, finder.buf
+    try:
+        records = wrappers.read_wrappers(view)
     except FatkitError as exc:
         binary.errors.append(exc.located(binary.path))
         records = []
@@ -362,26 +395,29 @@ def _scan_elf(finder: _Finder) -> None:
             kind = "ccob" if bytes(buf[record.target:record.target + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
             finder.bundle(record.target, kind, "wrapper", wrapper=info)
     try:
-        sections = elf.sections
+        sections = view.sections
     except FatkitError as exc:
         binary.errors.append(exc.located(binary.path))
         sections = []
     for section in sections:
         if not section.has_bytes or section.size == 0:
             continue
-        if section.name in FATBIN_SECTIONS:
+        name = role(section)
+        if name in FATBIN_SECTIONS:
             finder.walk_section(section, family="fatbin")
-        elif section.name in BUNDLE_SECTIONS:
+        elif name in BUNDLE_SECTIONS:
             finder.walk_section(section, family="bundle")
-        elif section.name.startswith(BUNDLE_SECTION_PREFIX):
+        elif name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
-        elif section.name == fatkit_amd.SECTION_NAME:
+        elif name == fatkit_amd.SECTION_NAME:
             finder.repack_section(section)
-        elif section.name == LLVM_OFFLOADING_SECTION:
+        elif name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
                 f"{LLVM_OFFLOADING_SECTION} section (LLVM offload binary from clang -fgpu-rdc/--offload-new-driver):"
                 " device code is only materialised at link time; not decoded")
-    finder.skip = [(s.offset, s.offset + s.size) for s in sections if _cannot_hold_containers(s)]
+        elif name == pe.CLANG_OFFLOAD_SECTION and isinstance(view, PeView):
+            binary.notes.append(_pe_offload_note(view, section.name))
+    finder.skip = [(s.offset, s.offset + s.size) for s in sections if skipped(s)]
 
 
 # symbols, strings, relocations, hashes, versions
@@ -396,13 +432,44 @@ def _cannot_hold_containers(section) -> bool:
                                    or section.name.startswith(".debug_")))
 
 
+PE_SKIPPED = (".pdata", ".reloc")  # exception and base relocation tables
+
+
+def _pe_cannot_hold_containers(section: pe.PeSection) -> bool:
+    """Machine code and the loader's tables of a PE image: the magic scan skips them."""
+    return section.has_bytes and (section.executable or section.name in PE_SKIPPED)
+
+
+def _pe_offload_note(image: PeView, section_name: str) -> str:
+    """What a PE `__CLANG_` section (clang-offload-bundler output, its name cut to 8 bytes) holds, as far as the
+    SYCL runtime's `.tgtsym` table names its targets (`<bundle id>.<kernel>` strings)."""
+    symbols = image.section(pe.SYCL_TARGET_SYMBOLS)
+    targets: dict[str, None] = {}
+    if symbols is not None and symbols.has_bytes:
+        for text in image.data(symbols).split(b"\0"):
+            bundle_id = text.split(b".", 1)[0].decode("utf-8", "replace")
+            if bundle_id:
+                targets.setdefault(bundle_id)
+    where = f"PE section {section_name}, cut from {BUNDLE_SECTION_PREFIX}…"
+    parsed = [offload_bundle.parse_bundle_id(t) for t in targets]
+    if not parsed:
+        return (f"clang offload section ({where}): its target is not named in the image; neither NVIDIA nor AMD "
+                "code was found in it")
+    if any(triple.startswith("amdgcn") for _, triple, _ in parsed):
+        return f"AMD offload section ({where}) named by {pe.SYCL_TARGET_SYMBOLS}: not decoded"
+    kinds = sorted({kind.upper() for kind, _, _ in parsed})
+    triples = ", ".join(dict.fromkeys(triple for _, triple, _ in parsed))
+    return (f"{'/'.join(kinds)} device code for {triples} ({where}; targets from {pe.SYCL_TARGET_SYMBOLS}): "
+            "neither NVIDIA nor AMD code (Intel GPUs use SYCL)")
+
+
 class _Finder:
     """Adds containers to a Binary, merging what several discovery methods find at the same offset."""
 
     def __init__(self, binary: Binary, buf: Buffer):
         self.binary = binary
         self.buf = buf
-        self.elf: ElfView | None = None
+        self.elf: ElfView | PeView | None = None  # the host image, ELF or PE
         self.by_offset: dict[int, Container] = {}
         self.skip: list[tuple[int, int]] = []  # byte ranges the magic scan need not read
 

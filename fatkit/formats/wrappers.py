@@ -2,7 +2,8 @@
 
 Both are arrays of 24-byte records {u32 magic, u32 version, u64 data, u64 filename_or_fatbins} in a
 section of their own; `data` points at the fatbin (NVIDIA) or offload bundle (HIP) the runtime
-registers, and is resolved to a file offset through ElfView.pointers_in.
+registers, and is resolved to a file offset through ElfView.pointers_in (PeView.pointers_in in a Windows
+image, where the wrapper sections are `.nvFatBi` and `.hipFatB`, the names cut to 8 bytes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from construct import Int32ul, Int64ul, Struct
 
 from fatkit.errors import FormatError
 from fatkit.formats.elf import ElfView
+from fatkit.formats.pe import ELF_SECTION_OF, PeView
 
 NV_WRAPPER_MAGIC = 0x466243B1
 HIP_WRAPPER_MAGIC = 0x48495046
@@ -29,6 +31,9 @@ WrapperRecord = Struct(
 )
 WRAPPER_SIZE = WrapperRecord.sizeof()
 DATA_FIELD = 0x08  # offset of "data" in WrapperRecord
+# In a 32-bit image (PE32) the two pointers are 4 bytes: {u32 magic, u32 version, u32 data, u32 …}, 16 bytes.
+WrapperRecord32 = Struct("magic" / Int32ul, "version" / Int32ul, "data" / Int32ul, "filename_or_fatbins" / Int32ul)
+WRAPPER32_SIZE = WrapperRecord32.sizeof()
 _MAGIC_VERSION = struct.Struct("<II")  # the first two fields of WrapperRecord
 
 Vendor = Literal["nvidia", "hip"]
@@ -36,13 +41,13 @@ Vendor = Literal["nvidia", "hip"]
 
 @dataclass(frozen=True)
 class Wrapper:
-    offset: int  # file offset of the 24-byte record
+    offset: int  # file offset of the 24-byte record (16 bytes in a 32-bit PE image)
     vendor: Vendor
     version: int
     target: int | None  # file offset of the fatbin/bundle it registers; None when the pointer cannot be resolved
 
 
-def read_wrappers(elf: ElfView) -> list[Wrapper]:
+def read_wrappers(elf: ElfView | PeView) -> list[Wrapper]:
     """Every record of every wrapper section, in section then record order.
 
     A record whose magic is not its section's raises FormatError at that record: the sections hold
@@ -50,14 +55,17 @@ def read_wrappers(elf: ElfView) -> list[Wrapper]:
     whose size is not a whole number of records raises too. NOBITS sections hold no records.
     """
     wrappers = []
+    pe = isinstance(elf, PeView)
     for section in elf.sections:
-        vendor = WRAPPER_SECTIONS.get(section.name)
+        vendor = WRAPPER_SECTIONS.get(ELF_SECTION_OF.get(section.name, section.name) if pe else section.name)
         if vendor is None or not section.has_bytes or section.size == 0:
             continue
-        if section.size % WRAPPER_SIZE:
-            raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {WRAPPER_SIZE}-byte "
+        size = WRAPPER32_SIZE if isinstance(elf, PeView) and elf.pointer_size == 4 else WRAPPER_SIZE
+        if section.size % size:
+            raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {size}-byte "
                               "wrappers", offset=section.offset)
-        targets = elf.pointers_in(section, WRAPPER_SIZE, DATA_FIELD)
+        # the section is the view's own (mypy cannot pair the union's members)
+        targets = elf.pointers_in(section, size, DATA_FIELD)  # type: ignore[arg-type]
         for record, target in targets.items():
             magic, version = _MAGIC_VERSION.unpack_from(elf.buffer, record)
             if magic != WRAPPER_MAGICS[vendor]:

@@ -1,25 +1,27 @@
 """`repack`: a copy of a CUDA binary that also carries AMD code objects translated from its PTX.
 
-`repack_binary` scans one host ELF (executable or shared library), translates every PTX module for every
-target through the code-object cache (`fatkit.cache.precompile`: identical modules once, cached ones not
-again), and writes the original file plus one non-loaded section `.fatkit_amd` (`formats/fatkit_amd.py` lays it out,
-`elf_patch.py` appends it) to the destination. Nothing NVIDIA's loader or runtime reads changes.
+`repack_binary` scans one host ELF or PE image (executable or shared library, a `.pyd` too), translates every
+PTX module for every target through the code-object cache (`fatkit.cache.precompile`: identical modules once,
+cached ones not again), and writes the original file plus one section to the destination: `.fatkit_amd` in an
+ELF file (non-loaded; `elf_patch.py` appends it), `.fatkit` in a PE image (8-byte names; `pe_patch.py` adds
+it); `formats/fatkit_amd.py` lays out its bytes, the same for both. Nothing NVIDIA's loader or runtime reads
+changes.
 
 Statuses of a binary:
 - `repacked`: the section was added and every kernel of every module translated for every target;
 - `partial`: the section was added; some kernels or modules did not translate (listed, with reasons);
 - `failed`: the binary has PTX but no kernel translated: the section holds only the manifest that says why;
 - `no-ptx`: nothing to translate: the destination is an unchanged copy, so a release tree stays complete;
-- `error`: nothing was written (unreadable input, not an executable or shared library, an ELF layout fatkit
-  does not patch); `reason` says why.
+- `error`: nothing was written (unreadable input, not an executable or shared library, an ELF or PE layout
+  fatkit does not patch, a signed PE image with `keep_signature`); `reason` says why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from dataclasses import dataclass, field
-import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
@@ -29,14 +31,19 @@ from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, ptx_hash, translator_fing
 from fatkit.cache.precompile import arch_rank, precompile
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.model import Binary
-from fatkit.translate.targets.ids import TargetId
 from fatkit.extract.scan import scan_path
 from fatkit.extract.select import PtxModule, ptx_modules
-from fatkit.repack.elf_patch import add_section, check_patchable, copy_file
 from fatkit.formats.fatkit_amd import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
-                                   code_object_bundle_id)
+                                       code_object_bundle_id)
+from fatkit.formats.pe import REPACK_SECTION
+from fatkit.repack import elf_patch, pe_patch
+from fatkit.repack.elf_patch import copy_file
+from fatkit.translate.targets.ids import TargetId
 
-HOST_FORMATS = ("elf-exec", "elf-pie", "elf-shared")
+ELF_HOST_FORMATS = ("elf-exec", "elf-pie", "elf-shared")
+PE_HOST_FORMATS = ("pe-dll", "pe-exe")
+HOST_FORMATS = ELF_HOST_FORMATS + PE_HOST_FORMATS
+PE_SECTION_NAME = REPACK_SECTION  # `.fatkit`: SECTION_NAME does not fit the 8 bytes of a PE section name
 STATUSES = ("repacked", "partial", "failed", "no-ptx", "error")
 
 
@@ -54,6 +61,7 @@ class BinaryRepack:
     problems: list[str] = field(default_factory=list)
     section_size: int = 0  # bytes of the `.fatkit_amd` payload (0 when none was added)
     cached: int = 0  # module records whose code object the cache already held
+    section_name: str = SECTION_NAME  # `.fatkit` in a PE image
 
     @property
     def code_objects(self) -> int:
@@ -69,18 +77,20 @@ class BinaryRepack:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": str(self.source), "destination": None if self.destination is None else str(self.destination),
-                "status": self.status, "reason": self.reason, "section": SECTION_NAME if self.section_size else None,
+                "status": self.status, "reason": self.reason,
+                "section": self.section_name if self.section_size else None,
                 "section_size": self.section_size, "code_objects": self.code_objects, "modules_cached": self.cached,
                 "kernels_ok": self.kernels_ok, "kernels_failed": self.kernels_failed, "problems": list(self.problems),
                 "modules": [m.to_json() for m in self.modules]}
 
 
 def repack_binary(source: Path, destination: Path, targets: list[str], cache: Path | None = None,
-                  jobs: int = 1) -> BinaryRepack:
+                  jobs: int = 1, keep_signature: bool = False) -> BinaryRepack:
     """Translate the PTX of `source` for `targets` and write the patched copy to `destination` (atomically;
     `source` is only read). `cache` is a code-object cache directory to reuse and fill; without it a
     temporary one is used and removed. Problems with the input, or a destination that cannot be written, are a
-    status `error` with its reason, not an exception (a release run goes on with the other binaries)."""
+    status `error` with its reason, not an exception (a release run goes on with the other binaries). A signed
+    PE image loses the validity of its signature (a warning among `problems`); `keep_signature` refuses it."""
     source, destination = Path(source), Path(destination)
     normalized = translated_targets(targets)
     if not normalized:
@@ -102,8 +112,13 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
         result.destination, result.status = destination, "no-ptx"
         result.reason = "no PTX in the binary: copied unchanged"
         return result
-    try:
-        check_patchable(source, SECTION_NAME)  # before translating: a refusal must not cost the translation
+    pe = binary.format in PE_HOST_FORMATS
+    result.section_name = PE_SECTION_NAME if pe else SECTION_NAME
+    try:  # before translating: a refusal must not cost the translation
+        if pe:
+            pe_patch.check_patchable(source, PE_SECTION_NAME, keep_signature)
+        else:
+            elf_patch.check_patchable(source, SECTION_NAME)
     except FatkitError as exc:
         result.reason = str(exc)
         return result
@@ -113,7 +128,10 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
         manifest, result.cached = _manifest(modules, report.modules, store, normalized)
     payload = build_payload(manifest)
     try:
-        add_section(source, destination, SECTION_NAME, payload)
+        if pe:
+            result.problems += pe_patch.add_section(source, destination, PE_SECTION_NAME, payload, keep_signature)
+        else:
+            elf_patch.add_section(source, destination, SECTION_NAME, payload)
     except FatkitError as exc:
         result.reason = str(exc)
         return result
@@ -162,12 +180,12 @@ def _host_binary(source: Path) -> Binary:
     binaries = list(scan_path(source))
     if len(binaries) != 1 or binaries[0].format not in HOST_FORMATS:
         kind = binaries[0].format if len(binaries) == 1 else "archive"
-        raise InputError(f"not an ELF executable or shared library ({kind}); repack patches only those",
-                         path=str(source))
+        raise InputError(f"not an ELF executable or shared library or a PE DLL/EXE ({kind}); repack patches "
+                         "only those", path=str(source))
     binary = binaries[0]
-    if any(c.section == SECTION_NAME for c in binary.containers):
-        raise InputError(f"already holds a {SECTION_NAME} section (repacked before); repack the original",
-                         path=str(source))
+    name = PE_SECTION_NAME if binary.format in PE_HOST_FORMATS else SECTION_NAME
+    if any(c.section == name for c in binary.containers):
+        raise InputError(f"already holds a {name} section (repacked before); repack the original", path=str(source))
     return binary
 
 

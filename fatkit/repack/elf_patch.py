@@ -84,6 +84,17 @@ def add_section(source: Path, destination: Path, name: str, payload: bytes) -> N
     _with_plan(Path(source), name, payload, write)
 
 
+def section_added(data: bytes, name: str, payload: bytes, *, alignment: int = PAYLOAD_ALIGN) -> bytes:
+    """`data` (an ELF in memory) plus a non-alloc PROGBITS section `name` holding `payload`, laid out as
+    add_section lays out a file; `alignment` is the payload's file alignment and its sh_addralign."""
+    tail, header_fields = _plan(ElfView(data), data, len(data), name, payload, "<in memory>", alignment)
+    out = bytearray(data)
+    out += tail
+    for offset, raw in header_fields:
+        out[offset:offset + len(raw)] = raw
+    return bytes(out)
+
+
 def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
     """Plan the patch of `source` (open, mapped, checked) and call `then(file, size, tail, header_fields)`."""
     try:
@@ -98,7 +109,8 @@ def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
         raise InputError(f"cannot repack: {exc.strerror or exc}", path=str(source)) from None
 
 
-def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) -> tuple[bytes, list[tuple[int, bytes]]]:
+def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str,
+          alignment: int = PAYLOAD_ALIGN) -> tuple[bytes, list[tuple[int, bytes]]]:
     """The bytes to append and the ELF header fields to overwrite."""
     def refuse(why: str) -> FatkitError:
         return FatkitError(f"cannot add {name}: {why}", path=path)
@@ -127,7 +139,7 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
         raise refuse("the section header table runs past the end of the file")
     old_names = elf.section_name_table()
 
-    payload_offset = align(size, PAYLOAD_ALIGN)
+    payload_offset = align(size, alignment)
     names_offset = payload_offset + len(payload)
     new_names = old_names + name.encode("utf-8") + b"\0"
     table_offset = align(names_offset + len(new_names), 8)
@@ -136,7 +148,7 @@ def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str) ->
     headers[names_index] = headers[names_index]._replace(sh_offset=names_offset, sh_size=len(new_names))
     headers.append(section_header.record(
         sh_name=len(old_names), sh_type=SHT_PROGBITS, sh_flags=0, sh_addr=0, sh_offset=payload_offset,
-        sh_size=len(payload), sh_link=0, sh_info=0, sh_addralign=PAYLOAD_ALIGN, sh_entsize=0))
+        sh_size=len(payload), sh_link=0, sh_info=0, sh_addralign=alignment, sh_entsize=0))
     table = b"".join(section_header.pack(h) for h in headers)
 
     tail = b"".join([bytes(payload_offset - size), payload, new_names,

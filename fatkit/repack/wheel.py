@@ -1,5 +1,6 @@
-"""Repack a wheel: each ELF member that carries PTX gets its `.fatkit_amd` section (`repack_binary`), every
-other member is copied as it is, and `*.dist-info/RECORD` is rewritten for the members that changed.
+"""Repack a wheel: each ELF or PE member (a `win_amd64` wheel's DLLs and `.pyd`s) that carries PTX gets its
+`.fatkit_amd` (PE: `.fatkit`) section (`repack_binary`), every other member is copied as it is, and
+`*.dist-info/RECORD` is rewritten for the members that changed.
 
 The wheel is read from a read-only map of the file; members are never unpacked together: an ELF member is
 streamed into a private temporary directory only to be scanned and repacked, one at a time. Member names
@@ -38,6 +39,7 @@ from typing import Any, BinaryIO, Iterator
 from fatkit.errors import FatkitError, FormatError, InputError, LimitError, UsageError
 from fatkit.extract.scan import ZIP_ERRORS, BufferFile, scan_path
 from fatkit.formats.common import MAX_PAYLOAD, Buffer
+from fatkit.formats.pe import DOS_MAGIC
 from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary, translated_targets
 from fatkit.repack.elf_patch import atomic_output, copy_file
 from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, END_SIGNATURE, LOCAL_HEADER,
@@ -46,6 +48,7 @@ from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, E
 from fatkit.formats.fatkit_amd import ModuleRecord
 
 ELF_MAGIC = b"\x7fELF"
+HOST_MAGICS = (ELF_MAGIC, DOS_MAGIC)  # members that may be host images: ELF, and PE (which starts with MZ)
 RECORD_NAME = re.compile(r"[^/]+\.dist-info/RECORD")
 SIGNATURE_SUFFIXES = ("/RECORD.jws", "/RECORD.p7s")  # wheel signatures: a repacked wheel cannot keep them valid
 READABLE_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
@@ -457,7 +460,7 @@ class WheelRepack:
 
 
 def repack_wheel(source: Path, out_dir: Path, targets: list[str], cache: Path | None = None,
-                 jobs: int = 1) -> WheelRepack:
+                 jobs: int = 1, keep_signature: bool = False) -> WheelRepack:
     """Write `out_dir/<source name>`: the wheel with every PTX-carrying ELF member repacked for `targets`.
 
     FatkitError for a wheel fatkit will not read (hostile or corrupt) or an output it cannot write; the input is
@@ -472,19 +475,20 @@ def repack_wheel(source: Path, out_dir: Path, targets: list[str], cache: Path | 
     with _mapped(source) as buf, _private_directory() as private:
         wheel = read_wheel(buf, str(source))
         try:
-            _repack(wheel, report, destination, private, targets, cache, jobs)
+            _repack(wheel, report, destination, private, targets, cache, jobs, keep_signature)
         finally:
             wheel.close()
     return report
 
 
 def _repack(wheel: WheelContents, report: WheelRepack, destination: Path, private: Path, targets: list[str],
-            cache: Path | None, jobs: int) -> None:
+            cache: Path | None, jobs: int, keep_signature: bool) -> None:
     """Repack the members one by one (the patched ones wait in `private`), then write the new wheel."""
     source = report.source
     patched: dict[str, Path] = {}
     for index, member in enumerate(wheel.members):
-        repack = _repack_member(wheel, member, private / str(index), targets, cache, jobs, f"{source}!{member.name}")
+        repack = _repack_member(wheel, member, private / str(index), targets, cache, jobs, f"{source}!{member.name}",
+                                keep_signature)
         if repack is None:
             continue
         report.members.append(repack)
@@ -501,7 +505,8 @@ def _repack(wheel: WheelContents, report: WheelRepack, destination: Path, privat
         report.copied = len(wheel.members)
         _write_or_refuse(lambda: copy_file(source, destination), destination)
     else:
-        changed = {m.name: (record_hash(bytes.fromhex(m.sha256)), m.size) for m in report.members if m.patched}
+        changed = {m.name: (record_hash(bytes.fromhex(m.sha256)), m.size) for m in report.members
+                   if m.sha256 is not None and m.size is not None}  # the patched members
         record, appended = rewrite_record(wheel.read_record(), changed, f"{source}!{wheel.record.name}")
         report.notes += [f"RECORD did not list {name}; its line was added" for name in appended]
         report.copied = len(wheel.members) - len(patched) - 1
@@ -511,10 +516,10 @@ def _repack(wheel: WheelContents, report: WheelRepack, destination: Path, privat
 
 
 def repack_wheel_or_error(source: Path, out_dir: Path, targets: list[str], cache: Path | None = None,
-                          jobs: int = 1) -> WheelRepack:
+                          jobs: int = 1, keep_signature: bool = False) -> WheelRepack:
     """`repack_wheel`, with a FatkitError turned into status `error` (a release run goes on with other inputs)."""
     try:
-        return repack_wheel(source, out_dir, targets, cache, jobs)
+        return repack_wheel(source, out_dir, targets, cache, jobs, keep_signature)
     except FatkitError as exc:
         return WheelRepack(Path(source), None, list(targets), reason=str(exc))
 
@@ -576,10 +581,10 @@ def _private_directory() -> Iterator[Path]:
 
 
 def _repack_member(wheel: WheelContents, member: Member, work: Path, targets: list[str], cache: Path | None,
-                   jobs: int, shown_as: str) -> MemberRepack | None:
-    """repack_binary's result for a member that is an ELF executable or library carrying PTX, else None. The
-    member is streamed to `work` (a private directory), and paths in the result name it `wheel!member`."""
-    if member.is_dir or member.info.file_size < len(ELF_MAGIC) or wheel.head(member) != ELF_MAGIC:
+                   jobs: int, shown_as: str, keep_signature: bool) -> MemberRepack | None:
+    """repack_binary's result for a member that is an ELF or PE executable or library carrying PTX, else None.
+    The member is streamed to `work` (a private directory), and paths in the result name it `wheel!member`."""
+    if member.is_dir or member.info.file_size < len(ELF_MAGIC) or not wheel.head(member).startswith(HOST_MAGICS):
         return None
     basename = member.name.rsplit("/", 1)[-1]
     extracted = work / (basename if basename not in ("", ".") else "member")
@@ -599,7 +604,8 @@ def _repack_member(wheel: WheelContents, member: Member, work: Path, targets: li
         if rewritten.info.compress_type not in WRITABLE_METHODS:
             raise FormatError(f"{rewritten.name} uses compression method {rewritten.info.compress_type}; fatkit "
                               "rewrites only stored, deflated and bzip2 members", path=wheel.path)
-    result = repack_binary(extracted, work / "patched", targets, cache=cache, jobs=jobs)
+    result = repack_binary(extracted, work / "patched", targets, cache=cache, jobs=jobs,
+                           keep_signature=keep_signature)
     extracted.unlink()
 
     def shown(text: str) -> str:

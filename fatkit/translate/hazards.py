@@ -615,7 +615,7 @@ def _collect(node: Any, symbols: list[str], specials: list[ast.Name]) -> None:
     elif kind is ast.Pair:
         _collect(node.first, symbols, specials)
         _collect(node.second, symbols, specials)
-    elif kind is ast.Negated:
+    elif kind in (ast.Negated, ast.Minus):
         _collect(node.operand, symbols, specials)
     elif kind is ast.SymbolRef:
         symbols.append(node.name)

@@ -30,4 +30,5 @@ ptx texsurf texsurf.sm_80 -arch=sm_80
 ptx asm_mma asm_mma.sm_80 -arch=sm_80
 ptx hopper hopper.sm_90a -arch=sm_90a
 ptx blackwell blackwell.sm_100a -arch=sm_100a
+ptx operands operands.sm_90 -arch=sm_90                         # video instructions, .b128, vector registers
 ls -l "$out"

@@ -3,9 +3,11 @@
 #   bash tests/samples/build.sh            # both sets
 #   bash tests/samples/build.sh nvidia     # NVIDIA set only
 #   bash tests/samples/build.sh amd        # AMD set only
+#   bash tests/samples/build.sh pe         # Windows DLL set only (needs nv_kern.fatbin from the NVIDIA set)
 #   VERIFY=1 bash tests/samples/build.sh   # also print cuobjdump / bundler / readelf listings
 # Tools: CUDA 13.0 (nvcc, fatbinary, bin2c) on PATH or in /usr/local/cuda-13.0/bin; gcc/GNU ld/strip;
-# Debian clang-22, lld-22, clang-offload-bundler, llvm-readelf-22 in /usr/lib/llvm-22/bin; python3.
+# Debian clang-22, lld-22, clang-offload-bundler, llvm-readelf-22 in /usr/lib/llvm-22/bin; python3;
+# for the PE set, the ziglang wheel (zig 0.17: clang + lld for x86_64-windows-gnu, and its dlltool).
 # Compiles run inside src/ with relative file names so paths embedded in the outputs do not depend on
 # where the repository is checked out.
 set -euo pipefail
@@ -251,11 +253,47 @@ verify_amd() {
     done
 }
 
+# pe_kern.dll (x86-64) and pe_kern32.dll (i386): src/pe_kern.c, a DLL whose .nv_fatb holds nv_kern.fatbin and
+# whose .nvFatBi wrapper points at it (see the source). lld writes the link time into the COFF header and the export directory: both are zeroed
+# so the sample is the same bytes on every rebuild.
+build_pe() {
+    cd "$TMP"
+    cp "$SRC/pe_kern.c" "$OUT/nv_kern.fatbin" .
+    printf 'LIBRARY cudart64_12.dll\nEXPORTS\ncudaGetDeviceCount\n' > cudart64_12.def
+    python3 -m ziglang dlltool -d cudart64_12.def -l libcudart64_12.a -m i386:x86-64
+    python3 -m ziglang dlltool -d cudart64_12.def -l libcudart64_12_i386.a -m i386
+    python3 -m ziglang cc -target x86_64-windows-gnu -shared -O2 -s -nostdlib -Wl,--entry=DllMainCRTStartup \
+        -Wl,--build-id=none -o pe_kern.dll pe_kern.c -L. -lcudart64_12
+    python3 -m ziglang cc -target x86-windows-gnu -shared -O2 -s -nostdlib -Wl,--entry=DllMainCRTStartup@12 \
+        -Wl,--build-id=none -o pe_kern32.dll pe_kern.c -L. -lcudart64_12_i386
+    python3 - pe_kern.dll pe_kern32.dll <<'PY'
+import struct, sys
+for path in sys.argv[1:]:
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        lfanew = struct.unpack_from("<I", data, 0x3C)[0]
+        struct.pack_into("<I", data, lfanew + 8, 0)  # COFF TimeDateStamp
+        optional = lfanew + 24
+        magic = struct.unpack_from("<H", data, optional)[0]
+        directories = optional + {0x20B: 112, 0x10B: 96}[magic]  # PE32+ / PE32
+        export_rva = struct.unpack_from("<I", data, directories)[0]  # data directory 0
+        sections = optional + struct.unpack_from("<H", data, lfanew + 20)[0]
+        for i in range(struct.unpack_from("<H", data, lfanew + 6)[0]):
+            _, vsize, va, raw_size, raw = struct.unpack_from("<8sIIII", data, sections + 40 * i)
+            if va <= export_rva < va + raw_size:
+                struct.pack_into("<I", data, raw + export_rva - va + 4, 0)  # export directory TimeDateStamp
+        f.seek(0)
+        f.write(data)
+PY
+    cp pe_kern.dll pe_kern32.dll "$OUT/"
+}
+
 case $SET in
-    all) build_nvidia; build_amd ;;
+    all) build_nvidia; build_amd; build_pe ;;
     nvidia) build_nvidia ;;
     amd) build_amd ;;
-    *) echo "usage: $0 [all|nvidia|amd]" >&2; exit 2 ;;
+    pe) build_pe ;;
+    *) echo "usage: $0 [all|nvidia|amd|pe]" >&2; exit 2 ;;
 esac
 if [ "${VERIFY:-0}" = 1 ]; then
     case $SET in all|nvidia) verify_nvidia ;; esac

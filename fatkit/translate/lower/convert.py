@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from fatkit.translate.lower.core import F16, F32, F64, I1, I16, I32, I64, handles, llvm_type
+from fatkit.translate.lower.video import cvt_pack
 from fatkit.translate.ptx import ast
 
 
@@ -332,6 +333,9 @@ def _bits_type(fmt: Format) -> str:
 
 @handles("cvt")
 def cvt(lw, ins):
+    if "pack" in ins.modifiers:  # cvt.pack.sat: integer packing, with the video instructions
+        cvt_pack(lw, ins)
+        return
     types = [m for m in ins.modifiers if m in ast.TYPES]
     if len(types) != 2:
         raise lw.fail("cvt takes a destination and a source type")

@@ -32,16 +32,17 @@ class Unsupported(FatkitError):
         self.kernel, self.instruction, self.line, self.why = kernel, what, line, why
 
 
-I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 F16X2 = ir.VectorType(F16, 2)
-_INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64}
+_INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64, 128: I128}  # 128: .b128 (ld/st/mov/atom only)
 _FLOAT_TYPES = {16: F16, 32: F32, 64: F64}
 # Formats LLVM has no portable type for (llvmlite lacks bfloat) live as their bits; lower/half.py and
 # lower/convert.py compute on them through f32.
 _BIT_TYPES = {"bf16": I16, "bf16x2": I32, "f16x2": F16X2, "tf32": I32, "e4m3x2": I16, "e5m2x2": I16}
 
-_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", F16: "f16", F32: "f32", F64: "f64", F16X2: "v2f16"}
+_MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", I128: "i128", F16: "f16", F32: "f32", F64: "f64",
+            F16X2: "v2f16"}
 
 
 def llvm_type(ptx_type: str) -> ir.Type | None:
@@ -89,7 +90,9 @@ def kernel_signature(kernel: ast.Function) -> KernelSignature:
                               "only scalar integer/floating-point and sized array parameters are supported")
         align = param.align or element
         offset = align_up(offset, align)
-        params.append(KernelParam(param.name, param.type, offset, size, align, array=bool(param.array)))
+        # a .b128 scalar is passed like an array (by reference, 16-aligned): LLVM aligns i128 arguments to 8
+        array = bool(param.array) or param.type == "b128"
+        params.append(KernelParam(param.name, param.type, offset, size, align, array=array))
         offset += size
     return KernelSignature(kernel.name, tuple(params), offset)
 

@@ -3,7 +3,6 @@
 Arithmetic: add/sub (.sat.s32, .u16x2/.s16x2), the `.cc` carry chains (add.cc, addc, sub.cc, subc, mad.cc,
 madc), mul/mad .lo/.hi/.wide (mad.hi.sat.s32), mul24/mad24, sad, abs, neg, min/max (.relu, 16x2), div, rem.
 Bits: popc, clz, brev, bfind, fns, bfe, bfi, bmsk, szext, prmt, shf, lop3, dp2a, dp4a, cnot.
-SIMD video: vadd/vsub/vavrg/vabsdiff/vmin/vmax, 4 bytes or 2 half words (default selectors and mask).
 Logic and shifts: and/or/xor/not, shl/shr.
 
 Wherever LLVM leaves undefined what PTX defines (shift counts of the full width or more, INT_MIN / -1) or
@@ -660,64 +659,6 @@ def dp2a(lw, ins):
     half = _one_of(lw, ins, ("lo", "hi"), required=True)
     first = 0 if half == "lo" else 2
     _dot(lw, ins, [(0, first), (1, first + 1)], 16, {half})
-
-
-# ------------------------------------------------------------------------------------- SIMD video
-
-def _video_element(lw, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """One element of vop2/vop4 on i32-extended elements (exact: they have at most 17 significant bits)."""
-    builder = lw.builder
-    if op == "vadd":
-        return builder.add(x, y)
-    if op == "vsub":
-        return builder.sub(x, y)
-    if op == "vavrg":  # the halved sum, rounded half away from zero
-        total = builder.add(x, y)
-        up = builder.zext(builder.icmp_signed(">=", total, _const(I32, 0)), I32)
-        return builder.ashr(builder.add(total, up), _const(I32, 1))
-    if op == "vabsdiff":
-        below = builder.icmp_signed("<", x, y)
-        return builder.select(below, builder.sub(y, x), builder.sub(x, y))
-    return lw.intrinsic("llvm.smin" if op == "vmin" else "llvm.smax", [x, y])
-
-
-@handles(*(f"{op}{n}" for op in ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax") for n in (2, 4)),
-         family="int")
-def simd_video(lw, ins):
-    """vop4/vop2: each byte (vop4) or half word (vop2) of a against the same one of b, extended per .atype
-    and .btype, .sat clamping the results to the element range of .dtype; the results replace c's
-    elements (merge), or .add sums them onto c. Only the default selectors (a's elements, b's elements)
-    and mask (all elements) exist here: the parser reads no operand selectors."""
-    lanes = int(ins.opcode[-1])
-    op, bits = ins.opcode[:-1], 32 // lanes
-    types = lw.types(ins, 3)
-    if any(t not in ("u32", "s32") for t in types):
-        raise lw.fail(f"{ins.opcode} takes .u32/.s32 types")
-    signed = [t == "s32" for t in types]  # .dtype, .atype, .btype
-    lw.check_modifiers(ins, {"sat", "add"})
-    if ins.has("sat", "add"):
-        raise lw.fail(".sat cannot be used with the secondary .add")
-    d, a, b, c = lw.operands(ins, 4)
-    builder = lw.builder
-    x, y, z = (lw.read(operand, "b32") for operand in (a, b, c))
-    results = []
-    for i in range(lanes):
-        value = _video_element(lw, op, _element(lw, x, i, bits, signed[1]), _element(lw, y, i, bits, signed[2]))
-        if "sat" in ins.modifiers:
-            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed[0] else (0, (1 << bits) - 1)
-            value = lw.intrinsic("llvm.smin", [lw.intrinsic("llvm.smax", [value, _const(I32, low)]),
-                                              _const(I32, high)])
-        results.append(value)
-    if "add" in ins.modifiers:
-        total = z
-        for value in results:
-            total = builder.add(total, value)
-    else:
-        total = _const(I32, 0)
-        for i, value in enumerate(results):
-            element = builder.and_(value, _const(I32, (1 << bits) - 1))
-            total = builder.or_(total, builder.shl(element, _const(I32, i * bits)))
-    lw.write(d, total, "b32")
 
 
 # ------------------------------------------------------------------------------------- logic, shifts

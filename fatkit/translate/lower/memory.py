@@ -35,7 +35,39 @@ def mov(lw, ins):
     lw.check_modifiers(ins, set())
     (t,) = lw.types(ins, 1)
     d, a = lw.operands(ins, 2)
+    if type(a) is ast.Vector or type(d) is ast.Vector:  # mov.b128 (the operands pass expands the others)
+        _vector_mov_128(lw, t, d, a)
+        return
     lw.write(d, lw.read(a, t), t)
+
+
+def _vector_mov_128(lw, t: str, d: ast.Operand, a: ast.Operand) -> None:
+    """`mov.b128 %q, {%lo, %hi}` packs (first element in the low bits), `mov.b128 {%lo, %hi}, %q` unpacks."""
+    if t != "b128" or (type(a) is ast.Vector) == (type(d) is ast.Vector):
+        raise lw.fail("a vector mov of this form is expanded before lowering; here only mov.b128 with one {…}")
+    vector = a if type(a) is ast.Vector else d
+    count = len(vector.items)
+    if count not in (2, 4):
+        raise lw.fail("mov.b128 splits into 2 (.b64) or 4 (.b32) elements")
+    bits = 128 // count
+    part, whole = f"b{bits}", ir.IntType(128)
+    builder = lw.builder
+    if type(a) is ast.Vector:
+        packed = ir.Constant(whole, 0)
+        for i, item in enumerate(a.items):
+            if type(item) is ast.Sink:
+                raise lw.fail("`_` cannot be a source element")
+            element = builder.zext(lw.read(item, part), whole)
+            if i:
+                element = builder.shl(element, ir.Constant(whole, i * bits))
+            packed = builder.or_(packed, element)
+        lw.write(d, packed, t)
+        return
+    source = lw.read(a, t)
+    for i, item in enumerate(d.items):
+        if type(item) is not ast.Sink:
+            shifted = builder.lshr(source, ir.Constant(whole, i * bits)) if i else source
+            lw.write(item, builder.trunc(shifted, ir.IntType(bits)), part)
 
 
 def _access(lw, ins, stored: bool):
@@ -56,6 +88,9 @@ def _access(lw, ins, stored: bool):
     (t,) = lw.types(ins, 1)
     if t == "pred":
         raise lw.fail("memory accesses of .pred do not exist")
+    if t == "b128" and (order is not None or volatile):
+        raise lw.fail("an ordered or volatile .b128 access is one 16-byte single-copy-atomic access, which AMD "
+                      "GPUs do not have (their atomic accesses are at most 64 bits wide)")
     operands = lw.operands(ins, 3 if "L2::cache_hint" in ins.modifiers else 2)[:2]
     return space, t, int(widths[0][1]) if widths else 1, order, volatile, operands
 

@@ -124,7 +124,7 @@ def operand_names(operand: ast.Operand) -> Iterator[str]:
     elif kind is ast.Pair:
         yield from operand_names(operand.first)
         yield from operand_names(operand.second)
-    elif kind is ast.Negated:
+    elif kind in (ast.Negated, ast.Minus):
         yield from operand_names(operand.operand)
     elif kind is ast.SymbolRef:
         yield operand.name

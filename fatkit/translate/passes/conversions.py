@@ -4,8 +4,10 @@ PTX's relaxed type-checking (ISA "Operand Size Exceeding Instruction-Type Size")
 than the instruction type is truncated to its low bits ("chopped"); a destination register wider than the
 instruction type receives the result sign-extended for signed instruction types and zero-extended otherwise
 (a floating-point register gets the zero-extended bits); a register narrower than its operand type, or of a
-different size under a floating-point instruction type, is invalid. ld/st/cvt follow the same rules for
-their value operands. This pass writes the truncations (`cvt.uN.uW` into a temporary) and extensions
+different size under a floating-point instruction type, is invalid — except that ld/st/cvt, which the ISA
+lets move narrow values in regular-width registers, take a wider bit-size register (`.bN`) for a
+floating-point type too: `ld.global.f32 %rd, [a]` zero-extends the loaded bits, `st.global.f32 [a], %rd`
+stores the low 32 bits. This pass writes the truncations (`cvt.uN.uW` into a temporary) and extensions
 (`cvt.sW.sN`/`cvt.uW.uN` after the instruction) out, so that lowering's operands have their types' sizes.
 Same-size registers of another type (`.b32` used as `.f32`) are bit reinterpretations lowering does itself.
 """
@@ -22,6 +24,7 @@ _SAME = {"add", "sub", "mul", "mad", "div", "rem", "abs", "neg", "min", "max", "
          "cnot", "mov", "fma", "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "copysign", "brev",
          "sad", "mul24", "mad24", "addc", "subc", "madc", "lop3", "shf", "prmt"}
 _FLOAT = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+_DATA_MOVEMENT = {"ld", "ldu", "st", "cvt"}  # where a bit-size register may be wider than a float type
 
 
 def run(prepared: Prepared) -> Prepared:
@@ -45,6 +48,8 @@ def operand_types(ins: ast.Instruction) -> list[str | None] | None:
     if opcode in ("mul", "mad") and ins.has("wide"):
         wide = ("s" if t[0] == "s" else "u") + str(2 * int(t[1:]))
         return [wide, t, t, wide][:count]
+    if opcode == "mov" and any(type(op) is ast.Vector for op in ins.operands):
+        return None  # mov.b128 {…}: 2 .b64 or 4 .b32 elements (lowering reads them so)
     if opcode in _SAME:
         return [t] * count
     if opcode in ("shl", "shr") and count == 3:
@@ -108,7 +113,8 @@ class _Converter:
         have_bits, want_bits = ast.TYPE_SIZES[have] * 8, ast.TYPE_SIZES[want] * 8
         if have_bits == want_bits:
             return op
-        if have_bits < want_bits or want in _FLOAT:
+        wide_bits = have[0] == "b" and self.ins.opcode in _DATA_MOVEMENT
+        if have_bits < want_bits or (want in _FLOAT and not wide_bits):
             relation = "narrower than" if have_bits < want_bits else "not the size of"
             raise fail(self.function, self.ins, f"register {op.name} (.{have}) is {relation} its .{want} operand")
         line = self.ins.line

@@ -2,7 +2,10 @@
 
 `mov.b64 %rd, {%a, %b}` packs its elements, first in the low bits; `mov.b32 {%h0, %h1}, %r` unpacks
 (an element `_` is skipped). Both become zero-extending cvt, shl/shr and or on bit-size temporaries, each
-element moved through a `.bE` register so that any register type of that size (f16, f32 …) works. Vector
+element moved through a `.bE` register so that any register type of that size (f16, f32 …) works. A
+guarded vector mov (`@p mov.b64 %rd, {%a, %b}`) computes its temporaries unconditionally and keeps the
+guard on the moves into its destinations, which are all it writes. `mov.b128` keeps its `{…}` operand
+(PTX has no 128-bit shift or cvt to spell it with): lowering packs and unpacks the i128 itself. Vector
 loads and stores keep their `{…}` operand: they are one memory access (alignment, atomicity of the whole),
 which lowering keeps. Predicate-only instructions (mov/and/or/xor/not .pred) take the integer immediates
 0 and 1 (ptxas reads any nonzero value as true); they are normalised to 0/1.
@@ -14,7 +17,6 @@ import dataclasses
 
 from fatkit.translate.passes.base import Prepared, Rewriter, each_function, fail, instruction
 from fatkit.translate.ptx import ast
-
 
 # `.pred` instructions whose operands are all predicates (vote.pred's membermask, say, is a b32).
 _PREDICATE_ONLY = frozenset({"mov", "and", "or", "xor", "not"})
@@ -45,9 +47,9 @@ def _predicate(op: ast.Operand) -> ast.Operand:
 
 def _vector_mov(function, ins: ast.Instruction, rewriter: Rewriter) -> list[ast.Instruction]:
     types = [m for m in ins.modifiers if m in ast.TYPES]
-    if ins.guard is not None or len(ins.operands) != 2 or len(types) != 1 or ast.TYPE_SIZES.get(types[0]) is None \
+    if len(ins.operands) != 2 or len(types) != 1 or ast.TYPE_SIZES.get(types[0]) is None \
             or any(m.startswith("v") and m[1:].isdigit() for m in ins.modifiers):
-        raise fail(function, ins, "a vector mov must be an unguarded scalar `mov.bN` with one {…} operand")
+        raise fail(function, ins, "a vector mov must be a scalar-typed `mov.bN` with one {…} operand")
     d, a = ins.operands
     packing = type(a) is ast.Vector
     vector = a if packing else d
@@ -59,9 +61,12 @@ def _vector_mov(function, ins: ast.Instruction, rewriter: Rewriter) -> list[ast.
         raise fail(function, ins, f"a {size}-bit mov cannot split into {count} elements")
     element, line = size // count, ins.line
     whole, part = f"b{size}", f"b{element}"
+    if size == 128:
+        return [ins]
 
-    def emit(opcode, modifiers, *operands):
-        out.append(instruction(opcode, modifiers, operands, line))
+    def emit(opcode, modifiers, *operands, guarded=False):
+        out.append(dataclasses.replace(instruction(opcode, modifiers, operands, line),
+                                       guard=ins.guard if guarded else None))
 
     out: list[ast.Instruction] = []
     if packing:
@@ -77,7 +82,7 @@ def _vector_mov(function, ins: ast.Instruction, rewriter: Rewriter) -> list[ast.
                 continue
             emit("shl", (whole,), wide, wide, ast.IntImm(i * element))
             emit("or", (whole,), accumulated, accumulated, wide)
-        emit("mov", (whole,), d, accumulated)
+        emit("mov", (whole,), d, accumulated, guarded=True)
         return out
     source = rewriter.register(whole, line=line)
     emit("mov", (whole,), source, a)
@@ -87,5 +92,5 @@ def _vector_mov(function, ins: ast.Instruction, rewriter: Rewriter) -> list[ast.
         shifted, bits = rewriter.register(whole, line=line), rewriter.register(part, line=line)
         emit("shr", (f"u{size}",), shifted, source, ast.IntImm(i * element))
         emit("cvt", (f"u{element}", f"u{size}"), bits, shifted)
-        emit("mov", (part,), item, bits)
+        emit("mov", (part,), item, bits, guarded=True)
     return out

@@ -6,6 +6,11 @@ nested block that is already taken in the function is renamed (`%r1` → `%r1$0`
 block; `%r<N>` is expanded to `%r0` … `%rN-1`; every identifier an instruction uses must then resolve to a
 declaration in scope, a parameter, a module-level name or a special register, else the function fails with
 the unknown name and its PTX line.
+
+Two predefined and declared forms become plain operands here too: `WARP_SZ` is the constant 32 (the ISA's
+warp size, which PTX code indexes lanes by, whatever the target's wave size), and a vector register
+(`.reg .v4 .u32 %v`) becomes one scalar register per element (`%v_x$0` …): `%v.x` (or `.r`, …) names its
+element and `%v` the `{…}` vector of all of them, which ld/st/mov take as any vector operand.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from fatkit.translate.passes.base import Prepared, Rewriter, each_function, fail
 from fatkit.translate.ptx import ast
 
 _SCOPED = (ast.Variable, ast.Label, ast.CallPrototype, ast.TargetList)
+_ELEMENTS = "xyzw"
+_COLOUR_ELEMENTS = {"r": "x", "g": "y", "b": "z", "a": "w"}
+WARP_SIZE = 32  # PTX's WARP_SZ
 
 
 def run(prepared: Prepared) -> Prepared:
@@ -28,10 +36,22 @@ def _flatten(function: ast.Function, global_names: set[str]) -> ast.Function:
     rewriter = Rewriter(function)
     claimed = {p.name for p in (*function.params, *function.returns)}
     out: list[ast.Statement] = []
+    vectors: dict[str, tuple[str, ...]] = {}
     _block(function, function.body, [{name: name for name in claimed}], rewriter, claimed, global_names, out,
-           nested=False)
+           vectors, nested=False)
     flat = dataclasses.replace(function.body, statements=tuple(out))
     return dataclasses.replace(function, body=flat)
+
+
+def _vector_register(function, statement: ast.Variable, name: str, rewriter: Rewriter,
+                     vectors: dict[str, tuple[str, ...]]) -> list[ast.Variable]:
+    """The scalar registers standing for the elements of vector register `name` (recorded in `vectors`)."""
+    if statement.vector not in (2, 4) or statement.array or statement.type not in ast.TYPE_SIZES:
+        raise fail(function, statement, f".reg .v{statement.vector} .{statement.type} {name}: vector registers "
+                                        "are .v2 or .v4 of a sized type, not arrays")
+    elements = tuple(rewriter.fresh(f"{name}_{c}") for c in _ELEMENTS[:statement.vector])
+    vectors[name] = elements
+    return [dataclasses.replace(statement, name=element, vector=None, count=None) for element in elements]
 
 
 def _declared(statement) -> list[str]:
@@ -41,7 +61,7 @@ def _declared(statement) -> list[str]:
 
 
 def _block(function, block: ast.Block, scopes: list[dict[str, str]], rewriter: Rewriter, claimed: set[str],
-           global_names: set[str], out: list, nested: bool) -> None:
+           global_names: set[str], out: list, vectors: dict[str, tuple[str, ...]], nested: bool) -> None:
     """Declare the block's names first (labels may be used before they appear), then rewrite its statements;
     `claimed` holds the names the flat body already declares."""
     scope: dict[str, str] = {}
@@ -66,10 +86,13 @@ def _block(function, block: ast.Block, scopes: list[dict[str, str]], rewriter: R
     for statement in block.statements:
         kind = type(statement)
         if kind is ast.Block:
-            _block(function, statement, scopes, rewriter, claimed, global_names, out, nested=True)
+            _block(function, statement, scopes, rewriter, claimed, global_names, out, vectors, nested=True)
         elif kind is ast.Variable:
             names = _declared(statement)
-            if statement.count is not None:
+            if statement.vector and statement.state_space == "reg":
+                for n in names:
+                    out.extend(_vector_register(function, statement, scope[n], rewriter, vectors))
+            elif statement.count is not None:
                 out.extend(dataclasses.replace(statement, name=scope[n], count=None) for n in names)
             else:
                 out.append(_renamed(statement, scope[statement.name]))
@@ -83,8 +106,8 @@ def _block(function, block: ast.Block, scopes: list[dict[str, str]], rewriter: R
             if guard is not None and resolve(guard.register, statement) != guard.register:
                 guard = dataclasses.replace(guard, register=resolve(guard.register, statement))
             callee = _callee(statement)
-            operands = tuple(_operand(op, lambda n: resolve(n, statement)) if i != callee
-                             else _callee_name(function, statement, op, scopes, global_names)
+            operands = tuple(_operand(function, statement, op, lambda n, s=statement: resolve(n, s), vectors)
+                             if i != callee else _callee_name(function, statement, op, scopes, global_names)
                              for i, op in enumerate(statement.operands))
             if guard is not statement.guard or any(a is not b for a, b in zip(operands, statement.operands)):
                 statement = dataclasses.replace(statement, guard=guard, operands=operands)
@@ -116,23 +139,44 @@ def _callee_name(function, ins, op, scopes, global_names) -> ast.Operand:
     return op
 
 
-def _operand(op: ast.Operand, resolve) -> ast.Operand:
-    """`op` with every identifier in it resolved (renamed where its declaration was)."""
+def _operand(function, ins, op: ast.Operand, resolve, vectors: dict[str, tuple[str, ...]]) -> ast.Operand:
+    """`op` with every identifier in it resolved (renamed where its declaration was), WARP_SZ as 32 and
+    vector registers as their element registers."""
     kind = type(op)
     if kind is ast.Name:
+        if op.name == "WARP_SZ" and op.component is None:
+            return ast.IntImm(WARP_SIZE)
         name = resolve(op.name)
+        if name in vectors:
+            return _vector_element(function, ins, op, vectors[name])
         return op if name == op.name else ast.Name(name, op.component)
+
+    def each(child: ast.Operand) -> ast.Operand:
+        return _operand(function, ins, child, resolve, vectors)
+
     if kind is ast.Address:
-        base = None if op.base is None else _operand(op.base, resolve)
-        extra = tuple(_operand(e, resolve) for e in op.extra)
+        base = None if op.base is None else each(op.base)
+        if base is not None and type(base) is not ast.Name:
+            raise fail(function, ins, f"a vector register ({op.base.name}) cannot be an address")
+        extra = tuple(each(e) for e in op.extra)
         return op if base is op.base and extra == op.extra else ast.Address(base, op.offset, extra)
     if kind in (ast.Vector, ast.ArgList):
-        items = tuple(_operand(i, resolve) for i in op.items)
+        items = tuple(each(i) for i in op.items)
         return op if all(a is b for a, b in zip(items, op.items)) else kind(items)
     if kind is ast.Pair:
-        return ast.Pair(_operand(op.first, resolve), _operand(op.second, resolve))
-    if kind is ast.Negated:
-        return ast.Negated(_operand(op.operand, resolve))
+        return ast.Pair(each(op.first), each(op.second))
+    if kind in (ast.Negated, ast.Minus):
+        return kind(each(op.operand))
     if kind is ast.SymbolRef:
         return dataclasses.replace(op, name=resolve(op.name))
     return op
+
+
+def _vector_element(function, ins, op: ast.Name, elements: tuple[str, ...]) -> ast.Operand:
+    """`%v.y` → its element register; `%v` → the vector of all elements."""
+    if op.component is None:
+        return ast.Vector(tuple(ast.Name(e) for e in elements))
+    index = _ELEMENTS.find(_COLOUR_ELEMENTS.get(op.component, op.component))
+    if not 0 <= index < len(elements):
+        raise fail(function, ins, f"{op.name}.{op.component}: no such element of a .v{len(elements)} register")
+    return ast.Name(elements[index])

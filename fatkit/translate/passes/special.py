@@ -42,8 +42,8 @@ def _normalise(function: ast.Function) -> ast.Function:
         kind = type(op)
         if kind is ast.Vector:
             return ast.Vector(tuple(replace(item, before, line) for item in op.items))
-        if kind is ast.Negated:
-            return ast.Negated(replace(op.operand, before, line))
+        if kind in (ast.Negated, ast.Minus):
+            return kind(replace(op.operand, before, line))
         if kind is not ast.Name or not op.is_special_register:
             return op
         ptx_type = special_type(op.name)

@@ -10,7 +10,7 @@ what PTX says and nothing derived from it: identifiers are not resolved, registe
       └ body: Block ── statements: Instruction | Label | Variable | Block | Pragma | Loc
                                    | CallPrototype | TargetList
     Instruction ── guard, opcode, modifiers, operands
-      └ operands: Name | Sink | IntImm | FloatImm | Address | Vector | Pair | Negated | ArgList
+      └ operands: Name | Sink | IntImm | FloatImm | Address | Vector | Pair | Negated | Minus | ArgList
                   | SymbolRef | Expr
 """
 
@@ -108,6 +108,13 @@ class Negated:
 
 
 @dataclass(frozen=True, slots=True)
+class Minus:
+    """`-a`: a register source operand negated (vmad's `-a`, `-b`, `-c`); literals keep their sign."""
+
+    operand: Operand
+
+
+@dataclass(frozen=True, slots=True)
 class ArgList:
     """`(a, b)`: the return or argument list of `call`."""
 
@@ -130,7 +137,7 @@ class Expr:
     text: str
 
 
-Operand = Union[Name, Sink, IntImm, FloatImm, Address, Vector, Pair, Negated, ArgList, SymbolRef, Expr]
+Operand = Union[Name, Sink, IntImm, FloatImm, Address, Vector, Pair, Negated, Minus, ArgList, SymbolRef, Expr]
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,9 @@ _PIECE = (
 )
 PIECE = re.compile(r"\s*(" + _PIECE + r")\s*(,|\Z)")
 
-NAME = re.compile(r"(" + IDENT + r")(?:\.([xyzwrgba]))?\Z")
+# `.x`…`.w` (`.r`…`.a`): a vector element; `.b0`–`.b7`/`.h0`–`.h3` and their runs (`.h10`, `.b3210`): the
+# byte/half-word selectors and masks of the video instructions.
+NAME = re.compile(r"(" + IDENT + r")(?:\.([xyzwrgba]|b[0-7]{1,4}|h[0-3]{1,2}))?\Z")
 INTEGER = re.compile(r"(-)?(?:0[xX]([0-9a-fA-F]+)|0[bB]([01]+)|0([0-7]+)|([1-9][0-9]*|0))(U)?\Z")
 HEX_FLOAT = re.compile(r"(-)?0([fF][0-9a-fA-F]{8}|[dD][0-9a-fA-F]{16})\Z")
 DECIMAL_FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z|-?[0-9]+[eE][-+]?[0-9]+\Z")

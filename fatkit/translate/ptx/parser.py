@@ -36,6 +36,7 @@ from fatkit.translate.ptx.ast import (
     IntImm,
     Label,
     Loc,
+    Minus,
     Module,
     Name,
     Negated,
@@ -319,6 +320,8 @@ class _Parser:
             return self._symbol_or_expr(text)
         if first == "[":
             return self._address(text)
+        if first == "-" and lexer.NAME.match(text[1:].lstrip()):
+            return Minus(self._operand(text[1:].lstrip()))  # a negated register (vmad)
         if first.isdigit() or first == "-" or first == ".":
             return self._number(text)
         if first == "{":
