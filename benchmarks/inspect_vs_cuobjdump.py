@@ -8,6 +8,12 @@ only AMD code have no cuobjdump anchor and are reported for fatkit alone.
     python benchmarks/inspect_vs_cuobjdump.py                    # every fetched corpus file, BIG included
     python benchmarks/inspect_vs_cuobjdump.py --files cublasLt --repeat 5
     python benchmarks/inspect_vs_cuobjdump.py --markdown         # a table for BENCHMARKS.md
+    python benchmarks/inspect_vs_cuobjdump.py --max-size 1M --repeat 9 --bytecode --tree /tmp/old-checkout
+                                                                 # small files; another checkout beside this one
+
+`--tree DIR` measures DIR's fatkit as a second column in the same run (before/after a change); `--bytecode`
+compiles each measured tree's modules first (`compileall`), as a pip install does: on a machine that sets
+PYTHONDONTWRITEBYTECODE an editable checkout is otherwise compiled from source on every run.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class Measured:
     rss_kib: int
     returncode: int
     failure: str | None
+    fastest_s: float | None = None  # the quickest run: what a busy machine's median hides
+    cpu_s: float | None = None  # median user + system seconds
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Row:
     cuobjdump: Measured | None
     cuobjdump_label: str  # which cuobjdump was measured, or why none was
     cuobjdump_exits: str  # exit status of every cuobjdump tried, e.g. "13.5: 255 → 12.8: 0"
+    other: Measured | None = None  # the --tree checkout's fatkit
 
 
 # Linux keeps the parent's peak RSS in a child's ru_maxrss across exec (the exec'ing process inherits the
@@ -67,13 +76,17 @@ pid = os.posix_spawn(argv[0], argv, os.environ)
 _, status, usage = os.wait4(pid, 0)
 wall = time.perf_counter() - start
 with open(result, "w") as f:
-    f.write(f"{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+    f.write(f"{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} {usage.ru_utime + usage.ru_stime!r}")
 """
+
+
+CPU_SECONDS: list[float] = []  # of every _spawn, in order: user + system time of the command alone
 
 
 def _spawn(argv: list[str], *, keep_output: bool) -> tuple[float, int, Run]:
     """Run argv once through the launcher. Returns its wall seconds, its own peak RSS (KiB) and what it
-    printed (only with keep_output; otherwise stdout goes to /dev/null, as `> /dev/null`)."""
+    printed (only with keep_output; otherwise stdout goes to /dev/null, as `> /dev/null`); its CPU seconds
+    are appended to CPU_SECONDS (on a busy machine they move far less than the wall time)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile("r", suffix=".result") as result, open(os.devnull, "wb") as devnull:
         stdout = out if keep_output else devnull
@@ -85,7 +98,8 @@ def _spawn(argv: list[str], *, keep_output: bool) -> tuple[float, int, Run]:
         if status != 0:
             err.seek(0)
             raise RuntimeError(f"the launcher failed on {argv}: {err.read().decode(errors='replace')}")
-        wall, rss, returncode = result.read().split()
+        wall, rss, returncode, cpu = result.read().split()
+        CPU_SECONDS.append(float(cpu))
         out.seek(0)
         err.seek(0)
         run = Run(int(returncode), out.read().decode(errors="replace"), err.read().decode(errors="replace"))
@@ -97,8 +111,14 @@ def rss_floor() -> int:
     return _spawn(["/bin/true"], keep_output=False)[1]
 
 
-def _fatkit_argv(path: Path) -> list[str]:
-    return [sys.executable, "-m", "fatkit", "inspect", "--json", str(path)]
+OTHER_TREE: Path | None = None  # --tree: another checkout measured beside this one
+
+
+def _fatkit_argv(path: Path, tree: Path = REPO_ROOT) -> list[str]:
+    """`fatkit inspect --json PATH` run from `tree`'s sources (whichever fatkit is installed)."""
+    start = (f"import sys; sys.path.insert(0, {str(tree)!r}); sys.argv[0] = 'fatkit'; "
+             "from fatkit.cli import main; main()")
+    return [sys.executable, "-c", start, "inspect", "--json", str(path)]
 
 
 def _cuobjdump_argv(tool: Path, path: Path) -> list[str]:
@@ -147,11 +167,23 @@ def _measure_file(path: Path, repeat: int, tools: list[tuple[str, Path]]) -> Row
     cuobjdump_status = 0
     cuobjdump_failure = None
 
+    fatkit_cpu: list[float] = []
+    other_cpu: list[float] = []
+    other_walls: list[float] = []
+    other_rss: list[int] = []
+    other_status = 0
     for attempt in range(repeat):
         wall, rss, fatkit_run = _spawn(_fatkit_argv(path), keep_output=False)
+        fatkit_cpu.append(CPU_SECONDS[-1])
         fatkit_status = fatkit_run.returncode
         fatkit_walls.append(wall)
         fatkit_rss.append(rss)
+        if OTHER_TREE is not None:
+            wall, rss, other_run = _spawn(_fatkit_argv(path, OTHER_TREE), keep_output=False)
+            other_cpu.append(CPU_SECONDS[-1])
+            other_walls.append(wall)
+            other_rss.append(rss)
+            other_status = other_run.returncode
         while candidates and len(cuobjdump_walls) <= attempt:
             release, tool = candidates[0]
             wall, rss, run = _spawn(_cuobjdump_argv(tool, path), keep_output=True)
@@ -166,12 +198,17 @@ def _measure_file(path: Path, repeat: int, tools: list[tuple[str, Path]]) -> Row
             cuobjdump_rss.append(rss)
             cuobjdump_status = run.returncode
 
-    fatkit = Measured(statistics.median(fatkit_walls), max(fatkit_rss), fatkit_status, fatkit_failure)
+    fatkit = Measured(statistics.median(fatkit_walls), max(fatkit_rss), fatkit_status, fatkit_failure,
+                      min(fatkit_walls), statistics.median(fatkit_cpu))
     cuobjdump = (Measured(statistics.median(cuobjdump_walls), max(cuobjdump_rss), cuobjdump_status,
                           cuobjdump_failure) if cuobjdump_walls else None)
     if cuobjdump is not None and cuobjdump.failure is not None:
         label += " (failed)"
-    return Row(path, path.stat().st_size, fatkit, cuobjdump, label, " → ".join(exits) or "—")
+    other = (Measured(statistics.median(other_walls), max(other_rss), other_status,
+                      None if other_status == 0 else f"exit status {other_status}", min(other_walls),
+                      statistics.median(other_cpu))
+             if other_walls else None)
+    return Row(path, path.stat().st_size, fatkit, cuobjdump, label, " → ".join(exits) or "—", other)
 
 
 def _corpus_paths() -> list[Path]:
@@ -207,6 +244,13 @@ def _wall(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:.3f} s"
 
 
+def _fastest(measured: Measured) -> str:
+    """`(fastest 0.120 s, CPU 0.110 s)`: the quickest run and the median CPU time beside a median wall."""
+    parts = [f"{label} {value:.3f} s" for label, value in (("fastest", measured.fastest_s), ("CPU", measured.cpu_s))
+             if value is not None]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _rss(kib: int | None) -> str:
     return "—" if kib is None else f"{kib / 1024:.0f} MiB"
 
@@ -226,9 +270,12 @@ def _table_rows(rows: list[Row]) -> list[list[str]]:
         fatkit_note = "" if row.fatkit.failure is None else f" (fatkit exit {row.fatkit.returncode})"
         cells.append([
             _short_name(row.path) + fatkit_note, _size(row.size),
-            _wall(row.fatkit.wall_s), _wall(c and c.wall_s), _ratio(row.fatkit.wall_s, c and c.wall_s),
+            _wall(row.fatkit.wall_s) + _fastest(row.fatkit), _wall(c and c.wall_s),
+            _ratio(row.fatkit.wall_s, c and c.wall_s),
             _rss(row.fatkit.rss_kib), _rss(c and c.rss_kib), _ratio(row.fatkit.rss_kib, c and c.rss_kib),
             row.cuobjdump_label, row.cuobjdump_exits,
+            *([_wall(row.other.wall_s) + _fastest(row.other), _ratio(row.fatkit.wall_s, row.other.wall_s)]
+              if row.other else []),
         ])
     anchored = [r for r in rows if r.fatkit.failure is None and r.cuobjdump is not None
                 and r.cuobjdump.failure is None]
@@ -241,13 +288,20 @@ def _table_rows(rows: list[Row]) -> list[list[str]]:
             f"total ({len(anchored)} files with cuobjdump; RSS = max)", _size(sum(r.size for r in anchored)),
             _wall(fatkit_wall), _wall(cuobjdump_wall), _ratio(fatkit_wall, cuobjdump_wall),
             _rss(fatkit_rss), _rss(cuobjdump_rss), _ratio(fatkit_rss, cuobjdump_rss), "", "",
+            *([""] * (len(HEADERS) - 10)),
         ])
     cells.append([
         f"total fatkit ({len(rows)} files)", _size(sum(r.size for r in rows)),
         _wall(sum(r.fatkit.wall_s for r in rows)), "", "", _rss(max(r.fatkit.rss_kib for r in rows)),
-        "", "", "", "",
+        "", "", "", "", *([""] * (len(HEADERS) - 10)),
     ])
     return cells
+
+
+def _bytes(text: str) -> int:
+    units = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3}
+    number, unit = text.rstrip("KMGkmg"), text[len(text.rstrip("KMGkmg")):].upper()
+    return int(float(number) * units[unit])
 
 
 def _print_markdown(cells: list[list[str]]) -> None:
@@ -277,21 +331,42 @@ def _print_plain(cells: list[list[str]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path, metavar="FILE",
+                        help="files to measure (default: every fetched corpus file)")
+    parser.add_argument("--cuobjdump", type=Path, metavar="PATH",
+                        help="the cuobjdump to measure against (default: 13.x and 12.8 from the test extras)")
     parser.add_argument("--files", metavar="PATTERN",
                         help="only corpus files whose path contains PATTERN (or matches it as a glob)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per command (median wall)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--max-size", type=_bytes, metavar="SIZE", help="only files up to SIZE (e.g. 1M)")
+    parser.add_argument("--tree", type=Path, metavar="DIR",
+                        help="also measure the fatkit of another checkout (columns '--tree wall', 'this / --tree')")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="compile the measured checkouts' modules first (python -m compileall), as an install does")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    global OTHER_TREE
+    if args.tree is not None:
+        OTHER_TREE = args.tree.resolve()
+        HEADERS.extend(["--tree wall", "this / --tree"])
+    if args.bytecode:
+        for tree in (REPO_ROOT, OTHER_TREE):
+            if tree is not None:
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "fatkit")], check=True,
+                               stdout=subprocess.DEVNULL)
 
-    paths = _corpus_paths()
+    paths = args.paths or _corpus_paths()
     if args.files:
         paths = [p for p in paths if args.files in str(p) or fnmatch.fnmatch(str(p), args.files)]
+    if args.max_size is not None:
+        paths = [p for p in paths if p.stat().st_size <= args.max_size]
     if not paths:
         print("no corpus files (run ../shared/corpus/fetch.py --big)", file=sys.stderr)
         return 1
-    tools = [(_release(tool), tool) for tool in (cuobjdump13(), cuobjdump12()) if tool is not None]
+    candidates = [args.cuobjdump] if args.cuobjdump else [cuobjdump13(), cuobjdump12()]
+    tools = [(_release(tool), tool) for tool in candidates if tool is not None]
     if not tools:
         print("note: no cuobjdump found; fatkit is measured alone", file=sys.stderr)
 
@@ -306,6 +381,13 @@ def main(argv: list[str] | None = None) -> int:
 
     cells = _table_rows(rows)
     (_print_markdown if args.markdown else _print_plain)(cells)
+    interpreter = [_spawn([sys.executable, "-c", "pass"], keep_output=False)[0] for _ in range(args.repeat)]
+    interpreter_cpu = CPU_SECONDS[-args.repeat:]
+    print(f"\nThe interpreter alone (`python -c pass`, the same launcher, {args.repeat} runs): median "
+          f"{_wall(statistics.median(interpreter))}, fastest {_wall(min(interpreter))}, CPU "
+          f"{_wall(statistics.median(interpreter_cpu))}.")
+    if OTHER_TREE is not None and any(r.other and r.other.failure for r in rows):
+        print(f"note: the --tree fatkit failed on some files ({OTHER_TREE})", file=sys.stderr)
     print(f"\nWall: median of {args.repeat} runs; RSS: largest ru_maxrss of those runs. RSS floor of the "
           f"launcher: {_rss(rss_floor())} (a figure at the floor means at most that much).")
     return 0

@@ -26,7 +26,7 @@ from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
 from fatkit.translate.coverage import FORMS, LOWERED  # noqa: E402
-from fatkit.translate.pipeline import Options, lower, parse, passes  # noqa: E402
+from fatkit.translate.pipeline import Options, run  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def main() -> None:
                               link_rdc=True):
         modules += 1
         try:
-            lowered = lower(passes(parse(module.text, options), options), options)
+            lowered = run(module.text, options, until="lower")
         except FatkitError as exc:
             failed_modules += 1
             reasons[f"module: {exc}"[:160]] += 1

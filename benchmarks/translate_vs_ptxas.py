@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
-from fatkit.translate.pipeline import Options, translate  # noqa: E402
+from fatkit.translate.pipeline import Options, run  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 OLDEST_PTXAS_ARCH = 75
@@ -46,11 +46,11 @@ def ptxas_arch(text: str) -> str:
     return f"sm_{number}{suffix}" if number >= OLDEST_PTXAS_ARCH else f"sm_{OLDEST_PTXAS_ARCH}"
 
 
-def best_of(repeat: int, run) -> float:
+def best_of(repeat: int, call) -> float:
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
-        run()
+        call()
         times.append(time.perf_counter() - started)
     return min(times)
 
@@ -82,7 +82,8 @@ def main() -> None:
             source = Path(tmp, "module.ptx")
             source.write_text(module.text)
             arch = ptxas_arch(module.text)
-            compiled = subprocess.run([ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o", str(Path(tmp, "m.cubin"))],
+            compiled = subprocess.run([ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o",
+                                       str(Path(tmp, "m.cubin"))],
                                       capture_output=True, text=True)
             ptxas_s = best_of(args.repeat, lambda: subprocess.run(
                 [ptxas, "-O3", f"--gpu-name={arch}", str(source), "-o", str(Path(tmp, "m.cubin"))],
@@ -91,7 +92,7 @@ def main() -> None:
 
             def run_fatkit() -> None:
                 try:
-                    outcome["kernels"] = translate(module.text, options).kernels
+                    outcome["kernels"] = run(module.text, options).kernels
                 except FatkitError as exc:
                     outcome["error"] = str(exc)
 

@@ -33,7 +33,8 @@ from fatkit.extract.select import ptx_modules  # noqa: E402
 from fatkit.cli.render import reason_without_place  # noqa: E402
 from tests.corpus import CORPUS_DIR  # noqa: E402
 
-DEFAULT = ["jax_cuda12_plugin-0.10.2/jax_cuda12_plugin/_prng.so", "jax_cuda12_plugin-0.10.2/jax_cuda12_plugin/_solver.so",
+DEFAULT = ["jax_cuda12_plugin-0.10.2/jax_cuda12_plugin/_prng.so",
+           "jax_cuda12_plugin-0.10.2/jax_cuda12_plugin/_solver.so",
            "torchaudio-2.11.1/torchaudio/lib/libtorchaudio.so"]
 SEED_PTX_HASH = "0" * 64
 

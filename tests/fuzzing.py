@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import Callable
 
 from fatkit.errors import FatkitError
+from fatkit.extract.kernels import describe
+from fatkit.extract.model import Binary
+from fatkit.extract.report import judge
 from fatkit.extract.scan import Source, scan_buffer, scan_source
 from fatkit.formats import ar, codecs, cubin, fatbin, hsaco, offload_bundle, ptx_header, wrappers
 from fatkit.formats.elf import ElfView
+from fatkit.formats.fatkit_amd import (KernelRecord, Manifest, ModuleRecord, build_payload, code_object_bundle_id,
+                                       read_payload)
 from fatkit.formats.pe import PeView
-from fatkit.repack.section import (KernelRecord, Manifest, ModuleRecord, build_payload, code_object_bundle_id,
-                                   read_payload)
 from fatkit.repack.wheel import read_wheel, record_hash, rewrite_record, write_wheel
 from fatkit.translate.hazards import analyse
 from fatkit.translate.ptx import parse_ptx, print_ptx
@@ -115,7 +118,14 @@ def _ptx(data: bytes) -> None:
 
 def _scan(data: bytes) -> None:
     for binary in scan_source(Source("fuzz", data)):
-        binary.to_json(with_kernels=True, with_hash=True)
+        _described(binary)
+
+
+def _described(binary: Binary) -> dict:
+    """Everything inspect --kernels --hashes --json derives from a binary: every payload read."""
+    describe(binary, kernels=True, hashes=True)
+    binary.verdict = judge(binary, by_kernel=True)
+    return binary.to_json()
 
 
 def _zip(data: bytes) -> None:
@@ -168,7 +178,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "zip": _zip,
     "fatkit_amd": _fatkit_amd,
     "wheel": _wheel,
-    "scan": lambda data: scan_buffer(Source("fuzz", data)).to_json(with_kernels=True, with_hash=True),
+    "scan": lambda data: _described(scan_buffer(Source("fuzz", data))),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import shutil
@@ -14,12 +15,15 @@ import time
 from pathlib import Path
 
 import blake3
+
 import pytest
 
 from fatkit.cache import (Cache, CacheError, compatible_targets, find, lookup, make_key, normalize_target, ptx_hash,
                           ptx_texts)
 from fatkit.cache.store import DB_NAME, TOUCH_AFTER_MS
 from fatkit.errors import UsageError
+from fatkit.translate import toolchain
+from fatkit.translate.pipeline import CHANGES_CODE
 from fatkit.extract.scan import scan_path
 from fatkit.formats.fatbin import KIND_PTX, EntrySpec, build_container
 from tests.helpers import sample
@@ -78,8 +82,39 @@ def test_key_fields_separate_targets_abi_and_options():
 
     base = make_key(ptx(1), "gfx942")
     assert base != make_key(ptx(1), "gfx942:sramecc+")
-    assert base != make_key(ptx(1), "gfx942", Options(target="gfx942", opt_level=3))
-    assert base.options == "O2" and base.abi >= 1
+    assert base != make_key(ptx(1), Options(target="gfx942", opt_level=3))
+    assert base.abi >= 1
+    assert base == make_key(ptx(1), Options(target="gfx942", jobs=8))  # jobs cannot change the code
+    llvm, lld = (f"{name}={version}" for name, version in toolchain.versions())
+    assert base.options == f"opt_level=2;emit=hsaco;{llvm};{lld}"
+
+
+def test_a_new_options_field_is_in_the_key_without_an_edit():
+    from fatkit.translate.pipeline import Options
+
+    # what another change adds to Options: a field with a default is in every key, spelled by name
+    Numerics = dataclasses.make_dataclass("Numerics", [("mma_numerics", str, dataclasses.field(default="sm90"))],
+                                          bases=(Options,), frozen=True)
+    default, other = Numerics(target="gfx942"), Numerics(target="gfx942", mma_numerics="exact")
+    assert "mma_numerics=sm90" in make_key(ptx(1), default).options
+    assert make_key(ptx(1), default) != make_key(ptx(1), other)
+    assert make_key(ptx(1), default) != make_key(ptx(1), Options(target="gfx942"))
+    assert make_key(ptx(1), dataclasses.replace(other, mma_numerics="sm90")) == make_key(ptx(1), default)
+
+    @dataclasses.dataclass(frozen=True)
+    class Workers(Options):  # a field marked as unable to change code stays out of the key
+        threads: int = dataclasses.field(default=4, compare=False, metadata={CHANGES_CODE: False})
+
+    assert make_key(ptx(1), Workers(target="gfx942", threads=9)) == make_key(ptx(1), "gfx942")
+
+
+def test_the_key_changes_with_the_toolchain(monkeypatch):
+    base = make_key(ptx(1), "gfx942")
+    monkeypatch.setattr(toolchain, "llvm_version", lambda: "23.0.0git")
+    newer_llvm = make_key(ptx(1), "gfx942")
+    assert newer_llvm != base and "llvm=23.0.0git" in newer_llvm.options
+    monkeypatch.setattr(toolchain, "lld_version", lambda: "ziglang-0.99.0")
+    assert make_key(ptx(1), "gfx942") not in (base, newer_llvm)
 
 
 def test_ptx_texts_of_fatbin_raw_ptx_and_cubin():
@@ -92,7 +127,7 @@ def test_ptx_texts_of_fatbin_raw_ptx_and_cubin():
     [from_sample] = ptx_texts(sample("nv_kern.fatbin").read_bytes())  # zstd-compressed entry
     [scanned] = [e for c in scan_path(sample("nv_kern.fatbin")).__next__().containers for e in c.entries
                  if e.kind == "ptx"]
-    assert from_sample == scanned.payload and ptx_hash(from_sample) == scanned.hash
+    assert from_sample == scanned.payload and ptx_hash(from_sample) == blake3.blake3(scanned.payload).hexdigest()
     assert b".entry _Z5saxpyfPKfPfi" in from_sample and not from_sample.endswith(b"\0")
 
 
@@ -240,6 +275,8 @@ def test_a_copied_cache_directory_still_works(tmp_path):
 _READ_ONLY_CHILD = """
 import os, sys
 from fatkit.cache import Cache, CacheError, lookup, make_key
+from fatkit.translate import toolchain
+toolchain.versions()  # loads llvmlite and reads ziglang's metadata now: nobody cannot read root's home
 if os.geteuid() == 0:
     os.setgid(65534); os.setuid(65534)  # root ignores permissions: drop to nobody
 directory, text, expected = sys.argv[1:]
@@ -259,8 +296,10 @@ def test_read_only_cache_serves_lookups_and_refuses_writes_clearly():
         os.chmod(directory / DB_NAME, 0o444)
         os.chmod(directory, 0o555)
         os.chmod(base, 0o755)
+        checkout = str(Path(__file__).resolve().parent.parent)  # this checkout's fatkit, not an installed one
         result = subprocess.run([sys.executable, "-c", _READ_ONLY_CHILD, str(directory), ptx(1), blob(1).hex()],
-                                capture_output=True, text=True, timeout=60, cwd="/")
+                                capture_output=True, text=True, timeout=60, cwd="/",
+                                env={**os.environ, "PYTHONPATH": checkout})
         assert result.returncode == 0, result.stderr
         assert "refused:" in result.stdout and "cannot open the cache for writing" in result.stdout
         assert not (directory / f"{DB_NAME}-wal").exists()

@@ -11,6 +11,8 @@ import pytest
 from fatkit.cache import Cache, CacheError, lookup, make_key, ptx_hash
 from fatkit.cache.key import translator_fingerprint
 from fatkit.cache.precompile import arch_rank, plan, precompile, translate_job
+from fatkit.translate.pipeline import Options
+from fatkit.translate.targets.ids import TargetId
 from fatkit.cache.store import DB_NAME
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import PtxModule, ptx_modules
@@ -49,18 +51,18 @@ def test_candidates_are_ordered_newest_first_and_identical_modules_deduped():
     modules = [module(old, "compute_80", "a.so", 0, 0), module(new, "compute_90", "a.so", 0, 1),
                module(new, "compute_90", "b.so", 2, 0), module(old, "compute_80", "b.so", 2, 1),
                module(new, "compute_90", "c.so", 0, 0)]
-    jobs, duplicates = plan(modules, ["gfx942", "gfx1100"])
+    jobs, duplicates = plan(modules, [TargetId.parse("gfx942"), TargetId.parse("gfx1100")])
     assert duplicates == 1 and len(jobs) == 4  # {a.so c0, b.so c2} are one module; c.so's is another
     pair = jobs[0]
     assert [c.arch for c in pair.candidates] == ["compute_90", "compute_80"]
     assert pair.sources == ["a.so c0.e1 (compute_90)", "b.so c2.e0 (compute_90)"]
-    assert {j.target for j in jobs} == {"gfx942", "gfx1100"}
+    assert {str(j.target) for j in jobs} == {"gfx942", "gfx1100"}
 
 
 def test_selection_takes_the_newest_candidate_whose_every_kernel_lowers():
     newest_partial = HEADER.format(sm="100a") + TENSOR + GOOD
     older_complete = HEADER.format(sm=90) + GOOD
-    outcome = translate_job([newest_partial, older_complete], "gfx1100", 2)
+    outcome = translate_job([newest_partial, older_complete], Options(target="gfx1100"))
     assert outcome["index"] == 1 and outcome["error"] is None and outcome["store"]
     assert [k["status"] for k in outcome["kernels"]] == ["ok"]
     assert [k.name for k in parse_code_object(outcome["code_object"]).kernels] == ["good"]
@@ -68,7 +70,7 @@ def test_selection_takes_the_newest_candidate_whose_every_kernel_lowers():
 
 
 def test_selection_without_a_lowerable_kernel_is_a_stored_negative_answer():
-    outcome = translate_job([HEADER.format(sm="100a") + TENSOR, "this is not PTX"], "gfx942", 2)
+    outcome = translate_job([HEADER.format(sm="100a") + TENSOR, "this is not PTX"], Options(target="gfx942"))
     assert outcome["index"] == 0 and outcome["code_object"] is None and outcome["store"]
     assert outcome["kernels"][0]["status"] == "unsupported" and "tcgen05" in outcome["kernels"][0]["reason"]
 
@@ -160,7 +162,7 @@ def test_a_full_disk_stops_precompile_with_a_clear_error_and_a_valid_cache(tmp_p
 
 def test_cli_errors_are_one_line(tmp_path):
     proc = fatkit("precompile", str(sample("nv_kern_sm90.ptx")), "--target", "gfx942:xnack", "--cache",
-                  str(tmp_path), check=1)
+                  str(tmp_path), check=2)  # a usage error, before any file is read
     assert "NAME+ or NAME-" in _one_line(proc.stderr)
     proc = fatkit("cache", "lookup", "--ptx", str(sample("nv_kern_sm90.ptx")), "--target", "gfx942", "--cache",
                   str(tmp_path / "none"), check=1)

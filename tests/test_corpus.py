@@ -100,8 +100,12 @@ def test_entries_match_cuobjdump_listing(path: Path) -> None:
 
 @pytest.mark.parametrize("path", CORPUS)
 def test_payloads_match_cuobjdump_extraction(path: Path, tmp_path: Path) -> None:
+    from fatkit.extract.kernels import describe
+
     tool = _peer(path)
-    containers = _nvidia(_scan(path))
+    binary = _scan(path)
+    describe(binary, kernels=False, hashes=True)
+    containers = _nvidia(binary)
     for kind in ("ptx", "elf"):
         theirs = Counter(blake3.blake3(f.read_bytes()).hexdigest()
                          for f in oracles.cuobjdump_extract(tool, path, tmp_path / kind, kind))

@@ -293,8 +293,11 @@ def synthetic_cubin(*, elf_class: int = 2, extended: bool = False, abi: int = 8)
     """Kernel `k$0` (2 parameters recorded in reverse order, launch bounds, static shared memory) and
     device function `f` (.nv.info.f, no constant bank); symbol 1 = k$0, 2 = f."""
     symtab, strtab = symbol_table([("k$0", 0x10), ("f", 0)], elf_class)
-    kparam = lambda ordinal, offset, size: struct.pack("<IHHI", 0, ordinal, offset, size << 18 | 0x1F000)
-    global_info = (record(EIFMT_SVAL, 0x2F, struct.pack("<II", 1, 42)) + record(EIFMT_SVAL, 0x11, struct.pack("<II", 1, 16))
+    def kparam(ordinal: int, offset: int, size: int) -> bytes:
+        return struct.pack("<IHHI", 0, ordinal, offset, size << 18 | 0x1F000)
+
+    global_info = (record(EIFMT_SVAL, 0x2F, struct.pack("<II", 1, 42))
+                   + record(EIFMT_SVAL, 0x11, struct.pack("<II", 1, 16))
                    + record(EIFMT_SVAL, 0x2F, struct.pack("<II", 2, 7)) + record(EIFMT_NVAL, 0x35, 0))
     kernel_info = (record(EIFMT_SVAL, 0x37, struct.pack("<I", 128)) + record(EIFMT_SVAL, 0x17, kparam(1, 8, 4))
                    + record(EIFMT_SVAL, 0x17, kparam(0, 0, 8)) + record(EIFMT_HVAL, 0x19, 12)

@@ -17,7 +17,8 @@ import lief
 import pytest
 
 from fatkit.errors import FatkitError, FormatError
-from fatkit.extract.scan import Source, scan_buffer, scan_path, scan_paths
+from fatkit.extract.kernels import describe, kernel_names
+from fatkit.extract.scan import Source, scan_buffer, scan_path, scan_paths, scan_source
 from fatkit.formats import wrappers
 from fatkit.formats.pe import IMAGE_FILE_DLL, PeView, is_pe, pe_checksum
 from tests.fuzzing import pe_with_long_names
@@ -119,7 +120,7 @@ def test_a_pointer_the_relocation_table_does_not_list_resolves_to_nothing(data):
 
 
 def test_scan_finds_the_fatbin_by_wrapper_and_section_and_maps_the_import(data):
-    binary = scan_buffer(Source("pe_kern.dll", data))
+    (binary,) = scan_source(Source("pe_kern.dll", data))  # judged, unlike scan_buffer's
     assert binary.format == "pe-dll" and binary.errors == []
     (container,) = binary.containers
     assert (container.section, container.found_by) == (".nv_fatb", ["wrapper", "section"])
@@ -132,9 +133,10 @@ def test_scan_finds_the_fatbin_by_wrapper_and_section_and_maps_the_import(data):
 
 
 def test_entries_match_the_standalone_fatbin(data):
-    ours = scan_buffer(Source("pe_kern.dll", data)).entries
-    standalone = scan_path(FATBIN).__next__().entries
-    assert [e.hash for e in ours] == [e.hash for e in standalone]
+    ours, standalone = scan_buffer(Source("pe_kern.dll", data)), next(scan_path(FATBIN))
+    describe(ours, kernels=False, hashes=True)
+    describe(standalone, kernels=False, hashes=True)
+    assert [e.hash for e in ours.entries] == [e.hash for e in standalone.entries]
 
 
 def test_long_section_names_are_read_from_the_coff_string_table(data, tmp_path):
@@ -219,7 +221,7 @@ def test_extract_lint_and_translate_read_the_dll(tmp_path):
     assert "pe_kern.dll#c0.e2  sm_90  7 kernels" in fatkit("lint", str(SAMPLE))
     fatkit("translate", str(SAMPLE), "--target", "gfx942", "-o", str(tmp_path / "t"))
     (code_object,) = scan_path(tmp_path / "t" / "pe_kern.dll.c0.e2.compute_90.gfx942.hsaco")
-    assert code_object.format == "hsaco" and len(code_object.entries[0].kernels) == 7
+    assert code_object.format == "hsaco" and len(kernel_names(code_object.entries[0])) == 7
 
 
 def test_a_32_bit_image_is_read_with_its_own_layout():
@@ -240,7 +242,10 @@ def test_a_32_bit_image_is_read_with_its_own_layout():
     assert record.target == view.section(".nv_fatb").offset
     binary = scan_buffer(Source(path.name, data))
     assert binary.errors == [] and [c.found_by for c in binary.containers] == [["wrapper", "section"]]
-    assert [e.hash for e in binary.entries] == [e.hash for e in next(scan_path(FATBIN)).entries]
+    standalone = next(scan_path(FATBIN))
+    describe(binary, kernels=False, hashes=True)
+    describe(standalone, kernels=False, hashes=True)
+    assert [e.hash for e in binary.entries] == [e.hash for e in standalone.entries]
 
 
 def test_delay_load_imports_are_listed_after_the_others(data):

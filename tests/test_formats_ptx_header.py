@@ -25,7 +25,7 @@ def without_path_hash(names) -> set[str]:
 
 
 def reference_scan(text: str) -> tuple[list[str], int]:
-    """(entries, .func count) by the FORMATS.md A.4 recipe, a line at a time: strip block comments, cut
+    """(entries, .func count) by the docs/formats.md §4 recipe, a line at a time: strip block comments, cut
     each line at `//`, then match the line-anchored directive patterns."""
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     lines = [line.split("//", 1)[0] for line in text.splitlines()]

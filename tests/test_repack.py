@@ -26,11 +26,12 @@ from elftools.elf.sections import SymbolTableSection
 
 from fatkit.cache.key import ptx_hash
 from fatkit.errors import FatkitError, FormatError
+from fatkit.extract.kernels import describe
 from fatkit.extract.scan import scan_path
 from fatkit.formats import offload_bundle
 from fatkit.repack import output_path, repack_binary
 from fatkit.repack.elf_patch import add_section, atomic_output
-from fatkit.repack.section import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
+from fatkit.formats.fatkit_amd import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
                                    code_object_bundle_id, read_payload)
 from tests import oracles
 from tests.corpus import corpus_file
@@ -169,10 +170,12 @@ def check_bundler(patched: Path, workdir: Path, section: str = SECTION_NAME) -> 
 def check_inspect_mapping(patched: Path) -> None:
     """fatkit's scan finds `.fatkit_amd` by name and maps every code object to a PTX entry of the binary."""
     (binary,) = scan_path(patched)
+    describe(binary, kernels=True, hashes=False)
     assert not binary.errors
     (container,) = [c for c in binary.containers if c.section == SECTION_NAME]
     assert container.found_by[0] == "section" and container.manifest["format"] == "fatkit-amd"
-    ptx = {f"c{c.index}.e{e.index}": ptx_hash(e.payload) for c in binary.containers for e in c.entries if e.kind == "ptx"}
+    ptx = {f"c{c.index}.e{e.index}": ptx_hash(e.payload) for c in binary.containers for e in c.entries
+           if e.kind == "ptx"}
     code_objects = [e for e in container.entries if e.kind == "hsaco"]
     assert code_objects and [e.kind for e in container.entries].count("manifest") == 1
     records = {m["bundle_id"]: m for m in container.manifest["modules"]}
@@ -395,9 +398,11 @@ def _manifest(code_objects: int = 2) -> Manifest:
         ptx = f"{i:064x}"
         bundle_id = code_object_bundle_id(ptx, "gfx942")
         objects[bundle_id] = bytes([i]) * (100 + i)
+        kernels = (KernelRecord("k", "ok"), KernelRecord("bad", "unsupported", "why"))
         modules.append(ModuleRecord(ptx, "gfx942", "translated", bundle_id, "compute_90", (f"c{i}.e1",),
-                                    (f"{i + 100:064x}",), None, (KernelRecord("k", "ok"), KernelRecord("bad", "unsupported", "why"))))
-    modules.append(ModuleRecord("f" * 64, "gfx942", "failed", None, "compute_80", ("c9.e1",), (), "no candidate parses", ()))
+                                    (f"{i + 100:064x}",), None, kernels))
+    modules.append(ModuleRecord("f" * 64, "gfx942", "failed", None, "compute_80", ("c9.e1",), (),
+                                "no candidate parses", ()))
     return Manifest("1.0", "abc", ("gfx942",), tuple(modules), objects)
 
 

@@ -19,11 +19,12 @@ import pytest
 from fatkit.cache import Cache
 from fatkit.cache.key import ptx_hash
 from fatkit.errors import FatkitError
+from fatkit.extract.kernels import describe, kernel_names
 from fatkit.extract.scan import scan_path
+from fatkit.formats.fatkit_amd import Manifest, build_payload, read_payload
 from fatkit.formats.pe import PeView
 from fatkit.repack import PE_SECTION_NAME, repack_binary
 from fatkit.repack.pe_patch import INTEGRITY_WARNING, UNSIGNED_WARNING, add_section
-from fatkit.repack.section import Manifest, build_payload, read_payload
 from fatkit.repack.wheel import repack_wheel
 from tests.corpus import corpus_file
 from tests.test_repack import check_bundler
@@ -130,7 +131,7 @@ def test_fatkit_reads_back_the_section_and_maps_it_to_the_ptx(repacked):
     ptx = next(e for e in nvidia.entries if e.kind == "ptx")
     (code_object,) = [e for e in amd.entries if e.kind == "hsaco"]
     assert code_object.arch == TARGET and code_object.translated_from["ptx_blake3"] == ptx_hash(ptx.payload)
-    assert code_object.translated_from["sources"] == ["c0.e2"] and code_object.kernels
+    assert code_object.translated_from["sources"] == ["c0.e2"] and kernel_names(code_object)
     again = repack_binary(patched, patched.parent / "twice.dll", [TARGET])
     assert again.status == "error" and "already holds a .fatkit section" in again.reason
 
@@ -249,8 +250,10 @@ def test_the_corpus_dlls_take_the_section(name, tmp_path):
     check_patch(source, tmp_path / name, payload)
     check_readobj(tmp_path / name)
     (before,), (after,) = scan_path(source), scan_path(tmp_path / name)
-    assert [c.to_json(with_hash=True) for c in after.containers if c.section != PE_SECTION_NAME] == \
-           [c.to_json(with_hash=True) for c in before.containers]
+    describe(before, kernels=False, hashes=True)
+    describe(after, kernels=False, hashes=True)
+    assert [c.to_json() for c in after.containers if c.section != PE_SECTION_NAME] == \
+           [c.to_json() for c in before.containers]
 
 
 def test_a_32_bit_image_is_repacked(repacked, tmp_path):

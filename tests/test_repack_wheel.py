@@ -19,7 +19,7 @@ import pytest
 
 from fatkit.formats.elf import ElfView
 from fatkit.repack import wheel as wheel_module
-from fatkit.repack.section import SECTION_NAME, read_payload
+from fatkit.formats.fatkit_amd import SECTION_NAME, read_payload
 from fatkit.repack.wheel import read_wheel, repack_wheel, rewrite_record
 from tests.corpus import CORPUS_DIR
 from tests.helpers import sample

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fatkit.extract.kernels import describe, kernel_names
+from fatkit.extract.report import judge
 from fatkit.extract.scan import scan_path, scan_paths
 from fatkit.formats import fatbin
 
@@ -54,7 +56,10 @@ def test_section_headers_removed_still_found_by_magic_scan():
     b = one("nv_noshdr")
     assert b.containers
     assert all(c.found_by == ["magic-scan"] and c.section is None for c in b.containers)
-    assert {e.hash for e in b.entries} == {e.hash for e in one("nv_stripped").entries}
+    stripped = one("nv_stripped")
+    describe(b, kernels=False, hashes=True)
+    describe(stripped, kernels=False, hashes=True)
+    assert {e.hash for e in b.entries} == {e.hash for e in stripped.entries}
 
 
 def test_bin2c_fatbin_in_rodata_has_no_wrapper():
@@ -124,7 +129,7 @@ def test_cubin_only_fatbin_is_not_translatable(tmp_path):
     b = list(scan_path(path))[0]
     assert b.verdict.amd == "no"
     assert "sm_90" in b.verdict.reason
-    assert b.kernel_verdict.amd == "no"
+    assert judge(b, by_kernel=True).amd == "no"
 
 
 def test_partial_when_a_module_lacks_ptx(tmp_path):
@@ -139,14 +144,26 @@ def test_partial_when_a_module_lacks_ptx(tmp_path):
     assert [c.found_by for c in b.containers] == [["file"], ["magic-scan"]]
     assert b.verdict.amd == "partial"
     assert "1 of 2 modules" in b.verdict.reason and "sm_80" in b.verdict.reason
-    assert b.kernel_verdict.amd == "yes"  # the same kernels are in the PTX
+    assert judge(b, by_kernel=True).amd == "yes"  # the same kernels are in the PTX
+
+
+def test_partial_names_what_modules_without_ptx_hold(tmp_path):
+    """A module holding only NVVM IR (as warp.so's do) is named as such, never as "only cubins ()"."""
+    ptx = (SAMPLES / "nv_kern_sm90.ptx").read_bytes()
+    path = tmp_path / "nvvm_module.bin"
+    path.write_bytes(
+        fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_NVVM, sm=90, payload=b"\x42\x43\xc0\xde" * 8)])
+        + fatbin.build_container([fatbin.EntrySpec(kind=fatbin.KIND_PTX, sm=90, payload=ptx)]))
+    b = list(scan_path(path))[0]
+    assert b.verdict.amd == "partial"
+    assert "1 of 2 modules have no PTX, only NVVM/LTO IR (" in b.verdict.reason and "()" not in b.verdict.reason
 
 
 def test_module_without_kernels_does_not_block(tmp_path):
     """nvcc's device-link stub: a cubin-only module with no kernels needs no PTX."""
     stub = one("nv_mode_default").containers[0]
     assert stub.wrapper["version"] == 2 and not any(e.kind == "ptx" for e in stub.entries)
-    assert all(e.kernel_names == () for e in stub.entries)
+    assert all(kernel_names(e) == () for e in stub.entries)
 
 
 def test_partial_when_some_kernels_lack_ptx(tmp_path):
@@ -160,7 +177,7 @@ def test_partial_when_some_kernels_lack_ptx(tmp_path):
     ]))
     b = list(scan_path(path))[0]
     assert b.verdict.amd == "yes"  # one module, and it has PTX
-    verdict = b.kernel_verdict
+    verdict = judge(b, by_kernel=True)
     assert verdict.amd == "partial"
     assert verdict.ptx_archs == ("compute_90",)
     assert "only_this_one" not in verdict.kernels_without_ptx and verdict.kernels_without_ptx
@@ -190,6 +207,7 @@ def test_directory_walk_skips_files_that_cannot_hold_code(tmp_path):
 
 def test_identical_payloads_share_a_hash():
     b = one("nv_mode_none")
+    describe(b, kernels=False, hashes=True)
     by_hash = {}
     for e in b.entries:
         by_hash.setdefault(e.hash, []).append(e)
@@ -203,7 +221,9 @@ def test_truncated_binary_reports_errors_never_raises(tmp_path, cut):
     path = tmp_path / "truncated"
     path.write_bytes(data[:int(len(data) * cut)])
     b = list(scan_path(path))[0]
-    b.to_json(with_kernels=True, with_hash=True)  # forces every payload; must not raise
+    describe(b, kernels=True, hashes=True)  # reads every payload; must not raise
+    judge(b, by_kernel=True)
+    b.to_json()
     for err in b.errors:
         assert err.path == str(path)
 

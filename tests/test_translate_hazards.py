@@ -366,8 +366,8 @@ def test_static_shared_sums_what_the_kernel_uses_with_alignment():
 @pytest.mark.parametrize("kib, targets", [
     (48, None),
     (64, None),  # exactly the LDS fits
-    (80, ("wave32", "gfx908", "gfx90a", "gfx942")),
-    (160, ("wave32", "gfx908", "gfx90a", "gfx942")),
+    (80, ("wave32", "gfx906", "gfx908", "gfx90a", "gfx942")),
+    (160, ("wave32", "gfx906", "gfx908", "gfx90a", "gfx942")),
     (161, ("wave32", "wave64")),
 ])
 def test_static_shared_against_each_targets_lds(kib, targets):
@@ -390,7 +390,8 @@ def test_dynamic_shared_is_unknown_at_compile_time():
     assert kernel.static_shared_bytes == 1024 and kernel.dynamic_shared == ("dyn",)
     assert found(kernel) == [("dynamic-shared-memory", INFO, line_of(text, "dyn[]"), BOTH)]
     message = kernel.hazards[0].message
-    assert "dyn" in message and "63 KiB on gfx908/gfx90a/gfx942/RDNA" in message and "159 KiB on gfx950" in message
+    assert "dyn" in message and "63 KiB on gfx906/gfx908/gfx90a/gfx942/RDNA" in message
+    assert "159 KiB on gfx950" in message
 
 
 # --------------------------------------------------------------------------------------------------
@@ -403,6 +404,7 @@ def test_dynamic_shared_is_unknown_at_compile_time():
     ("gfx90a:xnack+", "gfx90a", "wave64", 64),
     ("gfx950", "gfx950", "wave64", 160),
     ("gfx908", "gfx908", "wave64", 64),
+    ("gfx906", "gfx906", "wave64", 64),
     ("gfx1030", "gfx10", "wave32", 64),
     ("gfx1100", "gfx11", "wave32", 64),
     ("gfx1151", "gfx11", "wave32", 64),
@@ -418,7 +420,7 @@ def test_unknown_targets_and_wave_classes():
     for bad in ("gfx900", "sm_90", "gfx13", ""):
         with pytest.raises(UsageError):
             target_family(bad)
-    assert target_names("wave64") == {"wave64", "gfx908", "gfx90a", "gfx942", "gfx950"}
+    assert target_names("wave64") == {"wave64", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950"}
     assert target_names("wave32") == {"wave32", "gfx10", "gfx11", "gfx12"}
 
 

@@ -266,4 +266,5 @@ def test_a_reference_no_unit_defines_is_reported_with_its_symbol_and_unit():
     (linked,) = _rdc_linked("lib.so", "lib.so", units, problems.append)
     assert linked.linked == (1, 2) and linked.stem == "lib.so.rdc.compute_80"
     assert problems == [f"lib.so: {name}, declared .extern in the -rdc unit c1.e0 (compute_80), is defined by no "
-                        "unit of the binary: the kernels reaching it are not translated" for name in ("absent", "missing")]
+                        "unit of the binary: the kernels reaching it are not translated"
+                        for name in ("absent", "missing")]

@@ -578,7 +578,8 @@ def test_an_unsized_shared_array_without_extern_is_dynamic_lds_on_amdgpu():
     lowered = pipeline.lower(pipeline.passes(pipeline.parse(DYNAMIC_WITHOUT_EXTERN, options), options), options)
     assert [r.status for r in lowered.reports] == ["ok"]
     # every dynamic array starts at one address, at the largest alignment among them
-    assert re.search(r'@"also_dynamic" = external addrspace\(3\) global \[0 x i8\], align 16', lowered.kernels[0].llvm_ir)
+    assert re.search(r'@"also_dynamic" = external addrspace\(3\) global \[0 x i8\], align 16',
+                     lowered.kernels[0].llvm_ir)
     (kernel,) = translate(DYNAMIC_WITHOUT_EXTERN, options).validated.kernels
     assert kernel.group_segment_size == 32  # the static `quad`; the launch adds the dynamic bytes
 

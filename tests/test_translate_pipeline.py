@@ -13,7 +13,7 @@ import pytest
 from fatkit.errors import FatkitError
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.lower import Unsupported, kernel_signature, lower_kernel, register_types
-from fatkit.translate.pipeline import STAGES, Options, translate
+from fatkit.translate.pipeline import STAGES, Options, finish, run, translate
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.targets import target_named
 from tests.ptxrun import HEADER, M32, M64, bits, f32, from_bits, run_table, signed
@@ -771,3 +771,30 @@ def test_parameters_with_names_past_llvm_s_limit_stay_distinct():
     program.launch(name, [ctypes.addressof(out), 50, 8])
     assert out.value == 42
     assert [k.status for k in translate(text, Options(target="gfx942")).kernels] == ["ok"]
+
+
+@pytest.mark.parametrize("target, kind, expected", [
+    ("host", "llvm", b"define void @_Z5saxpyfPKfPfi"),
+    ("host", "asm", b"_Z5saxpyfPKfPfi:"),
+    ("sm_90", "asm", b".entry _Z5saxpyfPKfPfi"),
+    ("sm_90", "llvm", b"nvptx64-nvidia-cuda"),
+    ("gfx1100", "asm", b"s_endpgm"),
+    ("gfx1100", "llvm", b"amdgcn-amd-amdhsa"),
+])
+def test_every_target_emits_through_run(target, kind, expected):
+    """`emit` is the Target interface's: the same run() gives each target's IR and assembly."""
+    result = run(SAMPLE.read_text(), Options(target=target, emit=kind))
+    assert expected in result.product and result.validated is None
+    assert [k.status for k in result.kernels] == ["ok"] * 7
+
+
+def test_run_stops_where_asked_and_reports_each_stage():
+    seen: list[str] = []
+    lowered = run(SAMPLE.read_text(), Options(target="gfx942"), until="lower",
+                  on_stage=lambda name, value, seconds: seen.append(name))
+    assert seen == ["parse", "passes", "lower"] and lowered.kernels[0].signature.name == "_Z5saxpyfPKfPfi"
+    assert finish(lowered, Options(target="gfx942")).validated.target_id == "gfx942"
+    one_pass = run(SAMPLE.read_text(), Options(), until="scopes", on_stage=lambda *stage: seen.append(stage[0]))
+    assert seen[-2:] == ["parse", "passes"] and one_pass.module.kernels
+    with pytest.raises(FatkitError, match="no stage or pass"):
+        run(SAMPLE.read_text(), Options(), until="optimise")

@@ -24,7 +24,7 @@ CORPUS_PTXAS_MAX_BYTES = 300_000  # ptxas takes seconds per 100 KB of PTX; large
 
 
 def fatbin_form(text: str) -> str:
-    """The text as a fatbin stores it (FORMATS.md A.4): comments removed, lines de-indented, 8 leading
+    """The text as a fatbin stores it (docs/formats.md §4): comments removed, lines de-indented, 8 leading
     newlines, a trailing NUL."""
     without_comments = re.sub(r"//[^\n]*", "", text)
     return "\n" * 8 + "\n".join(line.lstrip() for line in without_comments.split("\n")) + "\0"

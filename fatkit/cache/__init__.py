@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, linked_ptx_hash, linked_ptx_texts,
-                              make_key, normalize_target, options_key, ptx_hash, ptx_texts)
+from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, key_of, linked_ptx_hash, linked_ptx_texts,
+                              make_key, normalize_target, ptx_hash, ptx_texts)
 from fatkit.cache.store import DB_NAME, Cache, CacheEntry, CacheError
 from fatkit.translate.pipeline import Options
+from fatkit.translate.targets.ids import TargetId
 
 
 def default_cache_dir() -> Path:
@@ -30,11 +32,11 @@ def find(cache: Cache, image: bytes, target: str, options: Options | None = None
     Each PTX text of the image is tried newest arch first, and for each the target ids a code object may carry
     to load on the device, most specific first; the first intact entry holding a code object wins.
     """
-    targets = compatible_targets(target)
-    options = options or Options(target=targets[-1])
+    device = TargetId.parse_amd(target)
+    options = options or Options(target=device.bare)
     for text in ptx_texts(image):
-        for candidate in targets:
-            entry = cache.get(make_key(text, candidate, options))
+        for candidate in device.compatible():
+            entry = cache.get(make_key(text, replace(options, target=candidate)))
             if entry is not None and entry.code_object is not None:
                 return entry
     return None
@@ -45,12 +47,12 @@ def find_linked(cache: Cache, images: list[bytes], target: str, options: Options
     (a version-2 wrapper's prelinked list, or what `cuLinkAddData` was given). Each compute capability all
     of them carry PTX for is tried newest first, under `linked_ptx_hash`; None where precompile linked
     nothing (units that define nothing for each other): then each unit's own entry (`find`) serves."""
-    targets = compatible_targets(target)
-    options = options or Options(target=targets[-1])
+    device = TargetId.parse_amd(target)
+    options = options or Options(target=device.bare)
     for texts in linked_ptx_texts(images):
         digest = linked_ptx_hash(texts)
-        for candidate in targets:
-            entry = cache.get(CacheKey(digest, normalize_target(candidate), TRANSLATOR_ABI, options_key(options)))
+        for candidate in device.compatible():
+            entry = cache.get(key_of(digest, replace(options, target=candidate)))
             if entry is not None and entry.code_object is not None:
                 return entry
     return None

@@ -1,33 +1,30 @@
 """What a cache entry is keyed by, and how a shim computes the same key from the bytes it is given.
 
-A key is (BLAKE3 hex of the PTX text, target id, translator ABI version, options). The PTX text is the
+A key is (BLAKE3 hex of the PTX text, target id, translator ABI version, options and toolchain). The PTX text is the
 bytes as stored in the fatbin entry, decompressed, trailing NULs stripped (the hash ZLUDA's cache uses);
 `cuModuleLoadData` given raw PTX sees a NUL-terminated string, whose bytes before the NUL are the same text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
 import blake3
 
-from fatkit.errors import FatkitError, FormatError, UsageError
+from fatkit.errors import FatkitError, UsageError
 from fatkit.formats.fatbin import FATBIN_MAGIC, KIND_PTX, entry_payload, find_containers, parse_container
-from fatkit.formats.hsaco import split_target_id
-from fatkit.translate.pipeline import Options
+from fatkit.translate import toolchain
+from fatkit.translate.pipeline import CHANGES_CODE, Options
+from fatkit.translate.targets.ids import TargetId
 
 # Bump when what the translator produces for the same PTX changes in a way a shim can observe: kernel
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
 TRANSLATOR_ABI = 2  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families
 
-# Features a target id may set, as LLVM names them; they are written in this (alphabetical) order.
-TARGET_FEATURES = ("sramecc", "xnack")
-_PROCESSOR = re.compile(r"gfx[0-9a-f]+")
 _FATBIN_MAGIC = FATBIN_MAGIC.to_bytes(4, "little")
 
 
@@ -36,7 +33,7 @@ class CacheKey:
     ptx_blake3: str  # 64 hex digits
     target: str  # normalised target id: "gfx942", "gfx942:sramecc+:xnack-"
     abi: int
-    options: str  # canonical spelling of the code-changing options, "O2"
+    options: str  # `options_key`: the code-changing options and the toolchain, canonically spelled
 
     def __str__(self) -> str:
         return f"{self.ptx_blake3[:16]}…/{self.target}/abi{self.abi}/{self.options}"
@@ -49,41 +46,14 @@ def ptx_hash(ptx: bytes | str) -> str:
 
 
 def normalize_target(text: str) -> str:
-    """The canonical target id: processor, then the features set on or off in alphabetical order.
-
-    `gfx942` (no features: code that runs with either setting) and `gfx942:sramecc+:xnack-` are different
-    ids; the `amdgcn-amd-amdhsa--` prefix is dropped; unknown, repeated or contradicting features are errors.
-    """
-    try:
-        processor, settings = split_target_id(text.strip())
-    except FormatError as exc:
-        raise UsageError(str(exc)) from None
-    if not _PROCESSOR.fullmatch(processor):
-        raise UsageError(f"target {text!r}: {processor!r} is not an AMD processor like gfx942 or gfx1100")
-    features = text.split(":")[1:]
-    if len(features) != len(settings):
-        raise UsageError(f"target {text!r} sets a feature twice")
-    unknown = sorted(set(settings) - set(TARGET_FEATURES))
-    if unknown:
-        raise UsageError(f"target {text!r}: unknown feature(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(TARGET_FEATURES)})")
-    return processor + "".join(f":{name}{settings[name]}" for name in TARGET_FEATURES if name in settings)
+    """The canonical spelling of an AMD target id (`TargetId.parse_amd`): `gfx942:xnack-:sramecc+` →
+    `gfx942:sramecc+:xnack-`; UsageError for anything that is not one."""
+    return str(TargetId.parse_amd(text))
 
 
 def compatible_targets(device: str) -> list[str]:
-    """Target ids whose code objects load on `device`, most specific first.
-
-    A feature a code object leaves unset works with either setting, so a device reporting
-    `gfx942:sramecc+:xnack-` can use entries for that id, for `gfx942:sramecc+`, `gfx942:xnack-` and `gfx942`.
-    A bare `gfx942` (settings unknown) matches only entries for `gfx942`.
-    """
-    target = normalize_target(device)
-    processor, *features = target.split(":")
-    ids = []
-    for mask in range((1 << len(features)) - 1, -1, -1):  # all features kept first, none last
-        kept = [f for i, f in enumerate(features) if mask & (1 << i)]
-        ids.append(":".join([processor, *kept]))
-    return sorted(ids, key=lambda t: -t.count(":"))
+    """Target ids whose code objects load on `device`, most specific first (`TargetId.compatible`)."""
+    return [str(t) for t in TargetId.parse_amd(device).compatible()]
 
 
 @lru_cache(maxsize=None)
@@ -102,8 +72,15 @@ def translator_fingerprint() -> str:
 
 
 def options_key(options: Options) -> str:
-    """The options that change code, spelled canonically (the target is a key field of its own)."""
-    return f"O{options.opt_level}"
+    """The options column of a key: every field of `options` that can change the code, by name, in field
+    order (a new field is in the key without an edit here), then the toolchain versions that make the code
+    object. The target is a column of its own; fields marked `CHANGES_CODE: False` (jobs) are left out.
+
+    `opt_level=2;emit=hsaco;llvm=20.1.8;lld=ziglang-0.15.1`"""
+    spelled = [f"{f.name}={_spelling(getattr(options, f.name))}" for f in fields(options)
+               if f.metadata.get(CHANGES_CODE, True) and f.name != "target"]
+    spelled += [f"{name}={version}" for name, version in toolchain.versions()]
+    return ";".join(spelled)
 
 
 _LINKED_DOMAIN = b"fatkit -rdc link\0"
@@ -119,9 +96,25 @@ def linked_ptx_hash(texts: Iterable[bytes | str]) -> str:
     return blake3.blake3(_LINKED_DOMAIN + b"".join(d.encode() + b"\n" for d in digests)).hexdigest()
 
 
-def make_key(ptx: bytes | str, target: str, options: Options | None = None) -> CacheKey:
-    options = options or Options(target=target.split(":")[0])
-    return CacheKey(ptx_hash(ptx), normalize_target(target), TRANSLATOR_ABI, options_key(options))
+def _spelling(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, str, TargetId)):
+        return str(value)
+    raise TypeError(f"an Options field of type {type(value).__name__} has no canonical spelling for the cache key")
+
+
+def make_key(ptx: bytes | str, options: Options | TargetId | str) -> CacheKey:
+    """The key of `ptx` translated with `options` (a target alone means the default options for it)."""
+    if not isinstance(options, Options):
+        options = Options(target=options if isinstance(options, TargetId) else TargetId.parse_amd(options))
+    return key_of(ptx_hash(ptx), options)
+
+
+def key_of(ptx_blake3: str, options: Options) -> CacheKey:
+    if options.target.vendor != "amd":
+        raise UsageError(f"the cache holds AMD code objects, not code for {options.target}")
+    return CacheKey(ptx_blake3, str(options.target), TRANSLATOR_ABI, options_key(options))
 
 
 def ptx_texts(image: bytes) -> list[bytes]:

@@ -13,18 +13,18 @@ from __future__ import annotations
 import re
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Iterator
 
 import fatkit
-from fatkit.cache.key import (TRANSLATOR_ABI, CacheKey, compatible_targets, linked_ptx_hash, normalize_target,
-                              options_key, ptx_hash, translator_fingerprint)
+from fatkit.cache.key import CacheKey, key_of, linked_ptx_hash, ptx_hash, translator_fingerprint
 from fatkit.cache.store import Cache, CacheEntry
 from fatkit.errors import FatkitError
 from fatkit.extract.select import PtxModule
-from fatkit.translate.pipeline import STAGES, Lowered, Options
+from fatkit.translate import pipeline
+from fatkit.translate.pipeline import Lowered, Options
+from fatkit.translate.targets.ids import TargetId
 
-_STAGE = dict(STAGES)
 NO_KERNELS = "the module has no kernels"
 _ARCH = re.compile(r"compute_(\d+)([af]?)$")
 _VARIANT_ORDER = {"": 0, "f": 1, "a": 2}
@@ -48,12 +48,8 @@ class Job:
     """One module (its candidates, newest first) for one target; `sources` lists every place it was seen."""
 
     candidates: tuple[Candidate, ...]
-    target: str  # normalised target id as requested
+    target: TargetId  # as requested; translated for its bare processor
     sources: list[str] = field(default_factory=list)
-
-    @property
-    def processor(self) -> str:
-        return self.target.split(":")[0]
 
 
 def arch_rank(arch: str | None) -> tuple[int, int]:
@@ -62,7 +58,7 @@ def arch_rank(arch: str | None) -> tuple[int, int]:
     return (-int(match.group(1)), _VARIANT_ORDER[match.group(2)]) if match else (0, 0)
 
 
-def plan(modules: Iterable[PtxModule], targets: list[str], *, per_entry: bool = False) -> tuple[list[Job], int]:
+def plan(modules: Iterable[PtxModule], targets: list[TargetId], *, per_entry: bool = False) -> tuple[list[Job], int]:
     """Group PTX entries into modules (one per container, or with `per_entry` one per PTX entry), dedupe
     identical modules; one job per target.
 
@@ -78,7 +74,7 @@ def plan(modules: Iterable[PtxModule], targets: list[str], *, per_entry: bool = 
         candidates = tuple(Candidate(linked_ptx_hash(m.members) if m.members else ptx_hash(m.text), m.text, m.arch,
                                      _where(m), tuple(ptx_hash(unit) for unit in m.members)) for m in members)
         unique.setdefault(tuple(c.ptx_blake3 for c in candidates), (candidates, []))[1].append(candidates[0].where)
-    jobs = [Job(candidates, normalize_target(t), sources) for t in targets for candidates, sources in unique.values()]
+    jobs = [Job(candidates, t, sources) for t in targets for candidates, sources in unique.values()]
     return jobs, len(containers) - len(unique)
 
 
@@ -95,8 +91,8 @@ def cached_entry(cache: Cache, job: Job, options: Options) -> CacheEntry | None:
     the request. The translator is deterministic, so a stored candidate is the one selection picked; entries
     of another build are stale (translated again and replaced)."""
     for candidate in job.candidates:
-        for target in compatible_targets(job.target):
-            entry = cache.get(CacheKey(candidate.ptx_blake3, target, TRANSLATOR_ABI, options_key(options)))
+        for target in job.target.compatible():
+            entry = cache.get(key_of(candidate.ptx_blake3, replace(options, target=target)))
             if entry is not None and entry.manifest.get("translator") == translator_fingerprint():
                 return entry
     return None
@@ -105,20 +101,20 @@ def cached_entry(cache: Cache, job: Job, options: Options) -> CacheEntry | None:
 # --- the work done in a pool process -------------------------------------------------------------------
 
 
-def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs: int = 1) -> dict[str, Any]:
-    """Select a candidate by lowering, translate it; a plain dict travels back from the pool process.
+def translate_job(texts: list[str], options: Options) -> dict[str, Any]:
+    """Select a candidate by lowering, translate it for `options`; a plain dict travels back from the pool
+    process.
 
     Keys: `index` (candidate chosen), `kernels`, `code_object` (bytes | None), `target_id` (of the code
     object), `seconds` (parse to validate of the chosen one), `error` (codegen/validate or internal failure),
     `store` (whether the outcome is the translator's settled answer, worth caching when there is no object).
     """
-    options = Options(target=processor, opt_level=opt_level, jobs=kernel_jobs)
     best: tuple[int, Lowered, float] | None = None
     failures: list[str] = []
     for index, text in enumerate(texts):
         start = time.perf_counter()
         try:
-            lowered = _STAGE["lower"](_STAGE["passes"](_STAGE["parse"](text, options), options), options)
+            lowered = pipeline.run(text, options, until="lower")
         except FatkitError as exc:
             failures.append(str(exc))
             continue
@@ -133,13 +129,13 @@ def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs:
     if best is None:  # no candidate parses
         return _outcome(0, [], error="; ".join(failures), store=True)
     index, lowered, elapsed = best
-    kernels = [{"name": r.name, "status": r.status, "reason": r.reason, "line": r.line} for r in lowered.reports]
+    kernels = [r.to_json() for r in lowered.reports]
     if not lowered.kernels:
         return _outcome(index, kernels, error=None if lowered.reports else NO_KERNELS, store=True,
                         seconds=elapsed)
     start = time.perf_counter()
     try:
-        translation = _STAGE["validate"](_STAGE["codegen"](lowered, options), options)
+        translation = pipeline.finish(lowered, options)
     except FatkitError as exc:
         return _outcome(index, kernels, error=str(exc))
     except Exception as exc:
@@ -169,7 +165,8 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        by = {s: [m for m in self.modules if m["status"] == s] for s in ("translated", "cached", "failed", "no-kernels")}
+        by = {s: [m for m in self.modules if m["status"] == s]
+              for s in ("translated", "cached", "failed", "no-kernels")}
         kernels = [k for m in self.modules for k in m["kernels"]]
         served = by["translated"] + by["cached"]
         return {
@@ -191,45 +188,66 @@ class Report:
                 **self.summary(), "problems": self.problems, "modules": self.modules}
 
 
-def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *, jobs: int = 1,
-               opt_level: int = 2, on_planned: Callable[[int], None] | None = None,
+def precompile(modules: Iterable[PtxModule], targets: list[TargetId] | list[str], cache: Cache, *, jobs: int = 1,
+               options: Options = Options(), on_planned: Callable[[int], None] | None = None,
                on_done: Callable[[dict[str, Any]], None] | None = None, per_entry: bool = False) -> Report:
-    """Fill `cache` for every target; returns the report. `on_planned(n)` gets the number of modules to
-    translate, `on_done(record)` each finished one (for a progress bar). With `per_entry` every PTX entry of a
-    container is translated on its own (ZLUDA's rows: it picks among them with its own parser)."""
+    """Fill `cache` for every target with `options` (its target is replaced by each of `targets`); returns the
+    report. `on_planned(n)` gets the number of modules to translate, `on_done(record)` each finished one (for
+    a progress bar). With `per_entry` every PTX entry of a container is translated on its own (ZLUDA's rows:
+    it picks among them with its own parser)."""
     started = time.perf_counter()
-    normalized = [normalize_target(t) for t in targets]
-    report = Report(normalized, str(cache.directory))
-    work, report.duplicates = plan(modules, normalized, per_entry=per_entry)
+    started = time.perf_counter()
+    parsed = list(dict.fromkeys(t if isinstance(t, TargetId) else TargetId.parse_amd(t) for t in targets))
+    report = Report([str(t) for t in parsed], str(cache.directory))
+    work, report.duplicates = plan(modules, parsed, per_entry=per_entry)
+    # Targets that differ only in features (gfx942, gfx942:xnack-) translate to the same code object: the
+    # first is translated, the others are looked up once it is stored.
     pending: list[Job] = []
+    same_code: list[Job] = []
+    planned: set[tuple[tuple[str, ...], TargetId]] = set()
     for job in work:
-        options = Options(target=job.processor, opt_level=opt_level)
-        entry = cached_entry(cache, job, options)
-        if entry is None:
-            pending.append(job)
-        else:
-            report.modules.append(_record(job, entry.manifest, _status(entry.code_object, entry.manifest, "cached"),
-                                          cached=True, ptx=entry.key.ptx_blake3, stored=entry.key.target,
-                                          options=entry.key.options))
+        if _from_cache(cache, job, options, report):
+            continue
+        translation = (tuple(c.ptx_blake3 for c in job.candidates), job.target.bare)
+        (same_code if translation in planned else pending).append(job)
+        planned.add(translation)
     if on_planned:
         on_planned(len(pending))
-    for job, outcome in _run(pending, jobs, opt_level):
-        record = _store(cache, job, outcome, opt_level)
+    for job, outcome in _run(pending, jobs, options):
+        record = _store(cache, job, outcome, options)
         report.modules.append(record)
         if on_done:
             on_done(record)
+    for job, outcome in _run([j for j in same_code if not _from_cache(cache, j, options, report)], jobs, options):
+        report.modules.append(_store(cache, job, outcome, options))  # the first one's outcome was not stored
     report.problems = [f"{p.key}: {p.reason}" for p in cache.problems]
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _run(jobs: list[Job], workers: int, opt_level: int):
+def _from_cache(cache: Cache, job: Job, options: Options, report: Report) -> bool:
+    """Record the job as served from the cache when the cache has its entry."""
+    entry = cached_entry(cache, job, _for(job, options))
+    if entry is None:
+        return False
+    report.modules.append(_record(job, entry.manifest, _status(entry.code_object, entry.manifest, "cached"),
+                                  cached=True, ptx=entry.key.ptx_blake3, stored=entry.key.target,
+                                  options=entry.key.options))
+    return True
+
+
+def _for(job: Job, options: Options, kernel_jobs: int = 1) -> Options:
+    """The options a job is translated with: its bare processor (code objects leave xnack/sramecc unset)."""
+    return replace(options, target=job.target.bare, jobs=kernel_jobs)
+
+
+def _run(jobs: list[Job], workers: int, options: Options) -> Iterator[tuple[Job, dict[str, Any]]]:
     """(job, outcome) pairs as they finish: in this process for one worker or one job, else in a process pool.
-    Workers beyond the number of jobs go to the kernels of each module (translate_job's kernel_jobs)."""
+    Workers beyond the number of jobs go to the kernels of each module (Options.jobs)."""
     kernel_jobs = max(1, workers // max(1, len(jobs)))
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            yield job, translate_job([c.text for c in job.candidates], job.processor, opt_level, kernel_jobs)
+            yield job, translate_job([c.text for c in job.candidates], _for(job, options, kernel_jobs))
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
         running: dict[Future, Job] = {}
@@ -238,8 +256,8 @@ def _run(jobs: list[Job], workers: int, opt_level: int):
             while queue or running:
                 while queue and len(running) < 2 * workers:  # bounded: texts are pickled on submission
                     job = queue.pop(0)
-                    running[pool.submit(translate_job, [c.text for c in job.candidates], job.processor,
-                                        opt_level, kernel_jobs)] = job
+                    running[pool.submit(translate_job, [c.text for c in job.candidates],
+                                        _for(job, options, kernel_jobs))] = job
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     yield running.pop(future), future.result()
@@ -248,7 +266,7 @@ def _run(jobs: list[Job], workers: int, opt_level: int):
                 future.cancel()
 
 
-def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> dict[str, Any]:
+def _store(cache: Cache, job: Job, outcome: dict[str, Any], options: Options) -> dict[str, Any]:
     chosen = job.candidates[outcome["index"]]
     manifest = {
         "kernels": outcome["kernels"], "source": chosen.where, "arch": chosen.arch,
@@ -257,9 +275,8 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
     }
     # Code objects leave xnack/sramecc unset, so they are stored under their own (bare) target id, which
     # every feature setting of the processor can load.
-    stored = outcome["target_id"] or job.processor
-    key = CacheKey(chosen.ptx_blake3, normalize_target(stored), TRANSLATOR_ABI,
-                   options_key(Options(target=job.processor, opt_level=opt_level)))
+    stored = outcome["target_id"] or str(job.target.bare)
+    key = key_of(chosen.ptx_blake3, replace(_for(job, options), target=TargetId.parse_amd(stored)))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
         # a shim that hashes one unit's PTX (ZLUDA picks one text of a version-2 wrapper's units) finds the
@@ -282,7 +299,7 @@ def _status(code_object: bytes | None, manifest: dict[str, Any], served: str) ->
 def _record(job: Job, manifest: dict[str, Any], status: str, *, cached: bool, ptx: str, stored: str | None,
             options: str) -> dict[str, Any]:
     return {
-        "status": status, "cached": cached, "target": job.target, "stored_as": stored, "ptx_blake3": ptx,
+        "status": status, "cached": cached, "target": str(job.target), "stored_as": stored, "ptx_blake3": ptx,
         "source": job.sources[0], "also_in": job.sources[1:], "arch": manifest.get("arch"),
         "kernels": manifest.get("kernels", []), "reason": manifest.get("error"),
         "compile_seconds": manifest.get("seconds", 0.0), "candidates": len(job.candidates), "options": options,

@@ -280,7 +280,7 @@ class Cache:
     def _evict(self, limit: int) -> list[CacheKey]:
         """Inside a transaction: delete least recently used rows until the total size fits `limit`."""
         excess = self.total_size() - limit
-        evicted = []
+        evicted: list[CacheKey] = []
         if excess <= 0:
             return evicted
         for ptx, target, abi, options, size in self._db.execute(

@@ -31,7 +31,7 @@ from fatkit.cache.store import Cache
 from fatkit.errors import FatkitError, FormatError, UsageError
 from fatkit.formats.elf import ET_DYN, SHN_UNDEF, ElfView
 from fatkit.formats.hsaco import parse_code_object, split_target_id
-from fatkit.repack.elf_patch import section_added
+from fatkit.formats.elf_append import section_added
 from fatkit.translate.lower.runtime import PRINTF, WORKSPACE
 from fatkit.translate.ptx.parser import parse_ptx
 

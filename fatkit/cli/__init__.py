@@ -1,54 +1,82 @@
-"""The `fatkit` command: a thin typer app; each command module parses options, calls one function, renders."""
+"""The `fatkit` command: one module per command (options, one call, rendering), registered below in order.
+
+Only the module of the command being run is imported, and each imports what is heavy (llvmlite, construct,
+rich) where it is used, so `fatkit inspect small.so --json` costs little more than reading the file.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import sys
-
-import typer
-from rich.console import Console
+from typing import Sequence
 
 from fatkit.errors import FatkitError
 
-app = typer.Typer(
-    name="fatkit",
-    help="Find, judge and translate the GPU code inside CUDA binaries for AMD GPUs.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
+EXIT_OK = 0
 EXIT_INPUT = 1
+EXIT_USAGE = 2
 EXIT_GATE = 3
 
+# (name, module, summary) in the order `fatkit --help` lists them: a user's order, the `cache` group last.
+# Each module has `add_arguments(parser)` and `run(args, parser) -> int` (the exit status).
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("inspect", "fatkit.cli.inspect", "Show the NVIDIA and AMD device code inside binaries and whether it can run "
+                                      "on AMD GPUs."),
+    ("extract", "fatkit.cli.extract", "Write device code entries (PTX, cubins, AMD code objects) as files."),
+    ("translate", "fatkit.cli.translate", "Translate PTX to AMD code objects; unsupported kernels are reported "
+                                          "and skipped."),
+    ("lint", "fatkit.cli.lint", "Report what would be hard to port in every PTX kernel."),
+    ("precompile", "fatkit.cli.precompile", "Translate every PTX module once per target into the cache a runtime "
+                                            "shim loads."),
+    ("repack", "fatkit.cli.repack", "Write copies of binaries that also carry AMD code objects translated from "
+                                    "their PTX."),
+    ("cache", "fatkit.cli.cache", "Query and maintain the translation cache."),
+)
 
-# as `fatkit --help` lists them: a user's order (the `cache` group follows the commands)
-COMMAND_ORDER = ("inspect", "extract", "translate", "lint", "precompile", "repack")
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser, with the arguments of the command `argv` names (the others' modules are not imported)."""
+    parser = argparse.ArgumentParser(prog="fatkit", description="Find, judge and translate the GPU code inside "
+                                                                "CUDA binaries for AMD GPUs.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, module_name, summary in COMMANDS:
+        command = commands.add_parser(name, help=summary, description=summary)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            command.description = module.__doc__
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+            module.add_arguments(command)
+            command.set_defaults(run=module.run, parser=command)
+    return parser
 
 
-def _register() -> None:
-    # commands register themselves on `app`
-    from fatkit.cli import cache, extract, inspect, lint, precompile, repack, translate  # noqa: F401
-
-    app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.callback.__name__))
-
-
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: FatkitError becomes one line on stderr and exit 1; never a traceback."""
-    _register()
-    err = Console(stderr=True)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = parser_for(arguments)
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        parser.print_help()
+        sys.exit(EXIT_USAGE)
+    from fatkit.cli import output
+
     try:
-        app()
+        status = args.run(args)
     except FatkitError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        output.error(str(exc))
         sys.exit(EXIT_INPUT)
     except KeyboardInterrupt:
-        err.print("interrupted")
+        output.error("interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # `fatkit inspect … | head`: the reader has gone
+        sys.stderr.close()
+        sys.exit(EXIT_INPUT)
     except Exception as exc:  # a bug in fatkit: say so in one line (FATKIT_DEBUG=1 shows the traceback)
         if os.environ.get("FATKIT_DEBUG"):
             raise
-        err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (set FATKIT_DEBUG=1 for details)",
-                  highlight=False)
+        output.error(f"{type(exc).__name__}: {exc} (set FATKIT_DEBUG=1 for details)", label="internal error")
         sys.exit(EXIT_INPUT)
+    sys.exit(status)

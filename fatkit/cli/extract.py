@@ -1,39 +1,40 @@
-"""`fatkit extract`: write PTX, cubins and AMD code objects out of binaries, with a manifest."""
+"""Write device code entries as files (all kinds unless --ptx/--cubin/--hsaco/--nvvm narrow it), with a
+manifest.json naming where each came from."""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-from typing import List, Optional
+import argparse
 
-import typer
-
-from fatkit.cli import app
-from fatkit.cli.progress import file_progress
-from fatkit.cli.render import render_extract
-from fatkit.extract.scan import scan_paths
-from fatkit.extract.write import extract_entries
+from fatkit.cli import EXIT_OK, options
 
 
-@app.command()
-def extract(
-    paths: List[Path] = typer.Argument(..., help="Files, directories (recursive), .a archives, wheels or zips."),
-    output: Path = typer.Option(..., "-o", "--output", help="Directory to write into (created if missing)."),
-    ptx: bool = typer.Option(False, "--ptx", help="Write PTX entries."),
-    cubin: bool = typer.Option(False, "--cubin", help="Write cubin (NVIDIA ELF) entries."),
-    hsaco: bool = typer.Option(False, "--hsaco", help="Write AMD code objects."),
-    nvvm: bool = typer.Option(False, "--nvvm", help="Write NVVM/LTO-IR entries (as stored)."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="Only this arch: sm_90, compute_90a, gfx942, ..."),
-    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
-) -> None:
-    """Write device code entries as files (all kinds unless --ptx/--cubin/--hsaco/--nvvm narrow it)."""
-    chosen = {kind for kind, on in (("ptx", ptx), ("elf", cubin), ("hsaco", hsaco), ("nvvm", nvvm)) if on}
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_paths(parser, "Files, directories (recursive, links followed), .a archives, wheels or zips.")
+    options.add_output(parser, required=True, help="Directory to write into (created if missing).")
+    parser.add_argument("--ptx", action="store_true", help="Write PTX entries.")
+    parser.add_argument("--cubin", action="store_true", help="Write cubin (NVIDIA ELF) entries.")
+    parser.add_argument("--hsaco", action="store_true", help="Write AMD code objects.")
+    parser.add_argument("--nvvm", action="store_true", help="Write NVVM/LTO-IR entries (as stored).")
+    parser.add_argument("--arch", help="Only this arch: sm_90, compute_90a, gfx942, ...")
+    options.add_json(parser, "Print the manifest as JSON.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fatkit.cli.progress import file_progress
+    from fatkit.extract.scan import scan_paths
+    from fatkit.extract.write import extract_entries
+
+    chosen = {kind for kind, on in (("ptx", args.ptx), ("elf", args.cubin), ("hsaco", args.hsaco),
+                                    ("nvvm", args.nvvm)) if on}
     kinds = chosen or {"ptx", "elf", "hsaco", "nvvm"}
-    with file_progress(paths, "extracting") as on_file:
-        manifest = extract_entries(scan_paths(paths, on_file=on_file), output, kinds, arch)
-    if as_json:
-        json.dump(manifest, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+    with file_progress(args.paths, "extracting") as on_file:
+        manifest = extract_entries(scan_paths(args.paths, on_file=on_file), args.output, kinds, args.arch)
+    if args.as_json:
+        from fatkit.cli.output import print_json
+
+        print_json(manifest)
     else:
-        render_extract(manifest, output)
+        from fatkit.cli.render import render_extract
+
+        render_extract(manifest, args.output)
+    return EXIT_OK

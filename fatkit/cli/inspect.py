@@ -1,51 +1,60 @@
-"""`fatkit inspect`: what GPU code is inside, is there PTX, what would block AMD."""
+"""Show the NVIDIA and AMD device code inside binaries and whether it can run on AMD GPUs.
+
+Each binary gets a verdict: yes (PTX for every module with kernels), partial, no (cubins or NVVM only),
+native (AMD code objects already there) or none (no device code).
+"""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-from typing import List
+import argparse
+from typing import Any
 
-import typer
-
-import fatkit
-from fatkit.cli import EXIT_GATE, app
-from fatkit.cli.lint import hazard_summary, render_hazard_summary
-from fatkit.cli.progress import file_progress
-from fatkit.cli.render import render_inspect
-from fatkit.extract.report import summarize
-from fatkit.extract.scan import scan_paths
+from fatkit.cli import EXIT_GATE, EXIT_OK, options
 
 
-@app.command()
-def inspect(
-    paths: List[Path] = typer.Argument(..., help="Files, directories (recursive), .a archives, wheels or zips."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    kernels: bool = typer.Option(False, "--kernels",
-                                 help="List kernels with resources; judge kernel by kernel (reads every entry)."),
-    hashes: bool = typer.Option(False, "--hashes", help="Add each entry's BLAKE3 (the cache key for PTX)."),
-    hazards: bool = typer.Option(False, "--hazards",
-                                 help="Add a summary of the PTX kernels' AMD portability hazards (see fatkit lint)."),
-    require_ptx: bool = typer.Option(False, "--require-ptx",
-                                     help="Exit 3 unless every kernel of every binary has PTX."),
-) -> None:
-    """Show the NVIDIA and AMD device code inside binaries and whether it can run on AMD GPUs."""
-    binaries = []
-    with file_progress(paths, "inspecting") as on_file:
-        for binary in scan_paths(paths, on_file=on_file):
-            report = binary.to_json(with_kernels=kernels, with_hash=hashes)
-            if hazards:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_paths(parser, "Files, directories (recursive, links followed), .a archives, wheels or zips.")
+    options.add_json(parser, "Print the full report as JSON.")
+    parser.add_argument("--kernels", action="store_true",
+                        help="List kernels with resources; judge kernel by kernel (reads every entry).")
+    parser.add_argument("--hashes", action="store_true", help="Add each entry's BLAKE3 (the cache key for PTX).")
+    parser.add_argument("--hazards", action="store_true",
+                        help="Add a summary of the PTX kernels' AMD portability hazards (see fatkit lint).")
+    parser.add_argument("--require-ptx", action="store_true",
+                        help="Exit 3 unless every kernel of every binary has PTX.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fatkit.cli.progress import file_progress
+    from fatkit.extract.kernels import describe
+    from fatkit.extract.report import judge, summarize
+    from fatkit.extract.scan import scan_paths
+
+    binaries: list[dict[str, Any]] = []
+    with file_progress(args.paths, "inspecting") as on_file:
+        for binary in scan_paths(args.paths, on_file=on_file):
+            describe(binary, kernels=args.kernels, hashes=args.hashes)
+            if args.kernels:
+                binary.verdict = judge(binary, by_kernel=True)
+            report = binary.to_json()
+            if args.hazards:
+                from fatkit.cli.lint import hazard_summary
+
                 report["hazards"] = hazard_summary(binary)
             binaries.append(report)
     summary = summarize(binaries)
-    if as_json:
-        report = {"fatkit_version": fatkit.__version__, "binaries": binaries, "summary": summary}
-        # indented for people at a terminal; compact (and 5x faster to write) for pipes
-        sys.stdout.write(json.dumps(report, indent=2 if sys.stdout.isatty() else None) + "\n")
+    if args.as_json:
+        from fatkit.cli.output import print_json
+
+        print_json({"binaries": binaries, "summary": summary})
     else:
-        render_inspect(binaries, summary, kernels=kernels)
-        if hazards:
+        from fatkit.cli.render import render_inspect
+
+        render_inspect(binaries, summary, kernels=args.kernels)
+        if args.hazards:
+            from fatkit.cli.lint import render_hazard_summary
+
             render_hazard_summary(binaries)
-    if require_ptx and any(b["verdict"]["amd"] in ("no", "partial") for b in binaries):
-        raise typer.Exit(EXIT_GATE)
+    if args.require_ptx and any(b["verdict"]["amd"] in ("no", "partial") for b in binaries):
+        return EXIT_GATE
+    return EXIT_OK

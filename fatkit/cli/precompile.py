@@ -1,108 +1,109 @@
-"""`fatkit precompile`: translate every PTX module under some paths once, in parallel, into the cache."""
+"""Translate every PTX module once per target into the cache a runtime shim loads (docs/cache.md).
+
+Identical modules are translated once, what the cache holds is skipped, and the report says what was
+translated, what was already cached, what failed and why, and the compile time a shim no longer pays.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from fatkit.cli import EXIT_INPUT, EXIT_OK, options
 
-from fatkit.cache import Cache, default_cache_dir, normalize_target
-from fatkit.cache.precompile import Report, precompile as run_precompile
-from fatkit.cache import zluda
-from fatkit.cli import EXIT_INPUT, app
-from fatkit.cli.progress import file_progress
-from fatkit.cli.render import _size, console, grouped_reasons, short_path
-from fatkit.extract.scan import scan_paths
-from fatkit.extract.select import ptx_modules
+if TYPE_CHECKING:
+    from fatkit.cache.precompile import Report
+
+FORMATS = ("cache", "zluda")
 
 
-@app.command()
-def precompile(
-    paths: List[Path] = typer.Argument(..., help=".ptx files, binaries, directories, wheels or .a archives."),
-    target: Optional[str] = typer.Option(None, "--target", help="AMD target ids, comma-separated: gfx942,gfx1100 "
-                                                               "(features allowed: gfx942:sramecc+:xnack-); "
-                                                               "--format zluda: the device's, by default."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache", metavar="DIR",
-                                             help="Cache directory (default $FATKIT_CACHE_DIR, else "
-                                                  "$XDG_CACHE_HOME/fatkit, else ~/.cache/fatkit)."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "-j", "--jobs", min=1, help="Translations run in parallel."),
-    output_format: str = typer.Option("cache", "--format", help="cache (fatkit's cache) or zluda "
-                                                                 "(rows in ZLUDA's cache database)."),
-    zluda_version: Optional[str] = typer.Option(None, "--zluda-version", metavar="SHA",
-                                                help="--format zluda: the 40-digit git SHA of the ZLUDA build "
-                                                     "(default: copied from the newest row ZLUDA wrote)."),
-    device: Optional[str] = typer.Option(None, "--device", help="--format zluda: HIP gcnArchName of the GPU "
-                                                                 "(default: copied from the newest row)."),
-    clock_rate: Optional[int] = typer.Option(None, "--clock-rate", metavar="KHZ",
-                                             help="--format zluda: the GPU's clock rate in kHz (default: copied "
-                                                  "from the newest row)."),
-    zluda_db: Optional[Path] = typer.Option(None, "--zluda-db", metavar="FILE",
-                                            help="--format zluda: the database (default ZLUDA's: "
-                                                 "$XDG_CACHE_HOME or ~/.cache, then zluda/ComputeCache/zluda2.db)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="--format zluda: list the rows, write none."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-) -> None:
-    """Translate every PTX module once per target into the cache a runtime shim loads (docs/cache.md).
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_paths(parser, ".ptx files, binaries, directories (links followed), wheels or .a archives.")
+    options.add_targets(parser, required=False,
+                        help="AMD target ids, comma-separated: gfx942,gfx1100 (features allowed: "
+                             "gfx942:sramecc+:xnack-); required, except with --format zluda (the device's).")
+    options.add_cache(parser)
+    options.add_jobs(parser)
+    parser.add_argument("--format", dest="output_format", default="cache",
+                        help="cache (fatkit's cache) or zluda (rows in ZLUDA's cache database, docs/zluda.md).")
+    parser.add_argument("--zluda-version", metavar="SHA",
+                        help="--format zluda: the 40-digit git SHA of the ZLUDA build (default: copied from the "
+                             "newest row ZLUDA wrote).")
+    parser.add_argument("--device", help="--format zluda: HIP gcnArchName of the GPU (default: copied from the "
+                                         "newest row).")
+    parser.add_argument("--clock-rate", type=int, metavar="KHZ",
+                        help="--format zluda: the GPU's clock rate in kHz (default: copied from the newest row).")
+    parser.add_argument("--zluda-db", type=Path, metavar="FILE",
+                        help="--format zluda: the database (default ZLUDA's: $XDG_CACHE_HOME or ~/.cache, then "
+                             "zluda/ComputeCache/zluda2.db).")
+    parser.add_argument("--dry-run", action="store_true", help="--format zluda: list the rows, write none.")
+    options.add_json(parser)
 
-    Identical modules are translated once, what the cache holds is skipped, and the report says what was
-    translated, what was already cached, what failed and why, and the compile time a shim no longer pays.
-    """
+
+def run(args: argparse.Namespace) -> int:
+    options.choice(args.parser, "--format", args.output_format, FORMATS)
+    from fatkit.cache import Cache, default_cache_dir, zluda
+    from fatkit.cache.precompile import precompile
+    from fatkit.cli.output import warn
+    from fatkit.cli.progress import file_progress
+    from fatkit.extract.scan import scan_paths
+    from fatkit.extract.select import ptx_modules
+    from fatkit.translate.targets.ids import TargetId
+
+    targets: list[TargetId] = args.targets or []
     plan = None
-    if output_format == "zluda":
+    if args.output_format == "zluda":
         # Checked before any translation: a refusal must not cost an hour of codegen.
-        plan = zluda.prepare(zluda_db, zluda_version, device, clock_rate, dry_run=dry_run)
-        target = target or plan.key.target
-    elif output_format != "cache":
-        raise typer.BadParameter(f"cache or zluda, not {output_format!r}", param_hint="--format")
-    elif dry_run:
-        raise typer.BadParameter("only with --format zluda", param_hint="--dry-run")
-    targets = [normalize_target(t) for t in (target or "").split(",") if t.strip()]
-    if not targets:
-        raise typer.BadParameter("at least one target, like gfx942", param_hint="--target")
-    if plan is not None and plan.key.target not in targets:
-        raise typer.BadParameter(f"the ZLUDA device is {plan.key.device}: its target {plan.key.target} must be "
-                                 "among them (or leave --target out)", param_hint="--target")
-    with file_progress(paths, "scanning") as on_file:
-        modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn, link_rdc=True))
-    with Cache(cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
+        plan = zluda.prepare(args.zluda_db, args.zluda_version, args.device, args.clock_rate, dry_run=args.dry_run)
+        device_target = TargetId.parse_amd(plan.key.target)
+        targets = targets or [device_target]
+        if device_target not in targets:
+            args.parser.error(f"argument --target: the ZLUDA device is {plan.key.device}: its target "
+                              f"{device_target} must be among them (or leave --target out)")
+    elif args.dry_run:
+        args.parser.error("argument --dry-run: only with --format zluda")
+    elif not targets:
+        args.parser.error("the following arguments are required: --target (or --format zluda)")
+    with file_progress(args.paths, "scanning") as on_file:
+        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=True))
+    with Cache(args.cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
         # For ZLUDA every PTX entry gets its own translation: ZLUDA picks among them with its own parser.
-        report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done,
-                                per_entry=plan is not None)
+        report = precompile(modules, targets, cache, jobs=args.jobs, options=options.translation_options(args),
+                            on_planned=on_planned, on_done=on_done, per_entry=plan is not None)
         exported = None
         if plan is not None:
             zluda.plan_rows(plan, report, cache, zluda.entry_texts(modules))
             exported = zluda.write_plan(plan, cache).to_json()
     for problem in report.problems:
-        _warn(f"ignored a corrupt cache entry: {problem}")
-    if as_json:
+        warn(f"ignored a corrupt cache entry: {problem}")
+    if args.as_json:
+        from fatkit.cli.output import print_json
+
         out = report.to_json()
         if exported is not None:
             out["zluda"] = exported
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        print_json(out)
     else:
         _render(report, exported)
     if any(m["status"] == "failed" and m["stored_as"] is None for m in report.modules):
-        raise typer.Exit(EXIT_INPUT)  # codegen, validation or the translator itself failed: not a settled answer
-
-
-def _warn(message: str) -> None:
-    Console(stderr=True).print(f"[yellow]! {message}[/]", highlight=False)
+        return EXIT_INPUT  # codegen, validation or the translator itself failed: not a settled answer
+    return EXIT_OK
 
 
 @contextlib.contextmanager
 def _translation_progress() -> Iterator[tuple[Callable[[int], None] | None, Callable[[dict], None] | None]]:
-    err = Console(stderr=True)
-    if not err.is_terminal:
+    if not sys.stderr.isatty():
         yield None, None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fatkit.cli.render import short_path
+
+    err = Console(stderr=True)
     with Progress(TextColumn("translating [dim]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as progress:
         task = progress.add_task("translating", total=None, name="")
@@ -117,22 +118,24 @@ def _translation_progress() -> Iterator[tuple[Callable[[int], None] | None, Call
 
 
 def _render(report: Report, exported: dict[str, Any] | None) -> None:
+    from fatkit.cli.output import console, table
+    from fatkit.cli.render import grouped_reasons, short_path
+
     out = console()
     summary = report.summary()
     if not report.modules:
         out.print("no PTX found", highlight=False)
         return
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("module", "target", "status", "ok", "failed", "seconds"):
-        table.add_column(col, justify="right" if col in ("ok", "failed", "seconds") else "left", overflow="fold")
+    rows = table(("module", "target", "status", "ok", "failed", "seconds"), right=("ok", "failed", "seconds"),
+                 fold=True)
     style = {"translated": "green", "cached": "cyan", "failed": "bold red", "no-kernels": "dim"}
     for m in sorted(report.modules, key=lambda m: (m["source"], m["target"])):
         ok = sum(k["status"] == "ok" for k in m["kernels"])
         status = m["status"] + (" (cached)" if m["status"] == "failed" and m["cached"] else "")
         extra = f" [dim](+{len(m['also_in'])} identical)[/]" if m["also_in"] else ""
-        table.add_row(short_path(m["source"]) + extra, m["target"], f"[{style[m['status']]}]{status}[/]", str(ok),
-                      str(len(m["kernels"]) - ok), f"{m['compile_seconds']:.2f}")
-    out.print(table)
+        rows.add_row(short_path(m["source"]) + extra, m["target"], f"[{style[m['status']]}]{status}[/]", str(ok),
+                     str(len(m["kernels"]) - ok), f"{m['compile_seconds']:.2f}")
+    out.print(rows)
     reasons = [k["reason"] for m in report.modules for k in m["kernels"] if k["status"] != "ok"]
     reasons += [m["reason"] for m in report.modules if m["reason"] and m["status"] == "failed"]
     for reason, count in grouped_reasons(reasons):
@@ -149,17 +152,18 @@ def _render(report: Report, exported: dict[str, Any] | None) -> None:
 
 
 def _render_zluda(exported: dict[str, Any]) -> None:
+    from fatkit.cli.output import console, table
+    from fatkit.cli.render import _size, grouped_reasons, short_path
+
     out = console()
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
-                  title="ZLUDA rows")
-    for col in ("ptx", "sm", "kernels", "size", "row", "module"):
-        table.add_column(col, justify="right" if col in ("sm", "kernels", "size") else "left", overflow="fold")
+    rows = table(("ptx", "sm", "kernels", "size", "row", "module"), right=("sm", "kernels", "size"), fold=True,
+                 title="ZLUDA rows", title_justify="left")
     style = {"written": "green", "would-write": "green", "present": "cyan"}
     for row in exported["rows"]:
-        table.add_row(row["ptx_blake3"][:16], str(row["sm_version"]), str(row["kernels"]), _size(row["size"]),
-                      f"[{style.get(row['status'], 'red')}]{row['status']}[/]", short_path(row["source"]))
+        rows.add_row(row["ptx_blake3"][:16], str(row["sm_version"]), str(row["kernels"]), _size(row["size"]),
+                     f"[{style.get(row['status'], 'red')}]{row['status']}[/]", short_path(row["source"]))
     if exported["rows"]:
-        out.print(table)
+        out.print(rows)
     for reason, count in grouped_reasons([s["reason"] for s in exported["skipped"]]):
         out.print(f"[yellow]left to ZLUDA's JIT[/] ({count}×): {reason}", highlight=False)
     key = exported["key"]

@@ -1,26 +1,26 @@
-"""A progress bar over input files, shown only when stderr is a terminal."""
+"""A progress bar over input files, shown only when stderr is a terminal (rich is loaded only then)."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from fatkit.extract.scan import expand_inputs
 
 
 @contextlib.contextmanager
 def file_progress(paths: list[Path], what: str) -> Iterator[Callable[[Path], None] | None]:
-    console = Console(stderr=True)
-    if not console.is_terminal or all(not p.is_dir() for p in paths):
+    if not sys.stderr.isatty() or all(not p.is_dir() for p in paths):
         yield None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fatkit.extract.scan import expand_inputs
+
     total = len(expand_inputs(paths))
     with Progress(TextColumn(f"{what} [dim]{{task.fields[name]}}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task(what, total=total, name="")
 
         def advance(path: Path) -> None:

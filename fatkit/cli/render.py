@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+
+from fatkit.cli.output import console, table
 
 VERDICT_STYLE = {"yes": "bold green", "partial": "bold yellow", "no": "bold red", "native": "bold cyan",
                  "none": "dim"}
-FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable", "elf-rel": "ELF relocatable object",
+FORMAT_NAMES = {"elf-shared": "ELF shared object", "elf-exec": "ELF executable", "elf-pie": "ELF PIE executable",
+                "elf-rel": "ELF relocatable object",
                 "pe-dll": "PE DLL (Windows)", "pe-exe": "PE executable (Windows)", "pe": "PE image (unreadable)",
                 "cubin": "cubin", "hsaco": "AMD code object", "fatbin": "fatbin", "offload-bundle": "offload bundle",
                 "ccob": "compressed offload bundle", "ptx": "PTX", "other": "data"}
@@ -21,10 +23,11 @@ DETAIL_LIMIT = 5  # up to this many binaries are shown container by container
 
 
 def _size(n: int) -> str:
+    scaled = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
+        if scaled < 1000 or unit == "GB":
+            return f"{scaled:.0f} {unit}" if unit == "B" else f"{scaled:.1f} {unit}"
+        scaled /= 1000
     return str(n)
 
 
@@ -41,12 +44,6 @@ def _found_by(c: dict[str, Any]) -> str:
         else:
             parts.append(how)
     return ", ".join(parts)
-
-
-def console() -> Console:
-    """Rich's 80 columns for pipes would wrap every table: pipes get 160."""
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
 
 
 def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, kernels: bool) -> None:
@@ -66,37 +63,36 @@ def render_inspect(binaries: list[dict[str, Any]], summary: dict[str, Any], *, k
 
 def _render_binary(out: Console, b: dict[str, Any], *, kernels: bool) -> None:
     v = b["verdict"]
-    out.print(f"[bold]{short_path(b['path'])}[/]  [dim]{FORMAT_NAMES.get(b['format'], b['format'])}, {_size(b['size'])}[/]",
-              highlight=False)
+    kind = FORMAT_NAMES.get(b["format"], b["format"])
+    out.print(f"[bold]{short_path(b['path'])}[/]  [dim]{kind}, {_size(b['size'])}[/]", highlight=False)
     out.print(f"  AMD: {_verdict(v)} — {v['reason']}", highlight=False)
     if v["kernels_without_ptx"]:
-        shown = ", ".join(v["kernels_without_ptx"][:5])
+        names = ", ".join(v["kernels_without_ptx"][:5])
         more = len(v["kernels_without_ptx"]) - 5
-        out.print(f"  without PTX: {shown}" + (f" … and {more} more" if more > 0 else ""), highlight=False)
+        out.print(f"  without PTX: {names}" + (f" … and {more} more" if more > 0 else ""), highlight=False)
     for lib in v["libraries"]:
         out.print(f"  needs {lib['soname']} ({lib['library']}) → on AMD: {lib['amd']}", highlight=False)
     for note in b["notes"]:
         out.print(f"  [dim]note: {note}[/]", highlight=False)
     if b["containers"]:
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for col in ("#", "offset", "section", "found by", "format", "kind", "arch", "compression", "size"):
-            table.add_column(col, justify="right" if col in ("#", "offset", "size") else "left")
+        rows = table(("#", "offset", "section", "found by", "format", "kind", "arch", "compression", "size"),
+                     right=("#", "offset", "size"))
         for c in b["containers"]:
             where = [str(c["index"]), f"0x{c['offset']:x}", c["section"] or "-", _found_by(c), c["format"]]
-            shown = [e for e in c["entries"] if e["kind"] != "host"] or [None]
+            shown: list[dict[str, Any] | None] = [e for e in c["entries"] if e["kind"] != "host"] or [None]
             for e in shown:
                 if e is None:
-                    table.add_row(*where, "[dim](empty)[/]", "", "", "")
+                    rows.add_row(*where, "[dim](empty)[/]", "", "", "")
                 else:
-                    table.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
+                    rows.add_row(*where, e["kind"], e["arch"], e["compression"] or "-", _size(e["size"] or 0))
                 where = [""] * 5
-        out.print(table)
+        out.print(rows)
         _render_repacked(out, b)
     if kernels:
         _render_kernels(out, b)
     for err in b["errors"]:
-        where = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
-        out.print(f"  [yellow]! {where}{err['message']}[/]", highlight=False)
+        place = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
+        out.print(f"  [yellow]! {place}{err['message']}[/]", highlight=False)
     out.print()
 
 
@@ -122,16 +118,15 @@ def _render_repacked(out: Console, b: dict[str, Any]) -> None:
 
 
 def _render_kernels(out: Console, b: dict[str, Any]) -> None:
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("c.e", "kind", "arch", "kernel", "param bytes", "regs", "shared"):
-        table.add_column(col, justify="right" if col in ("param bytes", "regs", "shared") else "left")
+    rows = table(("c.e", "kind", "arch", "kernel", "param bytes", "regs", "shared"),
+                 right=("param bytes", "regs", "shared"))
     for c in b["containers"]:
         for e in c["entries"]:
             for k in e.get("kernels", []):
-                table.add_row(f"{c['index']}.{e['index']}", e["kind"], e["arch"], k["name"],
-                              _opt(k.get("param_bytes")), _opt(k.get("registers")), _opt(k.get("shared_bytes")))
-    if table.row_count:
-        out.print(table)
+                rows.add_row(f"{c['index']}.{e['index']}", e["kind"], e["arch"], k["name"],
+                             _opt(k.get("param_bytes")), _opt(k.get("registers")), _opt(k.get("shared_bytes")))
+    if rows.row_count:
+        out.print(rows)
 
 
 def _opt(value: Any) -> str:
@@ -153,7 +148,8 @@ def grouped_reasons(reasons: list[str]) -> list[tuple[str, int]]:
 
 
 def short_path(path: str) -> str:
-    """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` → `wheel.whl!pkg/lib.so`."""
+    """Archive and wheel members without the archive's directory: `dir/wheel.whl!pkg/lib.so` →
+    `wheel.whl!pkg/lib.so`."""
     outer, bang, member = path.partition("!")
     return f"{outer.rsplit('/', 1)[-1]}!{member}" if bang else path
 
@@ -169,9 +165,7 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
         if base not in ("", "."):
             out.print(f"[bold]{base}/[/]", highlight=False)
             base += "/"
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("binary", "containers", "PTX", "cubin", "AMD code", "AMD"):
-        table.add_column(col, overflow="fold")
+    rows = table(("binary", "containers", "PTX", "cubin", "AMD code", "AMD"), fold=True)
     empty = 0
     for b in binaries:
         v = b["verdict"]
@@ -179,9 +173,9 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
             empty += 1
             continue
         name = b["path"].partition("!")[2] if one_archive else short_path(b["path"].removeprefix(base))
-        table.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
-                      " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
-    out.print(table)
+        rows.add_row(name, str(len(b["containers"])), " ".join(v["ptx_archs"]) or "-",
+                     " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
+    out.print(rows)
     if empty:
         out.print(f"[dim]… and {empty} binaries without NVIDIA or AMD device code (listed by --json)[/]")
 

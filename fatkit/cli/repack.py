@@ -1,78 +1,74 @@
-"""`fatkit repack`: copies of CUDA binaries that also carry AMD code objects translated from their PTX."""
+"""Write a copy of each binary with a `.fatkit_amd` section: its PTX translated for the targets (docs/repack.md).
+
+Inputs are only read; copies keep their file names under OUTPUT (a directory's files keep their paths under
+the directory's name; links are followed, each real file once). A binary without PTX is copied unchanged
+(status no-ptx). Exit 1 when a binary could not be repacked or none of its kernels translated. Windows DLLs,
+EXEs and `.pyd`s get a `.fatkit` section (PE names hold 8 bytes) with the same content; a signed one is written
+with a warning that its signature no longer verifies, or refused with --keep-signature.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import json
-import os
-import sys
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Iterator, List, Optional
+from typing import TYPE_CHECKING, Iterator
 
-import typer
-from rich.console import Console
-from rich.table import Table
-
-import fatkit
-from fatkit.cache import normalize_target
-from fatkit.cli import EXIT_INPUT, app
-from fatkit.cli.render import console, grouped_reasons
+from fatkit.cli import EXIT_INPUT, EXIT_OK, options
 from fatkit.errors import FatkitError
-from fatkit.extract.scan import expand_inputs
-from fatkit.formats.pe import is_pe
-from fatkit.repack import STATUSES, BinaryRepack, output_path, repack_binary
+
+if TYPE_CHECKING:
+    from fatkit.repack import BinaryRepack
+    from fatkit.repack.wheel import WheelRepack
 
 FAILING = ("failed", "error")  # statuses that make the command exit 1
 
 
-@app.command()
-def repack(
-    paths: List[Path] = typer.Argument(..., help="Executables, shared libraries and wheels, or directories of them."),
-    target: str = typer.Option(..., "--target", help="AMD target ids, comma-separated: gfx942,gfx1100."),
-    output: Path = typer.Option(..., "-o", "--output", help="Directory the copies are written to."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache", metavar="DIR",
-                                             help="Code-object cache to reuse and fill (default: a temporary one)."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "-j", "--jobs", min=1, help="Translations run in parallel."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    keep_signature: bool = typer.Option(False, "--keep-signature",
-                                        help="Refuse signed (Authenticode) PE files instead of writing copies "
-                                             "whose signature no longer verifies."),
-) -> None:
-    """Write a copy of each binary with a `.fatkit_amd` section: its PTX translated for the targets (docs/repack.md).
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_paths(parser, "Executables, shared libraries and wheels, or directories of them.")
+    options.add_targets(parser)
+    options.add_output(parser, required=True, help="Directory the copies are written to.")
+    options.add_cache(parser, "Code-object cache to reuse and fill (default: a temporary one).")
+    options.add_jobs(parser)
+    parser.add_argument("--keep-signature", action="store_true",
+                        help="Refuse signed (Authenticode) PE files instead of writing copies whose signature no "
+                             "longer verifies.")
+    options.add_json(parser)
 
-    Inputs are only read; copies keep their file names under OUTPUT (a directory's files keep their paths
-    under the directory's name). A binary without PTX is copied unchanged (status no-ptx). Exit 1 when a
-    binary could not be repacked or none of its kernels translated. Windows DLLs, EXEs and `.pyd`s get a
-    `.fatkit` section (PE names hold 8 bytes) with the same content; a signed one is written with a warning
-    that its signature no longer verifies, or refused with --keep-signature.
-    """
-    targets = sorted({normalize_target(t) for t in target.split(",") if t.strip()})
-    if not targets:
-        raise typer.BadParameter("at least one target, like gfx942", param_hint="--target")
+
+def run(args: argparse.Namespace) -> int:
+    from fatkit.repack import STATUSES
+
+    targets = sorted(str(t) for t in args.targets)
+    output: Path = args.output
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FatkitError(f"cannot create the output directory: {exc.strerror}", path=str(output)) from None
-    results: list[BinaryRepack] = []
+    results: list[BinaryRepack | WheelRepack] = []
     written: dict[Path, Path] = {}
-    with _cache(cache_dir) as cache:
-        for source, relative in _inputs(paths):
-            results.append(_repack_one(source, relative, output, targets, cache, jobs, written, keep_signature))
-    if as_json:
-        report = {"fatkit_version": fatkit.__version__, "targets": targets, "output": str(output),
-                  "summary": {s: sum(r.status == s for r in results) for s in STATUSES},
-                  "binaries": [r.to_json() for r in results]}
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    with _cache(args.cache_dir) as cache:
+        for source, relative in _inputs(args.paths):
+            results.append(_repack_one(source, relative, output, targets, cache, args.jobs, written,
+                                       args.keep_signature))
+    if args.as_json:
+        from fatkit.cli.output import print_json
+
+        print_json({"targets": targets, "output": str(output),
+                    "summary": {s: sum(r.status == s for r in results) for s in STATUSES},
+                    "binaries": [r.to_json() for r in results]})
     else:
         _render(results)
-    if any(r.status in FAILING for r in results):
-        raise typer.Exit(EXIT_INPUT)
+    return EXIT_INPUT if any(r.status in FAILING for r in results) else EXIT_OK
 
 
 def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
     """(file, name under OUTPUT): a file by its own name, a directory's ELF and PE files and wheels under the
     directory's name."""
+    from fatkit.extract.scan import expand_inputs
+    from fatkit.formats.pe import is_pe
+
     for path in paths:
         if path.is_dir():
             for file in expand_inputs([path]):
@@ -85,8 +81,10 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
 
 
 def _repack_one(source: Path, relative: PurePosixPath, output: Path, targets: list[str], cache: Path, jobs: int,
-                written: dict[Path, Path], keep_signature: bool) -> BinaryRepack:
+                written: dict[Path, Path], keep_signature: bool) -> BinaryRepack | WheelRepack:
     """One input, by kind (a new kind of input gets its branch here)."""
+    from fatkit.repack import BinaryRepack, output_path, repack_binary
+
     try:
         destination = output_path(output, relative)
     except FatkitError as exc:
@@ -112,26 +110,27 @@ def _cache(directory: Path | None) -> Iterator[Path]:
         yield Path(temporary)
 
 
-def _render(results: list[BinaryRepack]) -> None:
+def _render(results: list[BinaryRepack | WheelRepack]) -> None:
+    from fatkit.cli.output import console, error, table, warn
+    from fatkit.cli.render import grouped_reasons
+    from fatkit.repack import STATUSES
+
     out = console()
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("binary", "status", "code objects", "kernels ok", "failed", "output"):
-        table.add_column(col, justify="right" if col in ("code objects", "kernels ok", "failed") else "left",
-                         overflow="fold")
+    rows = table(("binary", "status", "code objects", "kernels ok", "failed", "output"),
+                 right=("code objects", "kernels ok", "failed"), fold=True)
     style = {"repacked": "green", "partial": "yellow", "failed": "bold red", "no-ptx": "dim", "error": "bold red"}
     for r in results:
-        table.add_row(str(r.source), f"[{style[r.status]}]{r.status}[/]", str(r.code_objects), str(r.kernels_ok),
-                      str(r.kernels_failed), "-" if r.destination is None else str(r.destination))
-    out.print(table)
+        rows.add_row(str(r.source), f"[{style[r.status]}]{r.status}[/]", str(r.code_objects), str(r.kernels_ok),
+                     str(r.kernels_failed), "-" if r.destination is None else str(r.destination))
+    out.print(rows)
     reasons = [k.reason or k.status for r in results for m in r.modules for k in m.kernels if k.status != "ok"]
     reasons += [m.reason for r in results for m in r.modules if m.status == "failed" and m.reason]
     for reason, count in grouped_reasons(reasons):
         out.print(f"[yellow]not translated[/] ({count}×): {reason}", highlight=False)
-    err = Console(stderr=True)
     for r in results:
         if r.status == "error":
-            err.print(f"[bold red]error:[/] {r.reason}", highlight=False)
+            error(str(r.reason))
         for problem in r.problems:
-            err.print(f"[yellow]! {r.source}: {problem}[/]", highlight=False)
+            warn(f"{r.source}: {problem}")
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}
     out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no inputs", highlight=False)

@@ -1,22 +1,52 @@
-"""Kernels of an entry: names cheaply (verdicts on 500 MB libraries), full resources on request (--kernels)."""
+"""What is derived from an entry's payload: kernel names cheaply (verdicts on 500 MB libraries), kernels with
+their resources and hashes on request (`inspect --kernels/--hashes`), each from one read of the payload."""
 
 from __future__ import annotations
 
-from fatkit.extract.model import Kernel
-from fatkit.formats import cubin, hsaco, ptx_header
+import blake3
+
+from fatkit.errors import FatkitError
+from fatkit.extract.model import Binary, Entry, Kernel
+from fatkit.formats import cubin, ptx_header
 
 
-def kernel_names(kind: str, payload: bytes) -> tuple[str, ...]:
+def kernel_names(entry: Entry) -> tuple[str, ...]:
+    """The names of the entry's kernels, read once and kept on the entry; FatkitError when unreadable."""
+    if entry.kernel_names is None:
+        entry.kernel_names = _names(entry.kind, entry.payload)
+    return entry.kernel_names
+
+
+def describe(binary: Binary, *, kernels: bool, hashes: bool) -> None:
+    """Fill each entry's kernels and/or hash; an entry that cannot be read gets its error instead."""
+    if not (kernels or hashes):
+        return
+    for entry in binary.entries:
+        if entry.error is not None:
+            continue
+        try:
+            data = entry.payload
+            if hashes:
+                entry.hash = blake3.blake3(data).hexdigest()
+            if kernels:
+                entry.kernels = _kernels(entry.kind, data)
+        except FatkitError as exc:
+            entry.error = exc.message
+
+
+def _names(kind: str, payload: bytes) -> tuple[str, ...]:
     if kind == "ptx":
         return tuple(ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":
         return tuple(cubin.cubin_kernel_names(payload))
     if kind == "hsaco":
+        from fatkit.formats import hsaco  # AMD code objects only: most inspected files hold none
+
         return tuple(k.name for k in hsaco.parse_code_object(payload).kernels)
     return ()
 
 
-def kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
+def _kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
     if kind == "ptx":
         return tuple(Kernel(name) for name in ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":
@@ -26,6 +56,8 @@ def kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
             for k in cubin.parse_cubin(payload).kernels
         )
     if kind == "hsaco":
+        from fatkit.formats import hsaco
+
         return tuple(
             Kernel(name=k.name, param_bytes=k.kernarg_size, registers=k.vgpr_count,
                    shared_bytes=k.group_segment_size, wavefront_size=k.wavefront_size)

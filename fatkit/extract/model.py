@@ -1,18 +1,25 @@
 """The one vocabulary of fatkit: Binary → Container → Entry → Kernel.
 
-The CLI prints these, `--json` serialises them (`to_json`) and the Python API returns them. Payload bytes are
-never copied eagerly: an Entry keeps a loader that slices or decompresses on first use.
+The CLI prints these, `--json` serialises them (`to_json`) and the Python API returns them. They are data:
+the scanner fills them, extract/report.py judges them, extract/kernels.py reads kernels and hashes into them,
+and serialising reads nothing. Payload bytes are never copied eagerly: an Entry keeps a loader that slices or
+decompresses on first use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Callable
-
-import blake3
+from typing import Any, Callable, Literal
 
 from fatkit.errors import FatkitError
+
+# "manifest": the host entry of a `.fatkit_amd` bundle (fatkit repack)
+EntryKind = Literal["ptx", "elf", "nvvm", "cubin-legacy", "hsaco", "host", "manifest", "other"]
+ContainerFormat = Literal["fatbin", "offload-bundle", "ccob", "offload-section", "cubin", "ptx", "hsaco"]
+BinaryFormat = Literal["elf-exec", "elf-pie", "elf-shared", "elf-rel", "elf", "pe-dll", "pe-exe", "pe", "cubin",
+                       "hsaco", "fatbin", "offload-bundle", "ccob", "ptx", "ar-archive", "zip", "unreadable", "other"]
+AmdVerdict = Literal["yes", "partial", "no", "native", "none"]
+AMD_FORMATS: tuple[ContainerFormat, ...] = ("offload-bundle", "ccob", "offload-section", "hsaco")
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class Entry:
     """One piece of device code: a fatbin entry (PTX, cubin, NVVM) or an offload-bundle entry (code object)."""
 
     index: int
-    kind: str  # ptx | elf | nvvm | hsaco | host | manifest (of `.fatkit_amd`) | other
+    kind: EntryKind
     arch: str  # compute_90a, sm_100f, gfx942:xnack-
     offset: int  # file offset of the entry (fatbin: its header; bundle: its payload)
     stored_size: int  # bytes the entry occupies as stored
@@ -49,48 +56,23 @@ class Entry:
     bundle_id: str | None = None
     error: str | None = None  # set when the payload could not be read
     translated_from: dict[str, Any] | None = None  # `.fatkit_amd` code objects: the PTX and kernels behind them
+    # derived from the payload, filled when asked for (extract/kernels.py): BLAKE3 of the payload (the key ZLUDA
+    # and fatkit's cache use for PTX; how duplicates are found), kernel names (verdicts), kernels (--kernels)
+    hash: str | None = None
+    kernel_names: tuple[str, ...] | None = None
+    kernels: tuple[Kernel, ...] | None = None
 
     @property
     def payload(self) -> bytes:
         """The entry's content, exactly as `cuobjdump -xptx/-xelf` or `clang-offload-bundler` would write it.
 
         Not cached: a 500 MB library holds gigabytes of decompressed payloads. What is derived from it
-        (hash, kernel names) is cached instead, computed from one read.
+        (hash, kernel names, kernels) is kept instead, computed from one read by extract/kernels.py.
         """
         return self.loader()
 
-    @cached_property
-    def hash(self) -> str:
-        """BLAKE3 of the payload: the key ZLUDA and fatkit's cache use for PTX, and how duplicates are found."""
-        return blake3.blake3(self.payload).hexdigest()
-
-    @cached_property
-    def kernel_names(self) -> tuple[str, ...]:
-        from fatkit.extract.kernels import kernel_names
-
-        return kernel_names(self.kind, self.payload)
-
-    @cached_property
-    def kernels(self) -> tuple[Kernel, ...]:
-        from fatkit.extract.kernels import kernels
-
-        return kernels(self.kind, self.payload)
-
-    def _derive(self, *, with_kernels: bool, with_hash: bool) -> None:
-        """Fill the requested caches from a single read of the payload."""
-        from fatkit.extract.kernels import kernels
-
-        missing_hash = with_hash and "hash" not in self.__dict__
-        missing_kernels = with_kernels and "kernels" not in self.__dict__
-        if not (missing_hash or missing_kernels):
-            return
-        data = self.payload
-        if missing_hash:
-            self.__dict__["hash"] = blake3.blake3(data).hexdigest()
-        if missing_kernels:
-            self.__dict__["kernels"] = kernels(self.kind, data)
-
-    def to_json(self, *, with_kernels: bool = False, with_hash: bool = False) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """What is known about the entry; reads nothing (`describe` fills hashes and kernels beforehand)."""
         out: dict[str, Any] = {
             "index": self.index,
             "kind": self.kind,
@@ -104,14 +86,9 @@ class Entry:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
-        if self.error is None and (with_hash or with_kernels):
-            try:
-                self._derive(with_kernels=with_kernels, with_hash=with_hash)
-            except FatkitError as exc:
-                self.error = exc.message
-        if with_hash and "hash" in self.__dict__:
+        if self.hash is not None:
             out["hash"] = self.hash
-        if with_kernels and "kernels" in self.__dict__:
+        if self.kernels is not None:
             out["kernels"] = [k.to_json() for k in self.kernels]
         if self.translated_from is not None:
             out["translated_from"] = self.translated_from
@@ -125,7 +102,7 @@ class Container:
     """A fatbin, an offload bundle or a compressed bundle (CCOB) inside a binary, or a standalone device file."""
 
     index: int
-    format: str  # fatbin | offload-bundle | ccob | offload-section | cubin | ptx | hsaco
+    format: ContainerFormat
     offset: int
     size: int
     section: str | None
@@ -137,9 +114,9 @@ class Container:
 
     @property
     def vendor(self) -> str:
-        return "amd" if self.format in ("offload-bundle", "ccob", "offload-section", "hsaco") else "nvidia"
+        return "amd" if self.format in AMD_FORMATS else "nvidia"
 
-    def to_json(self, **kw: bool) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "index": self.index,
             "format": self.format,
@@ -155,7 +132,7 @@ class Container:
             out["ccob"] = self.ccob
         if self.manifest is not None:
             out["manifest"] = self.manifest
-        out["entries"] = [e.to_json(**kw) for e in self.entries]
+        out["entries"] = [e.to_json() for e in self.entries]
         return out
 
 
@@ -165,40 +142,27 @@ class Binary:
 
     path: str
     size: int
-    # elf-exec | elf-pie | elf-shared | elf-rel | pe-dll (DLLs and .pyd modules) | pe-exe | cubin | hsaco | fatbin
-    # | offload-bundle | ccob | ptx | other; elf / pe: headers fatkit could not read (the error says why)
-    format: str
+    format: BinaryFormat  # pe-dll covers .pyd modules; elf / pe: headers fatkit could not read (the error says why)
     containers: list[Container] = field(default_factory=list)
     needed: list[str] = field(default_factory=list)
     errors: list[FatkitError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was found that is neither NVIDIA nor AMD code
+    # what it means for AMD (extract/report.py's judge): module by module after a scan, kernel by kernel when
+    # asked for (inspect --kernels)
+    verdict: Verdict | None = None
 
     @property
     def entries(self) -> list[Entry]:
         return [e for c in self.containers for e in c.entries]
 
-    @cached_property
-    def verdict(self) -> "Verdict":
-        """The fast verdict: module by module, reading no payload except tiny uncompressed cubins."""
-        from fatkit.extract.report import judge
-
-        return judge(self)
-
-    @cached_property
-    def kernel_verdict(self) -> "Verdict":
-        """The precise verdict: kernel by kernel, reading every PTX and cubin entry."""
-        from fatkit.extract.report import judge
-
-        return judge(self, by_kernel=True)
-
-    def to_json(self, **kw: bool) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "size": self.size,
             "format": self.format,
             "needed": list(self.needed),
-            "containers": [c.to_json(**kw) for c in self.containers],
-            "verdict": (self.kernel_verdict if kw.get("with_kernels") else self.verdict).to_json(),
+            "containers": [c.to_json() for c in self.containers],
+            "verdict": None if self.verdict is None else self.verdict.to_json(),
             "notes": list(self.notes),
             "errors": [{"message": e.message, "offset": e.offset} for e in self.errors],
         }
@@ -208,7 +172,7 @@ class Binary:
 class Verdict:
     """What the binary means for AMD: translatable yes / partial / no / native / none, and why."""
 
-    amd: str  # yes | partial | no | native | none
+    amd: AmdVerdict
     reason: str
     ptx_archs: tuple[str, ...] = ()
     cubin_archs: tuple[str, ...] = ()

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from fatkit.errors import FatkitError
+from fatkit.extract.kernels import kernel_names
 from fatkit.extract.model import Binary, Container, Entry, Verdict
 
 # NVIDIA libraries a binary may need (DT_NEEDED), the library they are, and what replaces them on AMD.
@@ -99,7 +100,7 @@ def _names(binary: Binary, entries: Iterable[Entry]) -> set[str] | None:
         if entry.error is not None:
             return None
         try:
-            names.update(entry.kernel_names)
+            names.update(kernel_names(entry))
         except FatkitError as exc:
             entry.error = exc.message
             binary.errors.append(exc.located(binary.path))
@@ -141,8 +142,8 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
     cubin_archs = sorted({e.arch for e in entries if e.kind == "elf"}, key=_arch_key)
     amd_targets = sorted({e.arch for e in entries if e.kind == "hsaco"}, key=_target_key)
     libraries = nvidia_libraries(binary.needed)
-    common = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs), amd_targets=tuple(amd_targets),
-                  libraries=libraries)
+    common: dict[str, Any] = dict(ptx_archs=tuple(ptx_archs), cubin_archs=tuple(cubin_archs),
+                                  amd_targets=tuple(amd_targets), libraries=libraries)
     modules = [c for c in binary.containers if c.vendor == "nvidia"]
     if not modules:
         if amd_targets:
@@ -169,10 +170,18 @@ def judge(binary: Binary, *, by_kernel: bool = False) -> Verdict:
                        **common)
     if not ptx_archs:
         return _no_ptx(common)
-    blocked_archs = sorted({e.arch for c in blocking for e in c.entries if e.kind == "elf"}, key=_arch_key)
-    return Verdict("partial", f"{len(blocking)} of {len(modules)} modules have no PTX, only cubins "
-                              f"({', '.join(blocked_archs)}); the others have PTX ({', '.join(ptx_archs)})",
-                   **common)
+    return Verdict("partial", f"{len(blocking)} of {len(modules)} modules have no PTX, only "
+                              f"{_what_blocks(blocking)}; the others have PTX ({', '.join(ptx_archs)})", **common)
+
+
+def _what_blocks(blocking: list[Container]) -> str:
+    """What modules without PTX hold instead: `cubins (sm_80, sm_90)`, `NVVM/LTO IR (nvvm)`, or both."""
+    held = []
+    for kind, name in (("elf", "cubins"), ("nvvm", "NVVM/LTO IR")):
+        archs = sorted({e.arch for c in blocking for e in c.entries if e.kind == kind}, key=_arch_key)
+        if archs:
+            held.append(f"{name} ({', '.join(archs)})")
+    return " and ".join(held) or "entries fatkit does not recognise"
 
 
 def _no_ptx(common: dict[str, Any]) -> Verdict:

@@ -17,32 +17,30 @@ import lzma
 import mmap
 import re
 import stat
-import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
-from fatkit.extract.model import Binary, Container, Entry
-from fatkit.formats import ar, cubin, fatbin, hsaco, offload_bundle, pe, ptx_header, wrappers
+from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
+from fatkit.extract.report import judge
+from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, pe, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
-from fatkit.formats.elf import ElfView
+from fatkit.formats.fatbin import FatbinEntry
+from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
 from fatkit.formats.pe import PeView
+from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
+from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
 
-EM_CUDA = 190
-EM_AMDGPU = 224
-ET_NAMES = {1: "elf-rel", 2: "elf-exec", 3: "elf-shared"}
-ET_DYN = 3
-PT_INTERP = 3  # a shared object with an interpreter is a PIE executable
+ET_NAMES: dict[int, BinaryFormat] = {ET_REL: "elf-rel", ET_EXEC: "elf-exec", ET_DYN: "elf-shared"}
 
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nv.fatbin", "__fatbin", "__nv_fatbin")
 BUNDLE_SECTIONS = (".hip_fatbin",)
 BUNDLE_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # clang-offload-bundler -type=o: one section per target
 LLVM_OFFLOADING_SECTION = ".llvm.offloading"
-REPACK_SECTION = ".fatkit_amd"  # added by `fatkit repack`: a bundle of translated code objects and a manifest
 
 # Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
 DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
@@ -66,17 +64,70 @@ class Source:
 
 
 def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named directly, plus every regular file under named directories (sorted, symlinked dirs skipped)."""
+    """Files named directly, plus every file under named directories, sorted.
+
+    Symbolic links are followed, to files and to directories, and each real file comes once however many
+    names reach it (the first in walk order is kept: a directory of symlinks to libraries is inspected like
+    the libraries). A symlinked directory that leads back into the walk (a loop) is skipped. InputError when
+    a path does not exist, or a directory holds no file at all."""
     files: list[Path] = []
+    seen: set[tuple[int, int]] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()))
+            found = _walk(path, seen)
+            if not found:
+                raise InputError(f"no files under this directory{_broken_links(path)}", path=str(path))
+            files.extend(found)
         elif path.exists():
-            files.append(path)
+            if _first_time(path, seen):
+                files.append(path)
         else:
             raise InputError(f"no such file or directory: {path}")
     return files
+
+
+def _walk(top: Path, seen: set[tuple[int, int]]) -> list[Path]:
+    """Files under `top` (links followed), each real file once, directories on the current path never again."""
+    found: list[Path] = []
+    ancestors: set[tuple[int, int]] = set()
+
+    def visit(directory: Path) -> None:
+        info = directory.stat()
+        ident = (info.st_dev, info.st_ino)
+        if ident in ancestors:  # a link back to a directory being walked: a loop
+            return
+        ancestors.add(ident)
+        try:
+            children = sorted(directory.iterdir())
+        except OSError:
+            children = []  # unreadable directories hold nothing to scan (as rglob had it)
+        for child in children:
+            try:
+                if child.is_dir():
+                    visit(child)
+                elif child.is_file() and _first_time(child, seen):
+                    found.append(child)
+            except OSError:  # a link to something gone or unreadable
+                continue
+        ancestors.discard(ident)
+
+    visit(top)
+    return found
+
+
+def _first_time(path: Path, seen: set[tuple[int, int]]) -> bool:
+    info = path.stat()
+    ident = (info.st_dev, info.st_ino)
+    if ident in seen:
+        return False
+    seen.add(ident)
+    return True
+
+
+def _broken_links(directory: Path) -> str:
+    broken = sum(1 for p in directory.rglob("*") if p.is_symlink() and not p.exists())
+    return f" ({broken} broken symbolic link{'s' if broken != 1 else ''})" if broken else ""
 
 
 def _map_file(path: Path) -> Buffer:
@@ -95,7 +146,7 @@ def _map_file(path: Path) -> Buffer:
 def _looks_like_device_code(head: bytes, name: str) -> bool:
     """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
     return (
-        head.startswith((b"\x7fELF", pe.DOS_MAGIC, ar.AR_MAGIC, b"PK\x03\x04", FATBIN_MAGIC_BYTES,
+        head.startswith((b"\x7fELF", pe.DOS_MAGIC, ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
                          offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
         or name.lower().endswith(DEVICE_SUFFIXES)
         or bool(_PTX_START.match(head))
@@ -115,27 +166,37 @@ def scan_path(path: str | Path, *, only_candidates: bool = False) -> Iterator[Bi
 
 
 def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] | None = None) -> Iterator[Binary]:
-    """Binaries in files and directory trees; `on_file` is called before each file (progress bars)."""
-    for raw in paths:
-        walked = Path(raw).is_dir()
-        for file in expand_inputs([raw]):
-            if on_file is not None:
-                on_file(file)
-            try:
-                yield from scan_path(file, only_candidates=walked)
-            except FatkitError as exc:
-                yield Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))])
+    """Binaries in files and directory trees (`expand_inputs`: links followed, each real file once); `on_file`
+    is called before each file (progress bars)."""
+    paths = list(paths)
+    walked = {Path(raw) for raw in paths if Path(raw).is_dir()}
+    files = expand_inputs(paths)
+    for file in files:
+        if on_file is not None:
+            on_file(file)
+        try:
+            yield from scan_path(file, only_candidates=any(file.is_relative_to(d) for d in walked))
+        except FatkitError as exc:
+            yield _judged(Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))]))
+
+
+def _judged(binary: Binary) -> Binary:
+    """The binary with its module-by-module verdict (extract/report.py)."""
+    binary.verdict = judge(binary)
+    return binary
 
 
 def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Binary]:
-    """A Binary for the source, or one per member when the source is an archive or a zip."""
+    """A Binary for the source, or one per member when the source is an archive or a zip; each judged."""
     head = bytes(source.buf[:8])
     if ar.is_archive(source.buf):
-        yield from _scan_archive(source)
-    elif head.startswith(b"PK\x03\x04"):
-        yield from _scan_zip(source, only_candidates=only_candidates)
+        found: Iterable[Binary] = _scan_archive(source)
+    elif head.startswith(ZIP_LOCAL_SIGNATURE):
+        found = _scan_zip(source, only_candidates=only_candidates)
     else:
-        yield scan_buffer(source)
+        found = [scan_buffer(source)]
+    for binary in found:
+        yield binary if binary.verdict is not None else _judged(binary)
 
 
 def _scan_archive(source: Source) -> Iterator[Binary]:
@@ -178,7 +239,6 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
             yield from scan_source(Source(name, data), only_candidates=only_candidates)
 
 
-_ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then file name and extra field lengths at +26
 
 
 def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
@@ -187,14 +247,14 @@ def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) ->
     if info.file_size > MAX_PAYLOAD:
         raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
     if info.compress_type == zipfile.ZIP_STORED:
-        need(buf, info.header_offset, _ZIP_LOCAL_HEADER.size, "zip local header")
-        signature, name_len, extra_len = _ZIP_LOCAL_HEADER.unpack_from(buf, info.header_offset)
-        start = info.header_offset + _ZIP_LOCAL_HEADER.size + name_len + extra_len
-        if signature != b"PK\x03\x04":
+        need(buf, info.header_offset, LOCAL_HEADER_NAME_LENGTHS.size, "zip local header")
+        signature, name_len, extra_len = LOCAL_HEADER_NAME_LENGTHS.unpack_from(buf, info.header_offset)
+        start = info.header_offset + LOCAL_HEADER_NAME_LENGTHS.size + name_len + extra_len
+        if signature != ZIP_LOCAL_SIGNATURE:
             raise FormatError("zip local header signature is wrong", offset=info.header_offset)
         need(buf, start, info.file_size, "stored zip member")
-        data = memoryview(buf)[start:start + info.file_size]
-        return data if _looks_like_device_code(bytes(data[:4096]), info.filename) else None
+        stored = memoryview(buf)[start:start + info.file_size]
+        return stored if _looks_like_device_code(bytes(stored[:4096]), info.filename) else None
     with archive.open(info) as member:
         head = member.read(4096)
         if not _looks_like_device_code(head, info.filename):
@@ -349,18 +409,19 @@ def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], st
             finder.walk_section(section, family="bundle")
         elif name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
-        elif name == REPACK_SECTION:
+        elif name == fatkit_amd.SECTION_NAME:
             finder.repack_section(section)
         elif name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
                 f"{LLVM_OFFLOADING_SECTION} section (LLVM offload binary from clang -fgpu-rdc/--offload-new-driver):"
                 " device code is only materialised at link time; not decoded")
         elif name == pe.CLANG_OFFLOAD_SECTION and isinstance(view, PeView):
-            binary.notes.append(_pe_offload_note(view, section))
+            binary.notes.append(_pe_offload_note(view, section.name))
     finder.skip = [(s.offset, s.offset + s.size) for s in sections if skipped(s)]
 
 
-SHT_SKIPPED = {2, 3, 4, 5, 6, 9, 11, 19, 0x6FFFFFF6, 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFD}  # symbols, strings, relocs, hashes, versions
+# symbols, strings, relocations, hashes, versions
+SHT_SKIPPED = {2, 3, 4, 5, 6, 9, 11, 19, 0x6FFFFFF6, 0x6FFFFFFE, 0x6FFFFFFF, 0x6FFFFFFD}
 SHF_EXECINSTR = 0x4
 
 
@@ -379,7 +440,7 @@ def _pe_cannot_hold_containers(section: pe.PeSection) -> bool:
     return section.has_bytes and (section.executable or section.name in PE_SKIPPED)
 
 
-def _pe_offload_note(image: PeView, section: pe.PeSection) -> str:
+def _pe_offload_note(image: PeView, section_name: str) -> str:
     """What a PE `__CLANG_` section (clang-offload-bundler output, its name cut to 8 bytes) holds, as far as the
     SYCL runtime's `.tgtsym` table names its targets (`<bundle id>.<kernel>` strings)."""
     symbols = image.section(pe.SYCL_TARGET_SYMBOLS)
@@ -389,7 +450,7 @@ def _pe_offload_note(image: PeView, section: pe.PeSection) -> str:
             bundle_id = text.split(b".", 1)[0].decode("utf-8", "replace")
             if bundle_id:
                 targets.setdefault(bundle_id)
-    where = f"PE section {section.name}, cut from {BUNDLE_SECTION_PREFIX}…"
+    where = f"PE section {section_name}, cut from {BUNDLE_SECTION_PREFIX}…"
     parsed = [offload_bundle.parse_bundle_id(t) for t in targets]
     if not parsed:
         return (f"clang offload section ({where}): its target is not named in the image; neither NVIDIA nor AMD "
@@ -461,14 +522,14 @@ class _Finder:
         self._add(container)
         return parsed.size
 
-    def _fatbin_entry(self, index: int, rec: fatbin.FatbinEntry) -> Entry:
+    def _fatbin_entry(self, index: int, rec: FatbinEntry) -> Entry:
         error = None
         try:
             compression = rec.compression
         except FatkitError as exc:
             compression, error = None, exc.message
         return Entry(
-            index=index, kind=rec.kind_name, arch=rec.arch, offset=rec.offset, stored_size=rec.stored_size,
+            index=index, kind=_entry_kind(rec.kind_name), arch=rec.arch, offset=rec.offset, stored_size=rec.stored_size,
             compression=compression, loader=self._loader(partial(fatbin.entry_payload, self.buf, rec)),
             size=rec.uncompressed_size if compression else rec.stored_size,
             identifier=rec.identifier, options=rec.options,
@@ -477,7 +538,8 @@ class _Finder:
 
     # -- AMD offload bundles
 
-    def bundle(self, offset: int, kind: str, how: str, wrapper: dict | None = None, end: int | None = None) -> int | None:
+    def bundle(self, offset: int, kind: str, how: str, wrapper: dict | None = None,
+               end: int | None = None) -> int | None:
         """Parse the plain bundle or CCOB at offset (once); returns its size or None."""
         if self._known(offset, how, wrapper):
             return self.by_offset[offset].size
@@ -505,7 +567,8 @@ class _Finder:
 
     def _bundle_entries(self, container: Container, data: Buffer, bundle, base: int, compression: str | None) -> None:
         for i, entry in enumerate(bundle.entries):
-            kind = "host" if entry.kind == "host" else "hsaco" if entry.triple.startswith("amdgcn") else "other"
+            kind: EntryKind = "host" if entry.kind == "host" else "hsaco" if entry.triple.startswith("amdgcn") \
+                else "other"
             container.entries.append(Entry(
                 index=i, kind=kind, arch=entry.target_id or entry.triple, offset=base + entry.offset,
                 stored_size=entry.size, compression=compression,
@@ -555,14 +618,12 @@ class _Finder:
 
     def repack_section(self, section) -> None:
         """`.fatkit_amd` (fatkit repack): its bundle, each code object mapped to the PTX it was translated from."""
-        from fatkit.repack.section import read_payload  # fatkit.repack imports this module
-
         end = min(section.offset + section.size, len(self.buf))
         kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
         if not self.bundle(section.offset, kind, "section", end=end):
             return
         try:
-            manifest = read_payload(bytes(self.buf[section.offset:end]))
+            manifest = fatkit_amd.read_payload(bytes(self.buf[section.offset:end]))
         except FatkitError as exc:
             self._error(exc.located(base=section.offset))
             return
@@ -570,7 +631,7 @@ class _Finder:
         container.manifest = manifest.to_json()
         by_id = {m.bundle_id: m for m in manifest.modules if m.bundle_id is not None}
         for entry in container.entries:
-            module = by_id.get(entry.bundle_id)
+            module = by_id.get(entry.bundle_id) if entry.bundle_id is not None else None
             if module is not None:
                 entry.translated_from = {"ptx_blake3": module.ptx_blake3, "sources": list(module.sources),
                                          "arch": module.arch, "target": module.target,
@@ -623,6 +684,8 @@ class _Finder:
             code_version=f"1.{info.abi_version}"))
 
     def standalone_code_object(self) -> None:
+        from fatkit.formats import hsaco  # AMD code objects only: most inspected files hold none
+
         info = hsaco.parse_code_object(self.buf)
         self._standalone("hsaco", Entry(
             index=0, kind="hsaco", arch=info.target_id, offset=0, stored_size=len(self.buf), compression=None,
@@ -636,15 +699,21 @@ class _Finder:
             compression=None, loader=self._loader(partial(_ptx_file_bytes, self.buf)), size=len(self.buf),
             code_version=version))
 
-    def _standalone(self, fmt: str, entry: Entry) -> None:
+    def _standalone(self, fmt: ContainerFormat, entry: Entry) -> None:
         self._add(Container(index=0, format=fmt, offset=0, size=len(self.buf), section=None,
                             found_by=["file"], entries=[entry]))
 
 
+def _entry_kind(name: str) -> EntryKind:
+    """A fatbin entry's kind as the model names it; kinds fatbin.py does not know are "other"."""
+    return next((kind for kind in get_args(EntryKind) if kind == name), "other")
+
+
 def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
     """Where a version-1 CCOB (which has no size) ends: the next bundle magic in the section, or its end."""
-    candidates = [buf.find(m, offset + 4, end) for m in (offload_bundle.CCOB_MAGIC, offload_bundle.BUNDLE_MAGIC)]
-    found = [c for c in candidates if c >= 0]
+    window = bytes(buf[offset + 4:end])  # a memoryview (stored zip member) has no find; sections are bounded
+    found = [offset + 4 + at for at in (window.find(m) for m in (offload_bundle.CCOB_MAGIC,
+                                                                  offload_bundle.BUNDLE_MAGIC)) if at >= 0]
     return min(found) if found else end
 
 

@@ -93,15 +93,17 @@ def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
             on_error(f"{path}: {symbol}, declared .extern in the -rdc unit {unit} ({arch}), is defined by no unit "
                      "of the binary: the kernels reaching it are not translated")
         linked = PtxModule(path, None, None, arch, f"{name}.rdc.{safe_component(arch)}", result.text,
-                           tuple(u.container for u in units), tuple(u.text for u in units))
+                           tuple(u.container for u in units if u.container is not None), tuple(u.text for u in units))
         replaced.update({id(u): None for u in units})
         replaced[id(units[0])] = linked
     out = []
     for module, _ in found:
         if id(module) not in replaced:
             out.append(module)
-        elif replaced[id(module)] is not None:
-            out.append(replaced[id(module)])
+        else:
+            linked_module = replaced[id(module)]
+            if linked_module is not None:
+                out.append(linked_module)
     return out
 
 

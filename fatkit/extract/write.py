@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+import blake3
+
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.model import Binary, Entry
 
@@ -35,7 +37,8 @@ def extract_entries(binaries: Iterable[Binary], outdir: Path, kinds: set[str], a
         raise InputError(f"cannot create output directory: {exc.strerror}", path=str(outdir)) from None
     root = outdir.resolve()
     used: set[str] = set()
-    files, errors = [], []
+    files: list[dict[str, object]] = []
+    errors: list[dict[str, object]] = []
     for binary in binaries:
         stem = safe_component(re.split(r"[/!\\]", binary.path)[-1])
         errors.extend({"path": binary.path, "offset": e.offset, "message": e.message} for e in binary.errors)
@@ -57,7 +60,8 @@ def extract_entries(binaries: Iterable[Binary], outdir: Path, kinds: set[str], a
                 files.append({
                     "file": name, "binary": binary.path, "container": container.index,
                     "container_offset": container.offset, "section": container.section, "entry": entry.index,
-                    "kind": entry.kind, "arch": entry.arch, "size": len(data), "hash": entry.hash,
+                    "kind": entry.kind, "arch": entry.arch, "size": len(data),
+                    "hash": blake3.blake3(data).hexdigest(),
                 })
     manifest = {"files": files, "errors": errors}
     _write(root / "manifest.json", json.dumps(manifest, indent=2).encode() + b"\n")

@@ -1,4 +1,4 @@
-"""NVIDIA device ELF ("cubin", EM_CUDA 190): architecture, attributes and kernels (FORMATS.md A.3).
+"""NVIDIA device ELF ("cubin", EM_CUDA 190): architecture, attributes and kernels (docs/formats.md §3).
 
 The ELF itself is read by `fatkit.formats.elf.ElfView`, which reads only what is asked of it:
 
@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, need
-from fatkit.formats.elf import ELFCLASS64, ET_EXEC, ET_REL, SHT_SYMTAB, STT_FUNC, ElfView, Section, Symbol
+from fatkit.formats.elf import ELFCLASS64, EM_CUDA, ET_EXEC, ET_REL, SHT_SYMTAB, STT_FUNC, ElfView, Section, Symbol
 
-EM_CUDA = 190
 STO_CUDA_ENTRY = 0x10  # st_other of a kernel (entry point); device functions have 0
 
 INFO_PREFIX = ".nv.info."
@@ -39,7 +38,7 @@ EF8_ACCELERATORS = 0x8
 
 # `.nv.info` record formats.
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
-# `.nv.info` attribute ids used here (FORMATS.md A.3 lists the others).
+# `.nv.info` attribute ids used here (docs/formats.md §3).
 EIATTR_MAX_THREADS = 0x05
 EIATTR_PARAM_CBANK = 0x0A
 EIATTR_FRAME_SIZE = 0x11
@@ -217,7 +216,7 @@ def _by_symbol(records: list[NvInfoAttr], attribute: int) -> dict[int, int]:
     return {
         sym: value
         for sym, value in (_U32X2.unpack_from(r.value) for r in records
-                           if r.attribute == attribute and r.format == EIFMT_SVAL and len(r.value) >= 8)
+                           if r.attribute == attribute and isinstance(r.value, bytes) and len(r.value) >= 8)
     }
 
 
@@ -229,16 +228,17 @@ def _kernel(name: str, records: list[NvInfoAttr], symbol: Symbol, registers: dic
     param_bytes = cbank_bytes = 0
     max_threads = None
     for r in records:
-        if r.format == EIFMT_SVAL:
-            if r.attribute == EIATTR_KPARAM_INFO and len(r.value) >= _KPARAM.size:
-                _, ordinal, offset, packed = _KPARAM.unpack_from(r.value)
+        value = r.value
+        if isinstance(value, bytes):  # EIFMT_SVAL
+            if r.attribute == EIATTR_KPARAM_INFO and len(value) >= _KPARAM.size:
+                _, ordinal, offset, packed = _KPARAM.unpack_from(value)
                 params.append(CubinParam(ordinal, offset, packed >> KPARAM_SIZE_SHIFT))
-            elif r.attribute == EIATTR_MAX_THREADS and len(r.value) >= _U32X3.size:
-                max_threads = _U32X3.unpack_from(r.value)
-            elif r.attribute == EIATTR_PARAM_CBANK and len(r.value) >= _PARAM_CBANK.size:
-                cbank_bytes = _PARAM_CBANK.unpack_from(r.value)[2]
+            elif r.attribute == EIATTR_MAX_THREADS and len(value) >= _U32X3.size:
+                max_threads = _U32X3.unpack_from(value)
+            elif r.attribute == EIATTR_PARAM_CBANK and len(value) >= _PARAM_CBANK.size:
+                cbank_bytes = _PARAM_CBANK.unpack_from(value)[2]
         elif r.format == EIFMT_HVAL and r.attribute == EIATTR_CBANK_PARAM_SIZE:
-            param_bytes = r.value
+            param_bytes = value
     return CubinKernel(
         name=name,
         param_bytes=param_bytes or cbank_bytes,
@@ -300,7 +300,7 @@ def parse_cubin(data: Buffer) -> CubinInfo:
             raise FormatError(f"section {section_name} names no function symbol", offset=section.offset)
         records = _nv_info(elf, section)
         api_versions += [_U32.unpack_from(r.value)[0] for r in records if r.attribute == EIATTR_CUDA_API_VERSION
-                         and r.format == EIFMT_SVAL and len(r.value) >= _U32.size]
+                         and isinstance(r.value, bytes) and len(r.value) >= _U32.size]
         if not symbol.other & STO_CUDA_ENTRY:
             continue  # a device function's attributes (`-G`, `-rdc`)
         shared = by_name.get(SHARED_PREFIX + name)

@@ -19,7 +19,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property, partial
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from construct import Bytes, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
 
@@ -91,15 +91,16 @@ ELFDATA2LSB = 1
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 EM_PPC64, EM_X86_64, EM_AARCH64 = 21, 62, 183
+EM_CUDA, EM_AMDGPU = 190, 224  # device code: NVIDIA cubins, AMD code objects
 
-SHT_NULL, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 0, 2, 4, 6, 7, 8
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS = 0, 1, 2, 4, 6, 7, 8
 SHT_REL, SHT_DYNSYM, SHT_RELR = 9, 11, 19
 SHF_ALLOC = 0x2
 SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
 PN_XNUM = 0xFFFF
 STT_OBJECT, STT_FUNC = 1, 2
 
-PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4  # PT_INTERP: a shared object with one is a PIE
 
 DT_NULL, DT_NEEDED, DT_PLTRELSZ, DT_STRTAB, DT_SYMTAB = 0, 1, 2, 5, 6
 DT_RELA, DT_RELASZ, DT_STRSZ, DT_SONAME, DT_PLTREL, DT_JMPREL = 7, 8, 10, 14, 20, 23
@@ -132,7 +133,7 @@ class _Layout:
     def __init__(self, name: str, layout: Struct):
         self.unpack = unpacker(layout)
         self.size = self.unpack.size
-        self.record = namedtuple(name, [field.name for field in layout.subcons if field.name])
+        self.record: Any = namedtuple(name, [field.name for field in layout.subcons if field.name])  # type: ignore[misc]
         self.offsets: dict[str, int] = {}  # of each field, for error offsets
         position = 0
         for field in layout.subcons:
@@ -143,6 +144,17 @@ class _Layout:
     def at(self, buf: Buffer, offset: int):
         """The record at `offset`; the caller has bounds-checked it."""
         return tuple.__new__(self.record, self.unpack.unpack_from(buf, offset))
+
+    def pack(self, record: tuple) -> bytes:
+        """The bytes of a record (`at`'s, possibly `_replace`d, or `record(**fields)`)."""
+        return self.unpack.pack(*record)
+
+    def field_bytes(self, name: str, value: int) -> tuple[int, bytes]:
+        """Where field `name` lies in the record and `value` as its bytes: what a patch overwrites."""
+        index = self.record._fields.index(name)
+        start = self.offsets[name]
+        end = self.offsets[self.record._fields[index + 1]] if index + 1 < len(self.record._fields) else self.size
+        return start, value.to_bytes(end - start, "little")
 
     def getter(self, *names: str) -> itemgetter:
         """A function from a record (or its raw tuple) to the tuple of the named fields."""
@@ -179,6 +191,12 @@ class _ClassLayouts:
         return self.symbol.getter("st_value", "st_size", "st_info", "st_other", "st_shndx")
 
 
+def layouts(elf_class: int) -> _ClassLayouts:
+    """The header, section, segment, symbol and dynamic-entry layouts of ELFCLASS32 or ELFCLASS64 (writers
+    build and patch records through these, by field name)."""
+    return _LAYOUTS[elf_class]
+
+
 _LAYOUTS = {
     elf_class: _ClassLayouts(_Layout("ElfHeader", header), _Layout("SectionHeader", section),
                              _Layout("ProgramHeader", segment), _Layout("SymbolEntry", symbol), _Layout("Dyn", dyn))
@@ -195,7 +213,7 @@ _LAYOUTS = {
 
 
 class Section(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here calls
     name: str
     type: int
     flags: int
@@ -223,7 +241,7 @@ class Segment(NamedTuple):
 
 
 class Symbol(NamedTuple):
-    index: int  # in its symbol table
+    index: int  # type: ignore[assignment]  # in its symbol table (shadows tuple.index, never called)
     name: str
     value: int
     size: int
@@ -292,6 +310,11 @@ class ElfView:
         self.abiversion: int = abiversion
         self.e_flags: int = header.e_flags
         self._symbols: dict[int, tuple] = {}  # raw symbol entries by file offset (relocation targets)
+
+    @property
+    def header(self):
+        """The ELF header as a record of its field names (e_shoff, e_shnum, e_shstrndx, …)."""
+        return self._header
 
     @property
     def buffer(self) -> Buffer:
@@ -510,7 +533,8 @@ class ElfView:
         if table is None:
             dynamic = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
             if dynamic is None or not 0 < dynamic.link < len(self.sections):
-                raise FormatError("dynamic string table not found", offset=self._dynamic_table[0])
+                where = self._dynamic_table[0] if self._dynamic_table else None
+                raise FormatError("dynamic string table not found", offset=where)
             strtab = self.sections[dynamic.link]
             table, size = strtab.offset, strtab.size
         if index >= size:
@@ -669,14 +693,17 @@ class ElfView:
         """
         low = shift // 8
         end = offset + size
+        # mmap and bytes search in place; a memoryview (a stored zip member) has no find: its table is copied
+        table, base = (self._buf, 0) if not isinstance(self._buf, memoryview) else \
+            (bytes(self._buf[offset:end]), offset)
         starts = []
         for block in blocks:
             high_bytes = _U64.pack(block << shift)[low:].rstrip(b"\0")
-            pos = self._buf.find(high_bytes, offset + low, end)
+            pos = table.find(high_bytes, offset + low - base, end - base)
             while pos >= 0:
-                if (pos - low - offset) % entry == 0:
-                    starts.append(pos - low)
-                pos = self._buf.find(high_bytes, pos + 1, end)
+                if (pos + base - low - offset) % entry == 0:
+                    starts.append(pos + base - low)
+                pos = table.find(high_bytes, pos + 1, end - base)
         return starts
 
     def _entries_by_scan(self, offset: int, size: int, words: int, wanted: range) -> list[int]:
@@ -699,7 +726,7 @@ class ElfView:
                 offset = self.va_to_offset(va)
                 if offset is None:
                     raise FormatError(f"dynamic relocation table at VA 0x{va:x} is not in the file",
-                                      offset=self._dynamic_table[0])
+                                      offset=self._dynamic_table[0] if self._dynamic_table else None)
                 located.append((offset, size))
         else:
             located = [(s.offset, s.size) for s in self.sections if s.type == SHT_RELA and s.flags & SHF_ALLOC]

@@ -1,4 +1,4 @@
-"""NVIDIA fatbin containers (FORMATS.md A.2): find, parse, extract entry payloads, build.
+"""NVIDIA fatbin containers (docs/formats.md §2): find, parse, extract entry payloads, build.
 
 A container is a 16-byte header followed by entries back to back; each entry is a header of at
 least 0x40 bytes (identifier, options record and `.nv.compat` copy live in its variable part)
@@ -167,7 +167,7 @@ class EntrySpec:
 def container_size_at(buf: Buffer, offset: int) -> int | None:
     """Size of the fatbin container at `offset` if its header and entry chain are consistent, else None.
 
-    The check a whole-file magic scan needs (FORMATS A.1): magic, version 1, header size 16, the
+    The check a whole-file magic scan needs (docs/formats.md §1): magic, version 1, header size 16, the
     container inside `buf`, and entry headers (each >= 0x40 bytes, kind 1..255, compressed size
     within the padded size) chaining exactly to the container's end. Empty containers are refused:
     they hold no code.
@@ -314,7 +314,7 @@ def entry_payload(buf: Buffer, entry: FatbinEntry) -> bytes:
     codec = entry.compression
     if codec is not None:
         try:
-            data = decompress(codec, buf[entry.payload_offset : entry.payload_offset + stored],
+            data = decompress(codec, memoryview(buf)[entry.payload_offset : entry.payload_offset + stored],
                               entry.uncompressed_size or None)
         except FormatError as exc:  # LimitError included: say where the payload is
             if exc.offset is None:

@@ -1,4 +1,4 @@
-"""AMDGPU code objects (ELF64, e_machine EM_AMDGPU): target id, metadata note, kernels (FORMATS.md B.4).
+"""AMDGPU code objects (ELF64, e_machine EM_AMDGPU): target id, metadata note, kernels (docs/formats.md §8).
 
 Loadable objects (ET_DYN) and relocatable ones (ET_REL, from `-c` or llvmlite's emit_object) are both read.
 The target comes from e_flags (MACH byte plus the xnack/sramecc fields), the kernels from the MessagePack
@@ -16,10 +16,10 @@ from construct import Int16ul, Int32ul, Int64sl, Padding, Struct
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, need
 from fatkit.formats.elf import (
+    EM_AMDGPU,
     ELFCLASS64, ET_DYN, ET_EXEC, ET_REL, SHT_DYNSYM, SHT_SYMTAB, STT_OBJECT, ElfView, Note,
 )
 
-EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 
 NT_AMD_HSA_ISA_VERSION = 3  # code object v2, owner "AMD"
@@ -207,7 +207,9 @@ def _kernel(entry: Any) -> AmdKernel:
         raise FormatError(f"kernel {name!r} metadata .args is not a list of maps")
 
     def required(key: str) -> int:
-        return _metadata_int(entry, key, name, True)
+        value = _metadata_int(entry, key, name, True)
+        assert value is not None  # required: _metadata_int raised otherwise
+        return value
 
     def optional(key: str) -> int | None:
         return _metadata_int(entry, key, name, False)
@@ -265,7 +267,7 @@ def _target(elf: ElfView, metadata: dict, notes: list[Note]) -> tuple[str, str |
         if isinstance(target, str):
             processor, settings = split_target_id(target)
             words = {"+": "on", "-": "off"}
-            return processor, words.get(settings.get("xnack")), words.get(settings.get("sramecc"))
+            return processor, words.get(settings.get("xnack", "")), words.get(settings.get("sramecc", ""))
         for note in notes:
             if (note.owner, note.type) == ("AMD", NT_AMD_HSA_ISA_VERSION) and len(note.desc) >= ISA_NOTE_SIZE:
                 isa = IsaVersionNote.parse(note.desc)

@@ -1,4 +1,4 @@
-"""Clang offload bundles: plain `__CLANG_OFFLOAD_BUNDLE__` and compressed `CCOB` v1/v2/v3 (FORMATS.md B.2, B.3).
+"""Clang offload bundles: plain `__CLANG_OFFLOAD_BUNDLE__` and compressed `CCOB` v1/v2/v3 (docs/formats.md §6, §7).
 
 Plain bundle: magic, u64 entry count, then per entry u64 payload offset (from the bundle start), u64 payload
 size, u64 id length and the id (no NUL); payloads follow, gaps zero-filled. A CCOB is a small header and one
@@ -132,8 +132,8 @@ def parse_bundle(buf: Buffer, offset: int = 0) -> Bundle:
         head = BundleEntryHeader.parse(_bytes(buf, pos, pos + ENTRY_HEADER_SIZE))
         cap(head.id_length, "offload bundle id", MAX_BUNDLE_ID, pos)
         need(buf, pos + ENTRY_HEADER_SIZE, head.id_length, "offload bundle id")
-        bundle_id = _bytes(buf, pos + ENTRY_HEADER_SIZE, pos + ENTRY_HEADER_SIZE + head.id_length)
-        raw_entries.append((pos, head.offset, head.size, bundle_id.decode("utf-8", "replace")))
+        raw_id = _bytes(buf, pos + ENTRY_HEADER_SIZE, pos + ENTRY_HEADER_SIZE + head.id_length)
+        raw_entries.append((pos, head.offset, head.size, raw_id.decode("utf-8", "replace")))
         pos += ENTRY_HEADER_SIZE + head.id_length
 
     header_end = pos - offset

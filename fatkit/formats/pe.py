@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import struct
 from functools import cached_property
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, Literal, NamedTuple
 
 from construct import Bytes, Int8ul, Int16ul, Int32ul, Int64ul, Struct
 
@@ -134,6 +134,10 @@ IMAGE_REL_BASED_ABSOLUTE, IMAGE_REL_BASED_HIGHLOW, IMAGE_REL_BASED_DIR64 = 0, 3,
 ELF_SECTION_OF = {".nv_fatb": ".nv_fatbin", "__nv_rel": "__nv_relfatbin", ".nvFatBi": ".nvFatBinSegment",
                   ".hipFatB": ".hipFatBinSegment", ".hip_fat": ".hip_fatbin", ".fatkit": ".fatkit_amd"}
 REPACK_SECTION = ".fatkit"
+# `.fatkit` is initialized read-only data: the loader maps every section of an image; nothing reads or runs it
+REPACK_SECTION_CHARACTERISTICS = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
+SECTION_NAME_SIZE = 8  # bytes of a section header's name
+IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080  # the image loads only with a valid signature
 CLANG_OFFLOAD_SECTION = "__CLANG_"  # the 8-byte cut of `__CLANG_OFFLOAD_BUNDLE__<bundle id>`
 SYCL_TARGET_SYMBOLS = ".tgtsym"  # the SYCL runtime's table of `<bundle id>.<kernel symbol>` strings
 SECTION_HEADER_SIZE = SectionHeader.sizeof()
@@ -172,7 +176,7 @@ class PeSection(NamedTuple):
     """One section header. `offset`/`size` are the section's bytes in the file (what `data` reads): SizeOfRawData
     cut to VirtualSize, since the raw size is rounded up to FileAlignment with padding past the content."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here calls
     name: str
     virtual_address: int
     virtual_size: int
@@ -264,7 +268,7 @@ class PeView:
         return bool(self.characteristics & IMAGE_FILE_DLL)
 
     @property
-    def format(self) -> str:
+    def format(self) -> Literal["pe-dll", "pe-exe"]:
         """fatkit's Binary.format: `pe-dll` (also `.pyd` modules) or `pe-exe`."""
         return "pe-dll" if self.is_dll else "pe-exe"
 

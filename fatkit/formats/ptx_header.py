@@ -1,4 +1,4 @@
-"""A fast scan of a PTX module's header and kernel list (FORMATS.md A.4); not a parser.
+"""A fast scan of a PTX module's header and kernel list (docs/formats.md §4); not a parser.
 
 PTX reaches fatkit as `nvcc -ptx` output or in the fatbin form (comments stripped, lines de-indented,
 8 leading newlines, a trailing NUL), and can be 60 MB. Every step is one C-level pass over the whole

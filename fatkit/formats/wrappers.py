@@ -1,4 +1,4 @@
-"""Registration wrappers: NVIDIA `__fatBinC_Wrapper_t` and HIP "HIPF" (FORMATS.md A.1, B.1).
+"""Registration wrappers: NVIDIA `__fatBinC_Wrapper_t` and HIP "HIPF" (docs/formats.md §1, §5).
 
 Both are arrays of 24-byte records {u32 magic, u32 version, u64 data, u64 filename_or_fatbins} in a
 section of their own; `data` points at the fatbin (NVIDIA) or offload bundle (HIP) the runtime
@@ -20,7 +20,7 @@ from fatkit.formats.pe import ELF_SECTION_OF, PeView
 
 NV_WRAPPER_MAGIC = 0x466243B1
 HIP_WRAPPER_MAGIC = 0x48495046
-WRAPPER_SECTIONS = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
+WRAPPER_SECTIONS: dict[str, Vendor] = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
 WRAPPER_MAGICS = {"nvidia": NV_WRAPPER_MAGIC, "hip": HIP_WRAPPER_MAGIC}
 
 WrapperRecord = Struct(
@@ -64,7 +64,8 @@ def read_wrappers(elf: ElfView | PeView) -> list[Wrapper]:
         if section.size % size:
             raise FormatError(f"{section.name} is {section.size} bytes, not a whole number of {size}-byte "
                               "wrappers", offset=section.offset)
-        targets = elf.pointers_in(section, size, DATA_FIELD)
+        # the section is the view's own (mypy cannot pair the union's members)
+        targets = elf.pointers_in(section, size, DATA_FIELD)  # type: ignore[arg-type]
         for record, target in targets.items():
             magic, version = _MAGIC_VERSION.unpack_from(elf.buffer, record)
             if magic != WRAPPER_MAGICS[vendor]:

@@ -4,7 +4,8 @@
 PTX module for every target through the code-object cache (`fatkit.cache.precompile`: identical modules once,
 cached ones not again), and writes the original file plus one section to the destination: `.fatkit_amd` in an
 ELF file (non-loaded; `elf_patch.py` appends it), `.fatkit` in a PE image (8-byte names; `pe_patch.py` adds
-it); `section.py` lays out its bytes, the same for both. Nothing NVIDIA's loader or runtime reads changes.
+it); `formats/fatkit_amd.py` lays out its bytes, the same for both. Nothing NVIDIA's loader or runtime reads
+changes.
 
 Statuses of a binary:
 - `repacked`: the section was added and every kernel of every module translated for every target;
@@ -18,25 +19,26 @@ Statuses of a binary:
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from dataclasses import dataclass, field
-import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 import fatkit
 from fatkit.cache import Cache
-from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, normalize_target, ptx_hash, translator_fingerprint
+from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, ptx_hash, translator_fingerprint
 from fatkit.cache.precompile import arch_rank, precompile
 from fatkit.errors import FatkitError, InputError
 from fatkit.extract.model import Binary
 from fatkit.extract.scan import scan_path
 from fatkit.extract.select import PtxModule, ptx_modules
+from fatkit.formats.fatkit_amd import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
+                                       code_object_bundle_id)
 from fatkit.formats.pe import REPACK_SECTION
 from fatkit.repack import elf_patch, pe_patch
 from fatkit.repack.elf_patch import copy_file
-from fatkit.repack.section import (SECTION_NAME, KernelRecord, Manifest, ModuleRecord, build_payload,
-                                   code_object_bundle_id)
+from fatkit.translate.targets.ids import TargetId
 
 ELF_HOST_FORMATS = ("elf-exec", "elf-pie", "elf-shared")
 PE_HOST_FORMATS = ("pe-dll", "pe-exe")
@@ -90,7 +92,7 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
     status `error` with its reason, not an exception (a release run goes on with the other binaries). A signed
     PE image loses the validity of its signature (a warning among `problems`); `keep_signature` refuses it."""
     source, destination = Path(source), Path(destination)
-    normalized = sorted({normalize_target(t) for t in targets})
+    normalized = translated_targets(targets)
     if not normalized:
         raise FatkitError("repack needs at least one target, like gfx942")
     result = BinaryRepack(source, None, "error")
@@ -138,6 +140,13 @@ def repack_binary(source: Path, destination: Path, targets: list[str], cache: Pa
     if result.status == "failed":
         result.reason = "no code object for any module: the section holds only the manifest of reasons"
     return result
+
+
+def translated_targets(targets: list[str]) -> list[str]:
+    """The processors a repack translates for, sorted: code objects are compiled with xnack and sramecc unset,
+    which loads on every setting, so `gfx942:xnack-` and `gfx942` are one target (one code object per PTX
+    module and processor in the section)."""
+    return sorted({str(TargetId.parse_amd(t).bare) for t in targets})
 
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -224,7 +233,7 @@ def _manifest(modules: list[PtxModule], records: list[dict[str, Any]], store: Ca
 
 def _places(modules: list[PtxModule]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """For each PTX hash: the entries holding it ("c0.e1") and the other PTX hashes of its fatbin(s)."""
-    by_container: dict[int, list[PtxModule]] = {}
+    by_container: dict[int | None, list[PtxModule]] = {}
     for module in modules:
         by_container.setdefault(module.container, []).append(module)
     sources: dict[str, set[str]] = {}

@@ -1,16 +1,9 @@
-"""Add one non-loaded section to a host ELF, changing nothing the loader, the CUDA runtime or a tool reads.
+"""Add one non-loaded section to a host ELF file, changing nothing the loader, the CUDA runtime or a tool reads.
 
-The patched file is the original file, byte for byte, followed by:
-
-    [padding to 16] [the section's bytes] [.shstrtab + the new name] [padding to 8] [the section header table]
-
-and the ELF header's `e_shoff` and `e_shnum` updated to the new table (the only original bytes that change).
-The new table is the original one with two changes: the `.shstrtab` header points at the grown copy of the
-name table (whose first bytes are the original table), and one header is appended for the new section
-(SHT_PROGBITS, no flags, address 0). Every other section keeps its offset, address, size and bytes; the
-program headers are not touched and every PT_LOAD range ends before the appended bytes, so the loader maps
-exactly what it mapped before. The original `.shstrtab` bytes and section header table stay in the file,
-unreferenced. lief was not used: its builder rewrites and moves more than this (see docs/repack.md).
+The patched file is the original file, byte for byte, followed by what `formats/elf_append.py` lays out (the
+section's bytes, the grown name table and a new section header table), with the ELF header's `e_shoff` and
+`e_shnum` updated: the only original bytes that change. lief was not used: its builder rewrites and moves more
+than this (see docs/repack.md).
 
 Writes are atomic: a temporary file next to the destination, fsync'd, then renamed over the final name.
 """
@@ -21,27 +14,13 @@ import contextlib
 import mmap
 import os
 import shutil
-import struct
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from fatkit.errors import FatkitError, InputError
-from fatkit.formats.common import align
+from fatkit.errors import InputError
 from fatkit.formats.elf import ElfView
-
-ELFCLASS64 = 2
-ELFDATA2LSB = 1
-SHT_PROGBITS = 1
-SHN_LORESERVE = 0xFF00
-# Elf64_Ehdr: e_ident, e_type, e_machine, e_version, e_entry, e_phoff, e_shoff, e_flags, e_ehsize,
-# e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
-ELF64_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-E_SHOFF = struct.Struct("<Q")  # at 0x28 in an ELF64 header
-E_SHNUM = struct.Struct("<H")  # at 0x3c
-E_SHOFF_AT, E_SHNUM_AT = 0x28, 0x3C
-SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
-PAYLOAD_ALIGN = 16
+from fatkit.formats.elf_append import appended_section
 
 
 @contextlib.contextmanager
@@ -96,17 +75,6 @@ def add_section(source: Path, destination: Path, name: str, payload: bytes) -> N
     _with_plan(Path(source), name, payload, write)
 
 
-def section_added(data: bytes, name: str, payload: bytes, *, alignment: int = PAYLOAD_ALIGN) -> bytes:
-    """`data` (an ELF in memory) plus a non-alloc PROGBITS section `name` holding `payload`, laid out as
-    add_section lays out a file; `alignment` is the payload's file alignment and its sh_addralign."""
-    tail, header_fields = _plan(ElfView(data), data, len(data), name, payload, "<in memory>", alignment)
-    out = bytearray(data)
-    out += tail
-    for offset, raw in header_fields:
-        out[offset:offset + len(raw)] = raw
-    return bytes(out)
-
-
 def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
     """Plan the patch of `source` (open, mapped, checked) and call `then(file, size, tail, header_fields)`."""
     try:
@@ -115,52 +83,7 @@ def _with_plan(source: Path, name: str, payload: bytes, then) -> None:
             if size == 0:
                 raise InputError("empty file, not an ELF", path=str(source))
             with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                tail, header_fields = _plan(ElfView(buf), buf, size, name, payload, str(source))
+                tail, header_fields = appended_section(ElfView(buf), size, name, payload, str(source))
             then(src, size, tail, header_fields)
     except OSError as exc:
         raise InputError(f"cannot repack: {exc.strerror or exc}", path=str(source)) from None
-
-
-def _plan(elf: ElfView, buf, size: int, name: str, payload: bytes, path: str,
-          alignment: int = PAYLOAD_ALIGN) -> tuple[bytes, list[tuple[int, bytes]]]:
-    """The bytes to append and the ELF header fields to overwrite."""
-    def refuse(why: str) -> FatkitError:
-        return FatkitError(f"cannot add {name}: {why}", path=path)
-
-    if elf.elf_class != ELFCLASS64 or buf[5] != ELFDATA2LSB:
-        raise refuse("only 64-bit little-endian ELF files are patched")
-    *_, shoff, _, _, _, _, shentsize, shnum, names_index = ELF64_HEADER.unpack_from(buf, 0)
-    if shoff == 0 or shnum == 0:
-        raise refuse("the file has no section header table (section-stripped, or extended numbering)")
-    if shnum + 1 >= SHN_LORESERVE:
-        raise refuse(f"{shnum} sections: one more needs extended section numbering")
-    if shentsize != SECTION_HEADER.size:
-        raise refuse(f"section headers of {shentsize} bytes, not {SECTION_HEADER.size}")
-    if "\0" in name or not name:
-        raise refuse("a section name must be non-empty and hold no NUL")
-    sections = elf.sections
-    if any(s.name == name for s in sections):
-        raise refuse("the file already has one (it was repacked before); repack the original")
-    if not 0 < names_index < shnum:
-        raise refuse(f"e_shstrndx {names_index} names no section")
-    old_table = bytes(buf[shoff:shoff + shnum * SECTION_HEADER.size])
-    if len(old_table) != shnum * SECTION_HEADER.size:
-        raise refuse("the section header table runs past the end of the file")
-    old_names = elf.section_name_table()
-
-    payload_offset = align(size, alignment)
-    names_offset = payload_offset + len(payload)
-    new_names = old_names + name.encode("utf-8") + b"\0"
-    table_offset = align(names_offset + len(new_names), 8)
-
-    headers = [list(SECTION_HEADER.unpack_from(old_table, i * SECTION_HEADER.size)) for i in range(shnum)]
-    headers[names_index][4] = names_offset  # sh_offset
-    headers[names_index][5] = len(new_names)  # sh_size
-    # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_addralign, sh_entsize
-    headers.append([len(old_names), SHT_PROGBITS, 0, 0, payload_offset, len(payload), 0, 0, alignment, 0])
-    table = b"".join(SECTION_HEADER.pack(*h) for h in headers)
-
-    tail = b"".join([bytes(payload_offset - size), payload, new_names,
-                     bytes(table_offset - names_offset - len(new_names)), table])
-    fields = [(E_SHOFF_AT, E_SHOFF.pack(table_offset)), (E_SHNUM_AT, E_SHNUM.pack(shnum + 1))]
-    return tail, fields

@@ -10,7 +10,7 @@ SizeOfHeaders, before the first section's bytes), and four fields of the headers
 its header, address and bytes; the data directories (imports, exports, relocations, resources, exceptions,
 TLS, load config, debug) are not touched. The section is named `.fatkit` (a PE image holds names of at most
 8 bytes; ELF's `.fatkit_amd` does not fit) and holds the same bytes as ELF's `.fatkit_amd`: the bundle and
-manifest of `fatkit.repack.section`.
+manifest of `fatkit.formats.fatkit_amd`.
 
 The section is initialized read-only data (IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ): the loader
 maps every section of an image, so it lies at the next SectionAlignment boundary after the last section,
@@ -41,17 +41,15 @@ from typing import BinaryIO
 
 from fatkit.errors import FatkitError, InputError
 from fatkit.formats.common import align, unpacker
-from fatkit.formats.pe import (DIRECTORY_SECURITY, IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_READ,
-                               SECTION_HEADER_SIZE, PeView, SectionHeader, pe_checksum)
+from fatkit.formats.pe import (DIRECTORY_SECURITY, IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY,
+                               REPACK_SECTION_CHARACTERISTICS, SECTION_HEADER_SIZE, SECTION_NAME_SIZE, PeView,
+                               SectionHeader, pe_checksum)
 from fatkit.repack.elf_patch import atomic_output
 
-SECTION_CHARACTERISTICS = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
-MAX_NAME = 8
 _SECTION = unpacker(SectionHeader)
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _NUMBER_OF_SECTIONS_AT = 2  # in the COFF file header, after Machine
-IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080
 INTEGRITY_WARNING = ("the image sets FORCE_INTEGRITY: Windows loads it only with a valid signature, which the "
                      "repacked file does not have; sign it")
 UNSIGNED_WARNING = ("the file was signed (Authenticode): the signature no longer verifies, Windows and signtool "
@@ -129,8 +127,8 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
         return FatkitError(f"cannot add {name}: {why}", path=path)
 
     raw_name = name.encode("utf-8")
-    if not raw_name or b"\0" in raw_name or len(raw_name) > MAX_NAME:
-        raise refuse(f"a PE section name must be 1 to {MAX_NAME} bytes without NUL")
+    if not raw_name or b"\0" in raw_name or len(raw_name) > SECTION_NAME_SIZE:
+        raise refuse(f"a PE section name must be 1 to {SECTION_NAME_SIZE} bytes without NUL")
     sections = image.sections
     if any(s.name == name for s in sections):
         raise refuse("the file already has one (it was repacked before); repack the original")
@@ -169,7 +167,7 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
     if raw_offset + raw_size >= 1 << 32 or size_of_image >= 1 << 32:
         raise refuse("the section would lie past 4 GiB, beyond what PE offsets and addresses hold")
     header = _SECTION.pack(raw_name, payload_size, virtual_address, raw_size, raw_offset, 0, 0, 0, 0,
-                           SECTION_CHARACTERISTICS)
+                           REPACK_SECTION_CHARACTERISTICS)
     initialized = image.optional["size_of_initialized_data"] + raw_size
     fields = [
         (image.coff_header_offset + _NUMBER_OF_SECTIONS_AT, _U16.pack(len(sections) + 1)),

@@ -36,14 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from fatkit.cache import normalize_target
 from fatkit.errors import FatkitError, FormatError, InputError, LimitError, UsageError
 from fatkit.extract.scan import ZIP_ERRORS, BufferFile, scan_path
 from fatkit.formats.common import MAX_PAYLOAD, Buffer
 from fatkit.formats.pe import DOS_MAGIC
-from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary
+from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary, translated_targets
 from fatkit.repack.elf_patch import atomic_output, copy_file
-from fatkit.repack.section import ModuleRecord
+from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, END_SIGNATURE, LOCAL_HEADER,
+                                LOCAL_SIGNATURE, ZIP64_END, ZIP64_END_SIGNATURE, ZIP64_LOCATOR,
+                                ZIP64_LOCATOR_SIGNATURE)
+from fatkit.formats.fatkit_amd import ModuleRecord
 
 ELF_MAGIC = b"\x7fELF"
 HOST_MAGICS = (ELF_MAGIC, DOS_MAGIC)  # members that may be host images: ELF, and PE (which starts with MZ)
@@ -61,14 +63,6 @@ UNIX = 3  # create_system whose external attributes hold st_mode
 ZIP64_LIMIT = 0xFFFFFFFF  # sizes and offsets at or above this need ZIP64 records (module-level: tests lower it)
 ZIP64_VERSION = 45
 
-# zip records (APPNOTE 4.3): local file header, central directory header, ZIP64 end record and locator, end record
-LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
-CENTRAL_HEADER = struct.Struct("<4s4B4HL2L5H2L")
-ZIP64_END = struct.Struct("<4sQ2H2L4Q")
-ZIP64_LOCATOR = struct.Struct("<4sLQL")
-END_RECORD = struct.Struct("<4s4H2LH")
-LOCAL_SIGNATURE, CENTRAL_SIGNATURE = b"PK\x03\x04", b"PK\x01\x02"
-ZIP64_END_SIGNATURE, ZIP64_LOCATOR_SIGNATURE, END_SIGNATURE = b"PK\x06\x06", b"PK\x06\x07", b"PK\x05\x06"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -472,7 +466,7 @@ def repack_wheel(source: Path, out_dir: Path, targets: list[str], cache: Path | 
     FatkitError for a wheel fatkit will not read (hostile or corrupt) or an output it cannot write; the input is
     only read, and the output appears complete or not at all."""
     source, out_dir = Path(source), Path(out_dir)
-    targets = sorted({normalize_target(t) for t in targets})
+    targets = translated_targets(targets)
     if not targets:
         raise UsageError("repack needs at least one target, like gfx942")
     destination = out_dir / source.name
@@ -511,7 +505,8 @@ def _repack(wheel: WheelContents, report: WheelRepack, destination: Path, privat
         report.copied = len(wheel.members)
         _write_or_refuse(lambda: copy_file(source, destination), destination)
     else:
-        changed = {m.name: (record_hash(bytes.fromhex(m.sha256)), m.size) for m in report.members if m.patched}
+        changed = {m.name: (record_hash(bytes.fromhex(m.sha256)), m.size) for m in report.members
+                   if m.sha256 is not None and m.size is not None}  # the patched members
         record, appended = rewrite_record(wheel.read_record(), changed, f"{source}!{wheel.record.name}")
         report.notes += [f"RECORD did not list {name}; its line was added" for name in appended]
         report.copied = len(wheel.members) - len(patched) - 1

@@ -144,7 +144,8 @@ FORMS: tuple[Form, ...] = (
     Form("cp", (), LOWERED, "cp.async.ca.shared.global [%r1], [%rd1], 4;\n    cp.async.wait_all;"),
     Form("cp", ("bulk", "tensor"), LOWERED,
          "mbarrier.init.shared.b64 [smem], 1;\n"
-         "    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+64], [%rd1, {%r2}], "
+         "    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1+64], "
+         "[%rd1, {%r2}], "
          "[smem];"),
     Form("cp", ("reduce", "bulk", "tensor"), LOWERED,
          "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%rd1, {%r2}], [%r1];"),

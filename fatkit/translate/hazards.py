@@ -26,6 +26,7 @@ from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.coverage import refusal
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.parser import parse_ptx
+from fatkit.translate.targets.ids import TargetId
 
 if TYPE_CHECKING:
     from fatkit.extract.model import Binary
@@ -50,6 +51,7 @@ class TargetFamily:
 
 
 TARGET_FAMILIES: tuple[TargetFamily, ...] = (
+    TargetFamily("gfx906", WAVE64, 64 * KIB),
     TargetFamily("gfx908", WAVE64, 64 * KIB),
     TargetFamily("gfx90a", WAVE64, 64 * KIB),
     TargetFamily("gfx942", WAVE64, 64 * KIB),
@@ -59,23 +61,25 @@ TARGET_FAMILIES: tuple[TargetFamily, ...] = (
     TargetFamily("gfx12", WAVE32, 64 * KIB),
 )
 _FAMILIES = {f.name: f for f in TARGET_FAMILIES}
-_RDNA = re.compile(r"gfx(1[0-2])[0-9a-f]{2}\Z")
 
 
-def target_family(target: str) -> TargetFamily:
-    """The family of an AMD target id (`gfx942`, `gfx942:sramecc+:xnack-`, `gfx1100`, `gfx1201`)."""
-    name = target.strip().lower().split(":", 1)[0]
-    family = _FAMILIES.get(name)
-    if family is None:
-        m = _RDNA.match(name)
-        family = _FAMILIES.get(f"gfx{m.group(1)}") if m else None
+def target_family(target: str | TargetId) -> TargetFamily:
+    """The family of an AMD target id (`gfx942`, `gfx942:sramecc+:xnack-`, `gfx1100`, `gfx1201`): the ones
+    lint knows the wave size and LDS of (TargetId.family)."""
+    family = None
+    try:
+        parsed = target if isinstance(target, TargetId) else TargetId.parse_amd(target)
+        family = _FAMILIES.get(parsed.family)
+    except UsageError:
+        pass  # named below, with what lint knows
     if family is None:
         known = ", ".join(f.name for f in TARGET_FAMILIES if f.wave == WAVE64)
-        raise UsageError(f"unknown AMD target {target!r}: expected {known}, gfx10xx–gfx12xx, wave32 or wave64")
+        raise UsageError(f"unknown AMD target {str(target)!r} for lint: expected {known}, gfx10xx–gfx12xx, "
+                         "wave32 or wave64")
     return family
 
 
-def target_names(target: str) -> frozenset[str]:
+def target_names(target: str | TargetId) -> frozenset[str]:
     """The names a Hazard's `targets` may use for `target`: its wave class and family, or for `wave32`/
     `wave64` the class and all its families (a finding affects the class if it affects any member)."""
     if target in BOTH:

@@ -7,7 +7,8 @@ declarations; a name with internal linkage (no linkage directive: static functio
 per unit, so one that another unit also uses is renamed in its unit (`name_fatkit_rdc<unit>`); two
 `.visible` definitions of a name are an error, as for nvlink; a `.visible` one wins over `.weak`/`.common`
 ones, and of those the first is kept. An `.extern` that no unit defines stays, and lowering reports the
-kernels that reach it, naming it. Debug information (`.file`, `.loc`, DWARF `.section`s) is left out: file numbers are per unit.
+kernels that reach it, naming it. Debug information (`.file`, `.loc`, DWARF `.section`s) is left out: file
+numbers are per unit.
 
 Units are linked only when one of them declares `.extern` what another defines (`link_modules` returns None
 otherwise); `linkable` is the quick look at the texts that spares parsing units that cannot need it.

@@ -1,37 +1,57 @@
 """The translation pipeline: `parse → passes → lower → codegen → validate`, each a named stage function.
 
-`translate(text, options)` runs them all. A kernel that uses PTX outside what lowering supports is
-reported in `Translation.kernels` with status "unsupported" and its reason (instruction, PTX line) and
-left out of the product; the module's other kernels still translate. Nothing is dropped silently.
+`run(text, options)` is the one way in: every command and benchmark translates through it, `until` stops
+after a stage (or one pass of the passes stage: `--dump-after`), `on_stage` sees each stage's result.
+A kernel that uses PTX outside what lowering supports is reported in `Translation.kernels` with status
+"unsupported" and its reason (instruction, PTX line) and left out of the product; the module's other
+kernels still translate. Nothing is dropped silently.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.lower import Unsupported, lower_kernel
-from fatkit.translate.passes import PassError, Prepared, run_passes
+from fatkit.translate.passes import PASS_NAMES, PassError, Prepared, run_passes
 from fatkit.translate.ptx import ast, parse_ptx
-from fatkit.translate.targets import Target, target_named
-from fatkit.translate.targets.base import LoweredKernel
+from fatkit.translate.targets import target_named
+from fatkit.translate.targets.base import LoweredKernel, Target
+from fatkit.translate.targets.ids import TargetId
+
+# Field metadata: `{CHANGES_CODE: False}` marks an Options field that cannot change the output (the cache
+# key leaves it out); every other field is part of the key (fatkit.cache.key.options_key).
+CHANGES_CODE = "changes_code"
+EMIT_KINDS = ("hsaco", "obj", "asm", "llvm")  # the linked, validated product; or what a target can emit
+Status = Literal["ok", "unsupported"]
 
 
 @dataclass(frozen=True)
 class Options:
-    """What a translation is for; equal options give equal output (its hash is a cache key)."""
+    """What a translation is for; equal options give equal output. The cache key is derived from every field
+    (fatkit.cache.key.options_key), so a new field needs no edit there."""
 
-    target: str = "gfx942"  # "host" or an AMD processor
+    # "host", an AMD target id or an NVIDIA sm_XX; a spelling is parsed (TargetId.parse). AMD code is compiled
+    # with xnack and sramecc unset (the bare processor), which loads whatever the device's settings are.
+    target: TargetId = TargetId("amd", "gfx942")
     opt_level: int = 2
+    # "hsaco": the target's product (a linked code object; PTX for sm_XX; a JIT program for host), validated;
+    # "obj" / "asm" / "llvm": what the target emits before linking, not validated
+    emit: str = "hsaco"
     # processes lowering kernels and compiling groups of them at once; the output is the same for any value
-    jobs: int = field(default=1, compare=False)
+    jobs: int = field(default=1, compare=False, metadata={CHANGES_CODE: False})
 
     def __post_init__(self) -> None:
+        if isinstance(self.target, str):
+            object.__setattr__(self, "target", TargetId.parse(self.target))
         if self.opt_level not in (0, 1, 2, 3):
             raise UsageError(f"opt level must be 0–3, not {self.opt_level}")
+        if self.emit not in EMIT_KINDS:
+            raise UsageError(f"emit one of {', '.join(EMIT_KINDS)}, not {self.emit!r}")
         if self.jobs < 1:
             raise UsageError(f"jobs must be at least 1, not {self.jobs}")
 
@@ -39,9 +59,12 @@ class Options:
 @dataclass(frozen=True)
 class KernelReport:
     name: str
-    status: str  # ok | unsupported
+    status: Status
     reason: str | None = None
     line: int | None = None  # the PTX line of the unsupported instruction
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "reason": self.reason, "line": self.line}
 
 
 @dataclass(frozen=True)
@@ -68,9 +91,9 @@ def parse(text: str, options: Options) -> ast.Module:
     return parse_ptx(text)
 
 
-def passes(module: ast.Module, options: Options) -> Prepared:
-    """The normalisation passes of fatkit.translate.passes, in order (PASSES)."""
-    return run_passes(module)
+def passes(module: ast.Module, options: Options, until: str | None = None) -> Prepared:
+    """The normalisation passes of fatkit.translate.passes, in order (PASSES), or up to the pass `until`."""
+    return run_passes(module, until=until)
 
 
 def lower(prepared: Prepared, options: Options) -> Lowered:
@@ -119,25 +142,29 @@ def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:
 
 
 def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
-    """The target's product from the lowered kernels. A kernel LLVM fails on (the amdgpu target isolates
-    it, targets/amdgpu.py) is reported "unsupported" with LLVM's message and is not in the product; the
-    Lowered returned holds the kernels that are."""
+    """The linked product (`emit` "hsaco"), or what the target emits of the kernels (obj, asm, llvm). A kernel
+    LLVM fails on while linking a product (the amdgpu target isolates it, targets/amdgpu.py) is reported
+    "unsupported" with LLVM's message and is not in the product; the Lowered returned holds the kernels that are."""
     if not lowered.kernels:
         raise FatkitError("no kernel of the module could be lowered: "
                           + "; ".join(r.reason or r.name for r in lowered.reports) if lowered.reports
                           else "the module has no kernels")
-    compiled = lowered.target.codegen(list(lowered.kernels), options.opt_level, options.jobs)
+    kernels = list(lowered.kernels)
+    if options.emit != "hsaco":
+        return lowered, lowered.target.emit(kernels, options.opt_level, options.emit)
+    compiled = lowered.target.codegen(kernels, options.opt_level, options.jobs)
     if not compiled.failed:
         return lowered, compiled.product
-    kernels = tuple(k for k in lowered.kernels if k.signature.name not in compiled.failed)
+    kept = tuple(k for k in lowered.kernels if k.signature.name not in compiled.failed)
     reports = tuple(KernelReport(r.name, "unsupported", f"LLVM codegen failed: {compiled.failed[r.name]}")
                     if r.name in compiled.failed else r for r in lowered.reports)
-    return Lowered(lowered.target, kernels, reports), compiled.product
+    return Lowered(lowered.target, kept, reports), compiled.product
 
 
 def validate(generated: tuple[Lowered, Any], options: Options) -> Translation:
+    """Re-read the product and check it against the kernels; emitted intermediates are passed through."""
     lowered, product = generated
-    validated = lowered.target.validate(product, list(lowered.kernels))
+    validated = lowered.target.validate(product, list(lowered.kernels)) if options.emit == "hsaco" else None
     return Translation(options, product, validated, lowered.reports)
 
 
@@ -150,9 +177,39 @@ STAGES: tuple[tuple[str, Callable[[Any, Options], Any]], ...] = (
 )
 
 
-def translate(text: str, options: Options = Options()) -> Translation:
-    """PTX text → the target's product, through every stage in order."""
-    value: Any = text
-    for _, stage in STAGES:
-        value = stage(value, options)
+STAGE_NAMES = tuple(name for name, _ in STAGES)
+DUMP_POINTS = STAGE_NAMES + PASS_NAMES  # where a run may stop: a stage, or one pass of the passes stage
+OnStage = Callable[[str, Any, float], None]  # (stage name, its result, seconds it took)
+
+
+def run(text: str, options: Options = Options(), until: str | None = None,
+        on_stage: OnStage | None = None) -> Any:
+    """PTX text through the stages in order: the Translation, or with `until` the result of that stage (a
+    pass name stops the passes stage after that pass). FatkitError for what does not translate at all."""
+    if until is not None and until not in DUMP_POINTS:
+        raise UsageError(f"no stage or pass {until!r}: one of {', '.join(DUMP_POINTS)}")
+    return _run_from(0, text, options, until, on_stage)
+
+
+def finish(lowered: Lowered, options: Options, on_stage: OnStage | None = None) -> Translation:
+    """The rest of a run stopped after "lower" (precompile lowers several PTX candidates, then finishes one)."""
+    result: Translation = _run_from(STAGE_NAMES.index("codegen"), lowered, options, None, on_stage)
+    return result
+
+
+def _run_from(first: int, value: Any, options: Options, until: str | None, on_stage: OnStage | None) -> Any:
+    one_pass = until if until in PASS_NAMES else None
+    for name, stage in STAGES[first:]:
+        start = time.perf_counter()
+        value = passes(value, options, one_pass) if name == "passes" else stage(value, options)
+        if on_stage is not None:
+            on_stage(name, value, time.perf_counter() - start)
+        if name == until or (one_pass and name == "passes"):
+            break
     return value
+
+
+def translate(text: str, options: Options = Options()) -> Translation:
+    """PTX text → the target's product: `run` without stopping."""
+    result: Translation = run(text, options)
+    return result

@@ -140,7 +140,7 @@ build_nvidia() {
     fatbinary --create="$OUT/nv_fb_32.fatbin" -32 --image3=kind=ptx,sm=90,file="$ptx"
 }
 
-# Copies every fatbin container found by magic (A.1 step 2 of FORMATS.md) into DIR/<n>.fatbin, so that
+# Copies every fatbin container found by magic (docs/formats.md §1) into DIR/<n>.fatbin, so that
 # cuobjdump can check containers it cannot find itself (bin2c arrays, files without section headers).
 carve_fatbins() {
     python3 - "$1" "$2" <<'PY'

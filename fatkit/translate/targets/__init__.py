@@ -1,28 +1,31 @@
 """Code generation targets of the translator: `amdgpu` (the product), `host` (tests on the CPU) and `nvptx`
-(PTX again, to run beside the original on an NVIDIA GPU: verification)."""
+(PTX again, to run beside the original on an NVIDIA GPU: verification). `ids.py` parses what names them."""
 
 from __future__ import annotations
 
-from fatkit.errors import UsageError
-from fatkit.translate.targets.base import Target
+from typing import TYPE_CHECKING
+
+from fatkit.translate.targets.ids import TargetId
+
+if TYPE_CHECKING:
+    from fatkit.translate.targets.base import Target
 
 
-def target_named(name: str) -> Target:
-    """`host`, an AMD processor name (`gfx942`, `gfx1100`, …) or an NVIDIA one (`sm_90`)."""
-    if name == "host":
+def target_named(target: TargetId | str) -> Target:
+    """The code generator for a target id or its spelling (`host`, `gfx942`, `sm_90:wave64`). AMD code is
+    compiled for the bare processor: xnack and sramecc unset."""
+    target = target if isinstance(target, TargetId) else TargetId.parse(target)
+    if target.vendor == "host":
         from fatkit.translate.targets.host import HostTarget
 
         return HostTarget()
-    if name.startswith("gfx"):
+    if target.vendor == "amd":
         from fatkit.translate.targets.amdgpu import AmdgpuTarget
 
-        return AmdgpuTarget(name)
-    if name.startswith("sm_"):
-        from fatkit.translate.targets.nvptx import NvptxTarget
+        return AmdgpuTarget(target.processor)
+    from fatkit.translate.targets.nvptx import NvptxTarget
 
-        return NvptxTarget(name)
-    raise UsageError(f"unknown translation target {name!r} (expected 'host', an AMD processor like gfx942 "
-                     "or an NVIDIA one like sm_90)")
+    return NvptxTarget(str(target))
 
 
-__all__ = ["Target", "target_named"]
+__all__ = ["TargetId", "target_named"]

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import msgpack
 
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 from fatkit.errors import FatkitError, FormatError
@@ -41,8 +42,9 @@ from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine
 from fatkit.translate.targets.base import (
-    Compiled, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
+    Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
+from fatkit.translate.targets.ids import TargetId
 
 CODE_OBJECT_VERSION = 500  # module flag value for code object v5; LLVM 22 defaults to v6
 _WORKITEM_ID = {c: f"llvm.amdgcn.workitem.id.{c}" for c in "xyz"}
@@ -53,14 +55,12 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-EMIT_KINDS = ("obj", "asm", "llvm")
-_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up  # what `emit` writes besides linked code objects
+_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up
 
 
 def wavefront_size(processor: str) -> int:
     """The default wave size LLVM compiles for: 64 on GCN/CDNA (gfx6–gfx9), 32 on RDNA (gfx10 and later)."""
-    major = re.match(r"gfx(\d+)(?=[0-9a-f]{2}\b)", processor)
-    return 32 if major and int(major.group(1)) >= 10 else 64
+    return TargetId.parse_amd(processor).wave_size
 
 
 class AmdgpuTarget(Target):
@@ -71,8 +71,9 @@ class AmdgpuTarget(Target):
     shared_address_space = 3
 
     def __init__(self, processor: str) -> None:
-        self.processor = processor
-        self.name = processor
+        self.id = TargetId.parse_amd(processor).bare
+        self.processor = self.id.processor
+        self.name = self.processor
 
     @cached_property
     def data_layout(self) -> str:
@@ -80,7 +81,10 @@ class AmdgpuTarget(Target):
 
     @property
     def wavefront_size(self) -> int:
-        return wavefront_size(self.processor)
+        return self.id.wave_size
+
+    def machine(self) -> llvm.TargetMachine:
+        return target_machine(self.processor)
 
     def define_kernel(self, module, signature, param_types):
         return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
@@ -152,7 +156,7 @@ class AmdgpuTarget(Target):
         return builder.call(_intrinsic(builder.module, name, ir.IntType(1), (ir.PointerType(),)), [pointer])
 
     @property
-    def wave_size(self) -> int:
+    def wave_size(self) -> int:  # type: ignore[override]  # Target declares it a plain attribute; fixed here
         return self.wavefront_size
 
     def lane_id(self, builder):
@@ -189,7 +193,7 @@ class AmdgpuTarget(Target):
 
     def machine_register(self, builder, register):
         module, i32, i64 = builder.module, ir.IntType(32), ir.IntType(64)
-        generation = int(re.match(r"gfx(\d+?)(?=[0-9a-f]{2}$)", self.processor).group(1))
+        generation = self.id.generation
         if register == "%clock64":
             if generation == 11:
                 raise Unavailable(f"{self.processor} counts shader cycles in a 20-bit register "
@@ -250,9 +254,8 @@ class AmdgpuTarget(Target):
         return self._objects(group[:half], opt_level, failed) + self._objects(group[half:], opt_level, failed)
 
     def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
-        """The kernels linked into one LLVM module, optimised and compiled in a child process, as `kind`:
-        "obj" (a relocatable object), "asm" (AMDGPU assembly) or "llvm" (the optimised IR); raises
-        CodegenFailed where the child fails."""
+        """As `Target.emit`, in a child process: LLVM's AMDGPU fatal errors abort the process they happen in;
+        raises CodegenFailed where the child fails."""
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()

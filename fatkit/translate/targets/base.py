@@ -97,6 +97,9 @@ def kernel_function(module: ir.Module, signature: KernelSignature, param_types: 
     return function, builder, list(function.args)
 
 
+EMIT_KINDS = ("obj", "asm", "llvm")  # what `Target.emit` writes besides the product
+
+
 def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int) -> llvm.ModuleRef:
     """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`."""
     module = llvm.parse_assembly(texts[0])
@@ -290,3 +293,20 @@ class Target(ABC):
     @abstractmethod
     def validate(self, product: Any, kernels: list[LoweredKernel]) -> Any:
         """Check the product against the kernels it should hold; return it, raising FatkitError if wrong."""
+
+    def machine(self) -> llvm.TargetMachine:
+        """The LLVM target machine `emit` compiles with."""
+        raise FatkitError(f"target {self.name} has no LLVM target machine")
+
+    def emit(self, kernels: list[LoweredKernel], opt_level: int, kind: str) -> bytes:
+        """The kernels linked into one LLVM module and optimised, as `kind` (EMIT_KINDS): "obj" (a relocatable
+        object), "asm" (the target's assembly) or "llvm" (the optimised IR)."""
+        if kind not in EMIT_KINDS:
+            raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
+        machine = self.machine()
+        module = linked_and_optimised([k.llvm_ir for k in kernels], machine, opt_level)
+        if kind == "llvm":
+            return str(module).encode()
+        if kind == "asm":
+            return machine.emit_assembly(module).encode()
+        return bytes(machine.emit_object(module))

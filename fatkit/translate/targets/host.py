@@ -9,7 +9,8 @@ barriers or warp collectives run each thread of a block on its own OS thread (ct
 during the call), and `bar.sync 0` calls back into a barrier that threads which have returned stop counting
 in. A warp is 32 threads in linear thread order (the last one of a block may be partial); its collectives
 call back into a rendezvous (`_Warp`) where the threads a membermask names publish a value and read the
-others'. `HostTarget(wave_size=64)` groups 64 threads a wave, two warps, as gfx9 does. Two more i32 slots after the twelve hold %gridid, the launch's number.
+others'. `HostTarget(wave_size=64)` groups 64 threads a wave, two warps, as gfx9 does. Two more i32 slots after
+the twelve hold %gridid, the launch's number.
 Named barriers (ids, thread counts, bar.arrive, bar.red) call back into `_NamedBarriers`. Dynamic shared
 memory (`launch(..., shared_bytes=N)`) lies in the shared window after the static variables, which
 reserves DYNAMIC_SHARED_CAPACITY bytes for it; %dynamic_smem_size reads a global the launch sets. A
@@ -382,6 +383,9 @@ class HostTarget(Target):
     @cached_property
     def target_machine(self) -> llvm.TargetMachine:
         return llvm.Target.from_triple(self.triple).create_target_machine(jit=True)
+
+    def machine(self) -> llvm.TargetMachine:
+        return self.target_machine
 
     @property
     def data_layout(self) -> str:

@@ -78,6 +78,9 @@ class NvptxTarget(Target):
         llvm.initialize_all_asmprinters()
         return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=self.arch, features=PTX_FEATURE, opt=2)
 
+    def machine(self) -> llvm.TargetMachine:
+        return self._machine
+
     @property
     def data_layout(self) -> str:
         return str(self._machine.target_data)

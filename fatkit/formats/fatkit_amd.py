@@ -11,7 +11,8 @@ The section's bytes are one clang offload bundle, compressed as CCOB v3 (zstd) b
 
 Manifest (version 1): `{"format": "fatkit-amd", "version": 1, "fatkit_version", "translator", "targets",
 "modules": [...]}`; one module record per (PTX module, target) in (ptx_blake3, target) order, with the
-code object's `bundle_id` (null when nothing was produced), `status` (translated | failed | no-kernels), the failure `reason`, every kernel with its status and reason, the other PTX candidates of the
+code object's `bundle_id` (null when nothing was produced), `status` (translated | failed | no-kernels), the
+failure `reason`, every kernel with its status and reason, the other PTX candidates of the
 same fatbin (`alternatives`, which a shim may also be asked for) and where the PTX sits (`sources`: c0.e1).
 docs/repack.md describes it for shim writers. `read_payload` accepts exactly this and nothing else: it is
 fed hostile bytes by the fuzzer, so every size is bounded and every field type-checked.
@@ -169,14 +170,15 @@ class _Fields:
             raise FormatError(f"{SECTION_NAME}: {where} is not an object")
         self.obj, self.where = obj, where
 
-    def get(self, key: str, kind: type | tuple[type, ...], *, optional: bool = False, pattern: re.Pattern | None = None):
+    def get(self, key: str, kind: type | tuple[type, ...], *, optional: bool = False,
+            pattern: re.Pattern | None = None) -> Any:
         value = self.obj.get(key)
         if value is None and optional:
             return None
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
             raise FormatError(f"{SECTION_NAME}: {self.where}.{key} is missing or has the wrong type")
         if pattern is not None and not pattern.fullmatch(value):
-            raise FormatError(f"{SECTION_NAME}: {self.where}.{key} = {value[:80]!r} is malformed")
+            raise FormatError(f"{SECTION_NAME}: {self.where}.{key} = {str(value)[:80]!r} is malformed")
         return value
 
     def strings(self, key: str, pattern: re.Pattern | None = None) -> tuple[str, ...]:
@@ -209,7 +211,8 @@ def _manifest(document: dict[str, Any], payloads: dict[str, bytes]) -> Manifest:
         kernels = []
         for j, kernel in enumerate(fields.get("kernels", list)):
             kf = _Fields(kernel, f"modules[{i}].kernels[{j}]")
-            kernels.append(KernelRecord(kf.get("name", str), kf.get("status", str), kf.get("reason", str, optional=True)))
+            kernels.append(KernelRecord(kf.get("name", str), kf.get("status", str),
+                                        kf.get("reason", str, optional=True)))
         modules.append(ModuleRecord(
             ptx_blake3=ptx, target=target, status=status, bundle_id=bundle_id,
             arch=fields.get("arch", str, optional=True), sources=fields.strings("sources", _SOURCE),

@@ -1,0 +1,29 @@
+"""The versions of the tools that make a code object: part of every cache key (`fatkit.cache.key`).
+
+A different LLVM (llvmlite's build) or linker (ziglang's ld.lld) may compile the same PTX to different code,
+so entries they made are kept apart rather than served as if equal.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import metadata
+
+
+@lru_cache(maxsize=None)
+def llvm_version() -> str:
+    """The LLVM that llvmlite was built with, `20.1.8`."""
+    from llvmlite import binding
+
+    return ".".join(str(part) for part in binding.llvm_version_info)
+
+
+@lru_cache(maxsize=None)
+def lld_version() -> str:
+    """The ziglang package whose ld.lld links the code objects, `ziglang-0.15.1` (its LLD is fixed per release)."""
+    return f"ziglang-{metadata.version('ziglang')}"
+
+
+def versions() -> tuple[tuple[str, str], ...]:
+    """(tool, version) pairs in a fixed order."""
+    return (("llvm", llvm_version()), ("lld", lld_version()))
