@@ -31,6 +31,7 @@ from fatkit.cache.precompile import precompile  # noqa: E402
 from fatkit.cache.store import checksum, now_ms  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
+from fatkit.translate.link import link_units  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 SYNTHETIC_PTX = ".version 8.0\n.target sm_90\n.address_size 64\n// synthetic module {n}\n{body}"
@@ -39,7 +40,7 @@ SYNTHETIC_PTX = ".version 8.0\n.target sm_90\n.address_size 64\n// synthetic mod
 def run(paths: list[Path], targets: list[str], directory: Path, jobs: int) -> dict:
     """One `fatkit precompile` as a user runs it: scan included in the wall time."""
     start = time.perf_counter()
-    modules = ptx_modules(scan_paths(paths), on_error=lambda m: print("!", m, file=sys.stderr), link_rdc=True)
+    modules = ptx_modules(scan_paths(paths), on_error=lambda m: print("!", m, file=sys.stderr), link_rdc=link_units)
     with Cache(directory) as cache:
         report = precompile(modules, targets, cache, jobs=jobs).to_json()
     report["seconds"] = time.perf_counter() - start
@@ -110,7 +111,8 @@ def main() -> None:
     if not paths:
         sys.exit("no corpus fetched (../shared/corpus/fetch.py) and no PATH given")
     targets = [t for t in args.target.split(",") if t]
-    modules = list(ptx_modules(scan_paths(paths), on_error=lambda m: print("!", m, file=sys.stderr), link_rdc=True))
+    modules = list(ptx_modules(scan_paths(paths), on_error=lambda m: print("!", m, file=sys.stderr),
+                               link_rdc=link_units))
     print(f"{len(paths)} files, {len(modules)} PTX modules ({sum(len(m.text) for m in modules) / 1e6:.1f} MB), "
           f"targets {', '.join(targets)}, {os.cpu_count()} CPUs", flush=True)
     rows = []

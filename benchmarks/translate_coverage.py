@@ -25,6 +25,7 @@ from fatkit.cli.render import reason_without_place  # noqa: E402
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
+from fatkit.translate.link import link_units  # noqa: E402
 from fatkit.translate.coverage import FORMS, LOWERED  # noqa: E402
 from fatkit.translate.pipeline import Options, run  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
@@ -43,7 +44,7 @@ def main() -> None:
     by_status: Counter[str] = Counter()  # unsupported kernels by the status of the coverage row refusing them
     started = time.perf_counter()
     for module in ptx_modules(scan_paths(paths), on_error=lambda message: print("!", message, file=sys.stderr),
-                              link_rdc=True):
+                              link_rdc=link_units):
         modules += 1
         try:
             lowered = run(module.text, options, until="lower")

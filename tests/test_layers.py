@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "fatkit"
 
 # Top to bottom, as docs/design.md lists them: a module may import its own layer and the ones below.
-LAYERS = ("cli", "repack", "cache", "emulate", "translate", "extract", "formats", "errors")
+LAYERS = ("cli", "repack", "cache", "emulate", "translate", "runtime", "extract", "formats", "errors")
 
 
 def _module_name(path: Path) -> str:

@@ -17,13 +17,15 @@ from fatkit.extract.select import ptx_modules
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.link import link_modules, linkable
 from fatkit.translate.pipeline import Options, translate
+from fatkit.translate.link import link_units
 from tests.helpers import sample
 
 HEADER = ".version 8.5\n.target sm_80\n.address_size 64\n"
 
 
 def _modules(name: str, link: bool):
-    return list(ptx_modules(scan_paths([sample(name)]), on_error=pytest.fail, link_rdc=link))
+    return list(ptx_modules(scan_paths([sample(name)]), on_error=pytest.fail,
+                            link_rdc=link_units if link else None))
 
 
 def test_the_rdc_units_of_a_binary_are_one_linked_module():

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from fatkit.cli.progress import file_progress
     from fatkit.extract.scan import scan_paths
     from fatkit.extract.select import ptx_modules
+    from fatkit.translate.link import link_units
     from fatkit.translate.targets.ids import TargetId
 
     targets: list[TargetId] = args.targets or []
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     elif not targets:
         args.parser.error("the following arguments are required: --target (or --format zluda)")
     with file_progress(args.paths, "scanning") as on_file:
-        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=True))
+        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=link_units))
     with Cache(args.cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
         # For ZLUDA every PTX entry gets its own translation: ZLUDA picks among them with its own parser.
         report = precompile(modules, targets, cache, jobs=args.jobs, options=options.translation_options(args),

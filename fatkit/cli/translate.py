@@ -58,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from fatkit.cli.progress import file_progress
     from fatkit.extract.scan import scan_paths
     from fatkit.extract.select import ptx_modules
+    from fatkit.translate.link import link_units
 
     with file_progress(args.paths, "translating") as on_file:
-        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=True))
+        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=link_units))
     if args.dump_after is not None:
         for module in modules:
             _dump(module, targets, args.dump_after)

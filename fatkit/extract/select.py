@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol
 
 from fatkit.errors import FatkitError
 from fatkit.extract.model import Binary
@@ -15,7 +15,7 @@ from fatkit.extract.write import safe_component
 class PtxModule:
     """One PTX module to translate: where it came from and the file-name stem its outputs get.
 
-    A module of `-rdc` units linked into one (`ptx_modules(link_rdc=True)`) has `container` and `entry`
+    A module of `-rdc` units linked into one (`ptx_modules(link_rdc=link_units)`) has `container` and `entry`
     None, `linked` the containers of its units and `members` their PTX texts (what its cache key hashes)."""
 
     source: str
@@ -28,16 +28,30 @@ class PtxModule:
     members: tuple[str, ...] = ()
 
 
+class RdcLinked(Protocol):
+    """What linking -rdc units gives (fatkit/translate/link.py's `Linked`)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def unresolved(self) -> dict[str, str]: ...  # an .extern no unit defines → the unit declaring it
+
+
+# Links -rdc units (name, PTX text) into one module, or None where none needs another; the translator's
+# `link_units`, passed in by the caller because the translator sits above this layer.
+RdcLinker = Callable[[list[tuple[str, str]]], "RdcLinked | None"]
+
 RELOCATABLE_SECTION = "__nv_relfatbin"  # the per-unit fatbins of an -rdc build (ET_REL cubins and PTX)
 
 
 def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
-                link_rdc: bool = False) -> Iterator[PtxModule]:
+                link_rdc: RdcLinker | None = None) -> Iterator[PtxModule]:
     """Every PTX entry of every binary, stems unique; what cannot be read goes to `on_error`, with its file.
 
-    With `link_rdc`, the PTX modules of a binary's `-rdc` units (its `__nv_relfatbin` containers) of one
-    compute capability are linked into one module, as nvlink links their cubins, where one unit declares
-    `.extern` what another defines (fatkit/translate/link.py); that module replaces them. The CUDA runtime
+    With a `link_rdc` linker (fatkit.translate.link.link_units), the PTX modules of a binary's `-rdc` units
+    (its `__nv_relfatbin` containers) of one compute capability are linked into one module, as nvlink links
+    their cubins, where one unit declares `.extern` what another defines; that module replaces them. The CUDA runtime
     registers such units together, as one image (docs/cache.md), so the linked module is what a shim sees."""
     used: set[str] = set()
     for binary in binaries:
@@ -61,14 +75,14 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
                                         None if in_file else entry.index, None if in_file else entry.arch,
                                         stem, text), container.section == RELOCATABLE_SECTION))
         modules = [module for module, _ in found]
-        if link_rdc:
-            modules = _rdc_linked(binary.path, name, found, on_error)
+        if link_rdc is not None:
+            modules = _rdc_linked(binary.path, name, found, on_error, link_rdc)
         for module in modules:
             yield replace(module, stem=_unique(module.stem, used))
 
 
 def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
-                on_error: Callable[[str], None]) -> list[PtxModule]:
+                on_error: Callable[[str], None], link: RdcLinker) -> list[PtxModule]:
     """`found` with the -rdc units of each compute capability linked into one module where they need it."""
     by_arch: dict[str, list[PtxModule]] = {}
     for module, relocatable in found:
@@ -78,12 +92,8 @@ def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
     for arch, units in by_arch.items():
         if len(units) < 2:
             continue
-        from fatkit.translate.link import link_modules, linkable
-
-        if not linkable([u.text for u in units]):
-            continue
         try:
-            result = link_modules([(f"c{u.container}.e{u.entry}", u.text) for u in units])
+            result = link([(f"c{u.container}.e{u.entry}", u.text) for u in units])
         except FatkitError as exc:
             on_error(f"{path}: cannot link the -rdc units of {arch}: {exc}")
             continue

@@ -57,6 +57,14 @@ class Linked:
     unresolved: dict[str, str]
 
 
+def link_units(units: list[tuple[str, str]]) -> Linked | None:
+    """`link_modules` of the units where `linkable` says they may need each other (the selection's linker,
+    `fatkit.extract.select.ptx_modules(link_rdc=link_units)`), else None without parsing them."""
+    if not linkable([text for _, text in units]):
+        return None
+    return link_modules(units)
+
+
 def link_modules(units: Sequence[tuple[str, str]]) -> Linked | None:
     """The units (name, PTX text) linked into one module, or None when no `.extern` of one unit is defined
     by another (each unit is complete on its own). Raises FatkitError for a name two units define
