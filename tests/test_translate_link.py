@@ -265,7 +265,7 @@ def test_a_reference_no_unit_defines_is_reported_with_its_symbol_and_unit():
     units = [(PtxModule("lib.so", index + 1, 0, "compute_80", f"lib.so.c{index + 1}", text), True)
              for index, text in enumerate((UNIT_A, UNIT_B))]
     problems: list[str] = []
-    (linked,) = _rdc_linked("lib.so", "lib.so", units, problems.append)
+    (linked,) = _rdc_linked("lib.so", "lib.so", units, problems.append, link_units)
     assert linked.linked == (1, 2) and linked.stem == "lib.so.rdc.compute_80"
     assert problems == [f"lib.so: {name}, declared .extern in the -rdc unit c1.e0 (compute_80), is defined by no "
                         "unit of the binary: the kernels reaching it are not translated"

@@ -204,8 +204,7 @@ def load_kernel(rank: int) -> str:
     """load{rank}d: a tile load of the box at the coordinates, expect-tx `bytes`, the box copied out."""
     return _prologue(f"load{rank}d") + _PREFILL + f"""
     @%p2 bra ISSUED;
-    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2],
-        [%rd7, {{{_coordinates(rank)}}}], [%r3];
+    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3];
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
 ISSUED:
 """ + _WAIT_AND_COPY_OUT
@@ -218,8 +217,7 @@ def im2col_kernel(rank: int) -> str:
     names = ", ".join(f"%h{i + 1}" for i in range(rank - 2))
     return _prologue(f"im2col{rank}d", offsets) + _PREFILL + f"""
     @%p2 bra ISSUED;
-{loads}    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r2],
-        [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};
+{loads}    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r2], [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r9;
 ISSUED:
 """ + _WAIT_AND_COPY_OUT

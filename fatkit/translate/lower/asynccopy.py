@@ -160,6 +160,11 @@ def _address_operands(lw, operands: tuple[ast.Operand, ...], count: int) -> tupl
 
 # ------------------------------------------------------------------------------------------- cp
 
+# The tensor-map forms of cp ("copy": cp.async.bulk.tensor, "reduce": cp.reduce.async.bulk.tensor), which
+# lower/tensorcopy.py registers: it builds on this module's copies and complete-tx, so this one cannot import it.
+TENSOR_FORMS: dict[str, Callable] = {}
+
+
 @handles("cp")
 def cp(lw, ins):
     modifiers = ins.modifiers
@@ -167,9 +172,7 @@ def cp(lw, ins):
         if modifiers[1:3] != ("async", "bulk"):
             raise lw.fail("cp.reduce is cp.reduce.async.bulk")
         if "tensor" in modifiers:
-            # imported here: tensorcopy builds on this module
-            from fatkit.translate.lower.tensorcopy import tensor_reduce
-            tensor_reduce(lw, ins)
+            TENSOR_FORMS["reduce"](lw, ins)
             return
         _reduce(lw, ins)
         return
@@ -188,9 +191,7 @@ def cp(lw, ins):
                                      "tile", "im2col", "tile::gather4", "im2col::w", "im2col::w::128",
                                      *(f"{n}d" for n in range(1, 6))})
             return
-        # imported here: tensorcopy builds on this module
-        from fatkit.translate.lower.tensorcopy import tensor_copy
-        tensor_copy(lw, ins)
+        TENSOR_FORMS["copy"](lw, ins)
     elif kind == "bulk" and modifiers[2:3] in (("commit_group",), ("wait_group",)):
         _group(lw, ins, bulk=True)
     elif kind == "bulk" and "prefetch" in modifiers:

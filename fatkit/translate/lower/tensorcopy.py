@@ -47,6 +47,7 @@ from llvmlite import ir
 
 from fatkit.runtime import ELEMENT_TYPES, FIELDS, MODES
 from fatkit.translate.lower.asynccopy import (
+    TENSOR_FORMS,
     _at,
     _complete_tx,
     _directions,
@@ -582,3 +583,6 @@ def _copy_fence(lw, ins) -> None:
     for chunk in range(0, 128, 16):
         lw.builder.store(lw.builder.load(_at(lw, of, chunk), typ=vector, align=16), _at(lw, to, chunk), align=16)
     fence(lw.builder, order)
+
+
+TENSOR_FORMS.update(copy=tensor_copy, reduce=tensor_reduce)
