@@ -22,7 +22,7 @@ from fatkit.translate.pipeline import Options
 # Bump when what the translator produces for the same PTX changes in a way a shim can observe: kernel
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
-TRANSLATOR_ABI = 2  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families
+TRANSLATOR_ABI = 3  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics
 
 # Features a target id may set, as LLVM names them; they are written in this (alphabetical) order.
 TARGET_FEATURES = ("sramecc", "xnack")
@@ -35,7 +35,7 @@ class CacheKey:
     ptx_blake3: str  # 64 hex digits
     target: str  # normalised target id: "gfx942", "gfx942:sramecc+:xnack-"
     abi: int
-    options: str  # canonical spelling of the code-changing options, "O2"
+    options: str  # canonical spelling of the code-changing options, "O2" (sm90 mma numerics) or "O2-mma_exact"
 
     def __str__(self) -> str:
         return f"{self.ptx_blake3[:16]}…/{self.target}/abi{self.abi}/{self.options}"
@@ -101,8 +101,10 @@ def translator_fingerprint() -> str:
 
 
 def options_key(options: Options) -> str:
-    """The options that change code, spelled canonically (the target is a key field of its own)."""
-    return f"O{options.opt_level}"
+    """The options that change code, spelled canonically (the target is a key field of its own). The default
+    mma numerics (sm90) adds nothing, so keys of entries made before the option existed stay as they were."""
+    numerics = "" if options.mma_numerics == "sm90" else f"-mma_{options.mma_numerics}"
+    return f"O{options.opt_level}{numerics}"
 
 
 def make_key(ptx: bytes | str, target: str, options: Options | None = None) -> CacheKey:

@@ -95,14 +95,15 @@ def cached_entry(cache: Cache, job: Job, options: Options) -> CacheEntry | None:
 # --- the work done in a pool process -------------------------------------------------------------------
 
 
-def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs: int = 1) -> dict[str, Any]:
+def translate_job(texts: list[str], processor: str, opt_level: int, kernel_jobs: int = 1,
+                  mma_numerics: str = "sm90") -> dict[str, Any]:
     """Select a candidate by lowering, translate it; a plain dict travels back from the pool process.
 
     Keys: `index` (candidate chosen), `kernels`, `code_object` (bytes | None), `target_id` (of the code
     object), `seconds` (parse to validate of the chosen one), `error` (codegen/validate or internal failure),
     `store` (whether the outcome is the translator's settled answer, worth caching when there is no object).
     """
-    options = Options(target=processor, opt_level=opt_level, jobs=kernel_jobs)
+    options = Options(target=processor, opt_level=opt_level, jobs=kernel_jobs, mma_numerics=mma_numerics)
     best: tuple[int, Lowered, float] | None = None
     failures: list[str] = []
     for index, text in enumerate(texts):
@@ -181,7 +182,7 @@ class Report:
 
 
 def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *, jobs: int = 1,
-               opt_level: int = 2, on_planned: Callable[[int], None] | None = None,
+               opt_level: int = 2, mma_numerics: str = "sm90", on_planned: Callable[[int], None] | None = None,
                on_done: Callable[[dict[str, Any]], None] | None = None) -> Report:
     """Fill `cache` for every target; returns the report. `on_planned(n)` gets the number of modules to
     translate, `on_done(record)` each finished one (for a progress bar)."""
@@ -191,7 +192,7 @@ def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *
     work, report.duplicates = plan(modules, normalized)
     pending: list[Job] = []
     for job in work:
-        options = Options(target=job.processor, opt_level=opt_level)
+        options = Options(target=job.processor, opt_level=opt_level, mma_numerics=mma_numerics)
         entry = cached_entry(cache, job, options)
         if entry is None:
             pending.append(job)
@@ -201,8 +202,8 @@ def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *
                                           options=entry.key.options))
     if on_planned:
         on_planned(len(pending))
-    for job, outcome in _run(pending, jobs, opt_level):
-        record = _store(cache, job, outcome, opt_level)
+    for job, outcome in _run(pending, jobs, opt_level, mma_numerics):
+        record = _store(cache, job, outcome, opt_level, mma_numerics)
         report.modules.append(record)
         if on_done:
             on_done(record)
@@ -211,13 +212,14 @@ def precompile(modules: Iterable[PtxModule], targets: list[str], cache: Cache, *
     return report
 
 
-def _run(jobs: list[Job], workers: int, opt_level: int):
+def _run(jobs: list[Job], workers: int, opt_level: int, mma_numerics: str):
     """(job, outcome) pairs as they finish: in this process for one worker or one job, else in a process pool.
     Workers beyond the number of jobs go to the kernels of each module (translate_job's kernel_jobs)."""
     kernel_jobs = max(1, workers // max(1, len(jobs)))
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            yield job, translate_job([c.text for c in job.candidates], job.processor, opt_level, kernel_jobs)
+            yield job, translate_job([c.text for c in job.candidates], job.processor, opt_level, kernel_jobs,
+                                     mma_numerics)
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
         running: dict[Future, Job] = {}
@@ -227,7 +229,7 @@ def _run(jobs: list[Job], workers: int, opt_level: int):
                 while queue and len(running) < 2 * workers:  # bounded: texts are pickled on submission
                     job = queue.pop(0)
                     running[pool.submit(translate_job, [c.text for c in job.candidates], job.processor,
-                                        opt_level, kernel_jobs)] = job
+                                        opt_level, kernel_jobs, mma_numerics)] = job
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     yield running.pop(future), future.result()
@@ -236,7 +238,7 @@ def _run(jobs: list[Job], workers: int, opt_level: int):
                 future.cancel()
 
 
-def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> dict[str, Any]:
+def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int, mma_numerics: str) -> dict[str, Any]:
     chosen = job.candidates[outcome["index"]]
     manifest = {
         "kernels": outcome["kernels"], "source": chosen.where, "arch": chosen.arch,
@@ -246,7 +248,7 @@ def _store(cache: Cache, job: Job, outcome: dict[str, Any], opt_level: int) -> d
     # Code objects leave xnack/sramecc unset, so they are stored under their own (bare) target id, which
     # every feature setting of the processor can load.
     stored = outcome["target_id"] or job.processor
-    key = make_key(chosen.text, stored, Options(target=job.processor, opt_level=opt_level))
+    key = make_key(chosen.text, stored, Options(target=job.processor, opt_level=opt_level, mma_numerics=mma_numerics))
     if outcome["store"]:
         cache.put(key, outcome["code_object"], manifest)
     return _record(job, manifest, _status(outcome["code_object"], manifest, "translated"), cached=False,

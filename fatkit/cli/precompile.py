@@ -20,6 +20,7 @@ from fatkit.cache.zluda import ZludaExport
 from fatkit.cli import EXIT_INPUT, app
 from fatkit.cli.progress import file_progress
 from fatkit.cli.render import console, grouped_reasons, short_path
+from fatkit.cli.translate import MMA_NUMERICS_HELP, checked_mma_numerics
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 
@@ -44,6 +45,8 @@ def precompile(
                                             help="--format zluda: the database (default "
                                                  "$XDG_CACHE_HOME/zluda/ComputeCache/zluda2.db)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    mma_numerics: str = typer.Option("sm90", "--mma-numerics", metavar="MODEL", callback=checked_mma_numerics,
+                                     help=MMA_NUMERICS_HELP),
 ) -> None:
     """Translate every PTX module once per target into the cache a runtime shim loads (docs/cache.md).
 
@@ -62,7 +65,8 @@ def precompile(
     with file_progress(paths, "scanning") as on_file:
         modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
     with Cache(cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
-        report = run_precompile(modules, targets, cache, jobs=jobs, on_planned=on_planned, on_done=on_done)
+        report = run_precompile(modules, targets, cache, jobs=jobs, mma_numerics=mma_numerics,
+                                on_planned=on_planned, on_done=on_done)
         exported = export.write(cache, report) if export else None
     for problem in report.problems:
         _warn(f"ignored a corrupt cache entry: {problem}")

@@ -21,7 +21,7 @@ from fatkit.errors import FatkitError, InputError
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import PtxModule, ptx_modules
 from fatkit.translate.passes import PASS_NAMES, describe, run_passes
-from fatkit.translate.pipeline import STAGES, Lowered, Options, Prepared, Translation
+from fatkit.translate.pipeline import MMA_NUMERICS, STAGES, Lowered, Options, Prepared, Translation
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
 from fatkit.translate.targets.nvptx import is_nvptx_target
@@ -29,6 +29,17 @@ from fatkit.translate.targets.nvptx import is_nvptx_target
 STAGE_NAMES = tuple(name for name, _ in STAGES)
 DUMP_POINTS = STAGE_NAMES + PASS_NAMES  # a stage, or one pass of the passes stage
 EMIT_SUFFIX = {"hsaco": "hsaco", "obj": "o", "asm": "s", "llvm": "ll"}  # --emit kind → file suffix
+MMA_NUMERICS_HELP = ("Tensor-core arithmetic of mma/wmma (docs/numerics.md): sm90 (H100/H200 bit for bit, the "
+                     "default) or exact (exact sum, one rounding; the most accurate).")
+
+
+def checked_mma_numerics(value: str) -> str:
+    """--mma-numerics: one of MMA_NUMERICS (Options refuses "native" with its reason)."""
+    if value not in MMA_NUMERICS:
+        reserved = " ('native' is reserved for AMD matrix instructions, not available yet)" if value == "native" else ""
+        raise typer.BadParameter(f"one of {', '.join(MMA_NUMERICS)}, not {value!r}{reserved}",
+                                 param_hint="--mma-numerics")
+    return value
 
 
 @app.command()
@@ -51,6 +62,8 @@ def translate(
     jobs: int = typer.Option(os.cpu_count() or 1, "-j", "--jobs", min=1,
                              help="Processes lowering and compiling a module's kernels at once (the output is "
                                   "the same for any number)."),
+    mma_numerics: str = typer.Option("sm90", "--mma-numerics", metavar="MODEL", callback=checked_mma_numerics,
+                                     help=MMA_NUMERICS_HELP),
 ) -> None:
     """Translate PTX to AMD code objects (`<name>.<target>.hsaco`); unsupported kernels are reported and skipped.
 
@@ -69,10 +82,11 @@ def translate(
         modules = list(ptx_modules(scan_paths(paths, on_file=on_file), on_error=_warn))
     if dump_after is not None:
         for module in modules:
-            _dump(module, targets, dump_after)
+            _dump(module, targets, dump_after, mma_numerics)
         return
     outdir = _output_dir(output)
-    reports = [_translate_module(module, name, outdir, emit, jobs) for module in modules for name in targets]
+    reports = [_translate_module(module, name, outdir, emit, jobs, mma_numerics)
+               for module in modules for name in targets]
     if as_json:
         sys.stdout.write(json.dumps({"modules": reports}, indent=2) + "\n")
     else:
@@ -113,9 +127,10 @@ def _stage(name: str):
     return dict(STAGES)[name]
 
 
-def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, jobs: int) -> dict[str, Any]:
+def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, jobs: int,
+                      mma_numerics: str = "sm90") -> dict[str, Any]:
     """Run the stages for one target; write the code object (or what --emit asks for) when any kernel lowered."""
-    options = Options(target=target, jobs=jobs)
+    options = Options(target=target, jobs=jobs, mma_numerics=mma_numerics)
     report: dict[str, Any] = {
         "source": module.source, "container": module.container, "entry": module.entry,
         "ptx_sha256": hashlib.sha256(module.text.encode()).hexdigest(), "target": target,
@@ -148,12 +163,12 @@ def _translate_module(module: PtxModule, target: str, outdir: Path, emit: str, j
     return report
 
 
-def _dump(module: PtxModule, targets: list[str], stage: str) -> None:
+def _dump(module: PtxModule, targets: list[str], stage: str, mma_numerics: str = "sm90") -> None:
     """Print what `stage` (or one pass) produced for the module: once for target-independent stages, else per
     target."""
     index = STAGE_NAMES.index("passes" if stage in PASS_NAMES else stage)
     for target in targets[:1] if index < STAGE_NAMES.index("lower") else targets:
-        options = Options(target=target)
+        options = Options(target=target, mma_numerics=mma_numerics)
         sys.stdout.write(f"; ==== {module.stem} ({module.source}) after {stage}"
                          + (f" for {target}" if index >= STAGE_NAMES.index("lower") else "")
                          + " ====\n")
