@@ -444,6 +444,47 @@ def _spread_f32(count: int, rng: np.random.Generator) -> np.ndarray:
     return bits
 
 
+def mma_record(form: dict, dist: str, rng: np.random.Generator, lanes: int) -> np.ndarray:
+    """The lane records (lanes × registers: A, B, C, sparse metadata) of an mma probe kernel in distribution
+    `dist`: uint32 words, uint64 for the f64 forms."""
+    types, counts = form["types"], form["counts"]
+    parts = []
+    for x in ("a", "b", "c"):
+        role = "c" if x == "c" else "ab"
+        ptx_type = types[x]
+        elements = element_bits(ptx_type, lanes * counts[x], dist, rng, role).reshape(lanes, counts[x])
+        parts.append(pack(elements, WIDTH[ptx_type], max(32, WIDTH[ptx_type])))
+    if form["sparse"]:
+        pairs = np.array([0x4, 0x8, 0xC, 0x9, 0xD, 0xE], dtype=np.uint64)  # ascending distinct index pairs
+        nibbles = pairs[rng.integers(0, 6, (lanes, 8))]
+        parts.append(np.bitwise_or.reduce(nibbles << (np.arange(8, dtype=np.uint64) * np.uint64(4)), axis=1)
+                     .reshape(lanes, 1))
+    record = np.concatenate(parts, axis=1)
+    return record.astype(np.uint64 if types["a"] == "f64" else np.uint32)
+
+
+def mma_output_shape(form: dict, lanes: int) -> tuple[tuple[int, int], type]:
+    """The shape and dtype of an mma probe kernel's D registers."""
+    d = form["types"]["d"]
+    return (lanes, _regs(form["counts"]["d"], WIDTH[d])[0]), (np.uint64 if form["types"]["a"] == "f64" else np.uint32)
+
+
+def wmma_record(form: dict, dist: str, rng: np.random.Generator, warps: int) -> np.ndarray:
+    """The bytes (warps × A, B, C tiles, row-major) of a wmma probe kernel in distribution `dist`."""
+    m, n, k = WMMA_SHAPES[form["shape"]]
+    a = element_bits(form["a"], warps * (m * k + k * n), dist, rng, "ab")
+    c = element_bits(form["c"], warps * m * n, dist, rng, "c")
+    dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+    ab = a.astype(dtype[WIDTH[form["a"]]]).reshape(warps, -1)
+    cc = c.astype(dtype[WIDTH[form["c"]]]).reshape(warps, -1)
+    return np.concatenate([ab.view(np.uint8), cc.view(np.uint8)], axis=1)
+
+
+def wmma_output_shape(form: dict, warps: int) -> tuple[tuple[int, int], type]:
+    m, n, _ = WMMA_SHAPES[form["shape"]]
+    return (warps, m * n * WIDTH[form["d"]] // 8), np.uint8
+
+
 def run(build_dir: Path, out: Path) -> None:
     import cupy as cp
 

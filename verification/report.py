@@ -1,8 +1,11 @@
 """Turns the runner's results.json into verification/REPORT.md and verification/results.json.
 
-    python verification/report.py verification/build/results.json [--command "…"]
+    python verification/report.py verification/build/results.json [--exact DIR/mma_exact.npz] [--command "…"]
 
-Per family: cases, passed, failed (with reasons), errors, not translated (with fatkit's reason); the
+Per family: cases, passed, failed (with reasons), errors, not translated (with fatkit's reason), and the cases by
+input kind (random bit patterns or values, exponent-spread values, edge lists, small integers); a case whose only
+inputs are small integers (every float result exact) is listed but not counted as a pass. `--exact` judges the
+`mma:exact` cases: fatkit's outputs the run kept, against verification/mma_reference.py's host model. Also the
 geometric mean of original / re-lowered kernel time over passing cases (above 1.0: fatkit's is faster).
 """
 
@@ -11,10 +14,40 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+KINDS = ("random", "spread", "edge", "integer")
+
+
+def judge_exact(cases: list[dict], path: Path) -> None:
+    """Sets each `mma:exact` case's status: fatkit's D elements against the reference model of `exact`."""
+    from verification import mma_reference
+
+    with np.load(path) as data:
+        for case in cases:
+            if case["status"] != "pending-reference":
+                continue
+            form = case["form"]
+            record, out = data[f"{case['name']}:in"], data[f"{case['name']}:out"]
+            a, b, c, _ = mma_reference.mma_terms(form, record)
+            expected = mma_reference.f64_sum_model(a, b, c, form["types"])
+            got = mma_reference.d_elements(form, out)
+            bad = np.nonzero(expected != got)[0]
+            case["status"] = "pass" if len(bad) == 0 else "fail"
+            case["detail"] = "" if len(bad) == 0 else f"{len(bad)} of {len(got)} D elements differ from the reference: " + \
+                "; ".join(f"[{i}] reference {int(expected[i]):#x} fatkit {int(got[i]):#x}" for i in bad[:4])
+            case["compared_with"] = "host reference (mma_reference.f64_sum_model)"
+
+
+def counts_toward_pass(case: dict) -> bool:
+    """A case counts unless its only inputs are small integers (every float result exact whatever the model)."""
+    return set(case.get("inputs") or ["random"]) != {"integer"}
 HOW = """Each case runs the original PTX and fatkit's re-lowered PTX (both JIT-compiled by the CUDA driver) on
 the same fresh random inputs; table cases (one instruction form per kernel, 4096 threads) see every pair of
 57 edge patterns first (integer boundaries, ±0, ±1, ±inf, NaNs with payloads, subnormals, extremes, ties,
@@ -41,9 +74,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path)
     parser.add_argument("--command", default="python verification/runner.py verification/build")
+    parser.add_argument("--exact", type=Path, default=None, help="the run's mma_exact.npz")
     args = parser.parse_args()
     results = json.loads(args.results.read_text())
     cases = results["cases"]
+    if args.exact:
+        judge_exact(cases, args.exact)
+    for case in cases:
+        if case["status"] == "pending-reference":
+            case.update(status="error", detail="no mma_exact.npz to judge it by")
     by_family: dict[str, list[dict]] = defaultdict(list)
     for case in cases:
         family = case["family"] + (" (wave64)" if case["name"].endswith("@wave64") else "")
@@ -57,16 +96,28 @@ def main() -> None:
         f"**{results['device']}**. Suite built {results['manifest']['built']} with "
         f"`{results['manifest']['command']}`; run with `{args.command}` (input seed {results['seed']}).",
         "",
-        "| family | cases | pass | fail | error | not translated |",
-        "|---|---|---|---|---|---|",
+        "Inputs: *random* bit patterns or random values, *spread* exponent-spread values (every binade, subnormals, ±0,",
+        "±inf, NaNs, near overflow, rounding ties), *edge* lists (and mma's mostly-zero / cancelling sums), *integer*",
+        "small integers. A case run only on small integers (mma.cu's float forms: every partial sum exact) is not",
+        "counted as a pass: `pass` counts the others, `exact-only` lists those.",
+        "",
+        "| family | cases | random | spread | edge | integer | pass | exact-only | fail | error | not translated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     totals = Counter()
+    kind_totals = Counter()
     for family, members in sorted(by_family.items()):
-        counts = Counter(c["status"] for c in members)
+        counts = Counter(c["status"] for c in members if counts_toward_pass(c) or c["status"] != "pass")
+        exact_only = sum(c["status"] == "pass" and not counts_toward_pass(c) for c in members)
+        kinds = Counter(kind for c in members for kind in (c.get("inputs") or ["random"]))
         totals.update(counts)
-        lines.append(f"| {family} | {len(members)} | {counts['pass']} | {counts['fail']} | {counts['error']} | "
+        totals["exact-only"] += exact_only
+        kind_totals.update(kinds)
+        lines.append(f"| {family} | {len(members)} | " + " | ".join(str(kinds[k]) for k in KINDS)
+                     + f" | {counts['pass']} | {exact_only} | {counts['fail']} | {counts['error']} | "
                      f"{counts['not-translated']} |")
-    lines.append(f"| **all** | {len(cases)} | {totals['pass']} | {totals['fail']} | {totals['error']} | "
+    lines.append(f"| **all** | {len(cases)} | " + " | ".join(str(kind_totals[k]) for k in KINDS)
+                 + f" | {totals['pass']} | {totals['exact-only']} | {totals['fail']} | {totals['error']} | "
                  f"{totals['not-translated']} |")
     lines.append("")
     if ratios:
