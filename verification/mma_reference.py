@@ -408,8 +408,8 @@ def h200_model(form: dict, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
     - fp8 (e4m3/e5m2): converted exactly to f16, two blocks of K/2 products (k ≡ 0, 1 mod 4 first: the low
       halves of the registers) chained from +0, then c added with one f32 (f16 for an f16 D) addition rounded to
       nearest even;
-    - m8n8k4 .f16 (Volta's form): converted to f32, an f32 fma chain from +0 in k order, then c added, each
-      rounded to nearest even (an f16 D: that f32 rounded to f16 again);
+    - m8n8k4 .f16 (Volta's form): converted to f32, an f32 fma chain in k order, each step rounded to nearest
+      even: an f32 D from +0 with c added last, an f16 D from c, that f32 rounded to nearest even f16;
     - f64: an fma chain from c in k order."""
     types = form["types"]
     d = types["d"]
@@ -421,9 +421,11 @@ def h200_model(form: dict, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
         c32 = c if types["c"] == "f32" else _ieee_chain([c], "f16")  # placeholder replaced below
         if types["c"] == "f16":
             c32 = _f16_to_f32_bits(c)
+        if d == "f16":  # the chain starts from c
+            chain = _ieee_chain([c32] + [(a[:, i], b[:, i], ("f16", "f16")) for i in range(k)], "f32")
+            return _ieee_chain([_f32_to_f16_rn(chain)], "f16")
         chain = _ieee_chain([np.zeros_like(c)] + [(a[:, i], b[:, i], ("f16", "f16")) for i in range(k)], "f32")
-        total = _ieee_chain([c32, chain], "f32")
-        return total if d == "f32" else _ieee_chain([_f32_to_f16_rn(total)], "f16")
+        return _ieee_chain([c32, chain], "f32")
     if types["a"] in ("e4m3", "e5m2"):
         # the low halves of the A/B registers (k ≡ 0, 1 mod 4) make the first f16 mma, the high halves the second
         acc = np.zeros_like(c)

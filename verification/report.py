@@ -75,6 +75,14 @@ On the nvptx target the f32 `.approx` functions are the PTX instructions themsel
 everything around them; their AMD forms are checked against the ISA's error bounds on the CPU
 (`tests/test_translate_float.py`).
 
+Known failures of this run (docs/numerics.md): f64 mma NaN results (an H200's DMMA gives NaNs of another sign or
+payload than the re-lowered fma chain; every non-NaN value agrees); `mma.m8n8k4` .f16 with an f16 D on the nvptx
+verification target (the host target reproduces the H200 on the recorded inputs; the nvptx translation of the same
+IR does not yet: open); `dot_f64.spread` in the `-G` build (f64 NaN payloads through the reduction);
+`float_libm.spread` of the `--use_fast_math` build (the .approx functions on exponent-spread arguments far outside
+the ranges the ISA's error bounds cover). The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
+in m16n8k8/k16 (which the ISA forbids and ptxas refuses) were dropped from the suite after this run.
+
 The run also records, for the AMD replay (verification/replay.py), every table case on its first 256 threads
 and every native `mma:sm90` case on 4 warps: inputs and the original PTX's outputs, in verification/replay/."""
 
@@ -94,7 +102,7 @@ def main() -> None:
             case.update(status="error", detail="no mma_exact.npz to judge it by")
     by_family: dict[str, list[dict]] = defaultdict(list)
     for case in cases:
-        family = case["family"] + (" (wave64)" if case["name"].endswith("@wave64") else "")
+        family = case["family"] + (" (wave64)" if "@wave64" in case["name"] else "")
         by_family[family].append(case)
     ratios = [c["original_ms"] / c["relowered_ms"] for c in cases
               if c["status"] == "pass" and c.get("relowered_ms") and c.get("original_ms")]
@@ -131,7 +139,7 @@ def main() -> None:
     lines.append("")
     if ratios:
         lines.append(f"Speed: geometric mean of original / re-lowered kernel time over {len(ratios)} passing cases: "
-                     f"**{statistics.geometric_mean(ratios):.3f}** (median of 20 timed launches each, CUDA events).")
+                     f"**{statistics.geometric_mean(ratios):.3f}** (median of the runner's `--repeat` timed launches each, CUDA events).")
         lines.append("")
     tolerant = sorted(f"`{c['name']}` ({c.get('detail')})" for c in cases if c["status"] == "pass" and c.get("detail"))
     lines += ["## How", "", HOW, ""]
