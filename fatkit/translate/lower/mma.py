@@ -605,11 +605,13 @@ def _sm90(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]
     b = lw.builder
     pairs = [(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)) for x, y in products]
     c_value = _to_f64(lw, c, form.c)
-    if form.shape == "m8n8k4" and form.a == "f16":  # Volta's form: HADD2.F32, FFMA from +0, FADD c
-        chain = ir.Constant(F64, 0.0)
+    if form.shape == "m8n8k4" and form.a == "f16":
+        # Volta's form: HADD2.F32, an FFMA chain, F2FP for an f16 D; the chain starts from c for an f16 D, from +0
+        # (c added by an FADD after it) for an f32 D
+        chain = c_value if form.d == "f16" else ir.Constant(F64, 0.0)
         for x, y in pairs:
             chain = _round_f64(lw, b.fadd(b.fmul(x, y), chain), "f32")  # the f16 product is exact in f32
-        total = _round_f64(lw, b.fadd(c_value, chain), "f32")
+        total = chain if form.d == "f16" else _round_f64(lw, b.fadd(c_value, chain), "f32")
         return _round_result(lw, total, form.d)
     if form.a in ("e4m3", "e5m2"):  # converted to f16: the registers' low halves (k ≡ 0, 1 mod 4), then the high
         total = ir.Constant(F64, 0.0)
