@@ -80,6 +80,8 @@ def test_key_fields_separate_targets_abi_and_options():
     assert base != make_key(ptx(1), "gfx942:sramecc+")
     assert base != make_key(ptx(1), "gfx942", Options(target="gfx942", opt_level=3))
     assert base.options == "O2" and base.abi >= 1
+    exact = make_key(ptx(1), "gfx942", Options(target="gfx942", mma_numerics="exact"))
+    assert exact != base and exact.options == "O2-mma_exact"
 
 
 def test_ptx_texts_of_fatbin_raw_ptx_and_cubin():
