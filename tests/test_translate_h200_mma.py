@@ -16,7 +16,7 @@ import pytest
 
 from fatkit.translate.pipeline import Options, translate
 from verification import mma_reference
-from verification.probe_numerics import DISTRIBUTIONS, WMMA_SHAPES, mma_kernel, wmma_kernel
+from verification.probe_numerics import DISTRIBUTIONS, mma_kernel, wmma_kernel
 
 SAMPLES = Path(__file__).parent / "samples" / "h200"
 FORMS = json.loads((SAMPLES / "mma_forms.json").read_text())
@@ -76,7 +76,6 @@ def test_mma_exact_matches_reference(form):
 
 @pytest.mark.parametrize("form", FORMS["wmma"], ids=lambda f: f["name"])
 def test_wmma_sm90_matches_h200(form):
-    m, n, _ = WMMA_SHAPES[form["shape"]]
     wrong = []
     for dist in DISTRIBUTIONS:
         record = samples()[f"wmma:{form['name']}:{dist}:in"]

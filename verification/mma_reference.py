@@ -280,7 +280,7 @@ def mma_terms(form: dict, record: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     d_frag = frags["d"]
     per_lane = d_frag.registers * d_frag.per_register
     form_obj = Form(shape, m, k, types["d"], types["a"], types["b"], types["c"], False, None, form["sparse"])
-    a_rows, b_rows, c_rows, places = [], [], [], []
+    places = []
     warps = lanes // 32
     for lane in range(32):
         for i in range(per_lane):
@@ -418,9 +418,7 @@ def h200_model(form: dict, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
     if types["a"] == "f64":
         return _ieee_chain([c] + [(a[:, i], b[:, i], ("f64", "f64")) for i in range(k)], "f64")
     if shape == "m8n8k4" and types["a"] == "f16":
-        c32 = c if types["c"] == "f32" else _ieee_chain([c], "f16")  # placeholder replaced below
-        if types["c"] == "f16":
-            c32 = _f16_to_f32_bits(c)
+        c32 = _f16_to_f32_bits(c) if types["c"] == "f16" else c
         if d == "f16":  # the chain starts from c
             chain = _ieee_chain([c32] + [(a[:, i], b[:, i], ("f16", "f16")) for i in range(k)], "f32")
             return _ieee_chain([_f32_to_f16_rn(chain)], "f16")

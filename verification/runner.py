@@ -234,7 +234,7 @@ def run_mma_case(case: dict, build: Path, rng: np.random.Generator) -> dict:
             replay_arrays[f"{key}:in"] = host[:keep]
             replay_arrays[f"{key}:out"] = outputs[0][:keep]
             replay_index.append({"name": key, "family": case["family"], "ptx": {kind: form["name"]},
-                                 "kernel": case["kernel"], "grid": [REPLAY_WARPS if kind == "wmma" else REPLAY_WARPS, 1, 1],
+                                 "kernel": case["kernel"], "grid": [REPLAY_WARPS, 1, 1],
                                  "block": [32, 1, 1], "shared": 0,
                                  "args": [{"array": f"{key}:in"}, {"output": f"{key}:out"}], "compare": {"ulp": 0}})
     except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
