@@ -862,7 +862,7 @@ def test_each_form_is_one_subroutine_per_module():
     for target in ("host", "gfx942"):
         options = Options(target=target)
         (kernel,) = pipeline.lower(pipeline.passes(pipeline.parse(twice, options), options), options).kernels
-        name = "fatkit.mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+        name = "fatkit.mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.sm90"  # the numerics end the name
         definitions = [line for line in kernel.llvm_ir.splitlines() if line.startswith("define internal")
                        and f'@"{name}"(' in line]
         assert len(definitions) == 1 and "convergent" in definitions[0]
