@@ -86,20 +86,22 @@ def test_key_fields_separate_targets_abi_and_options():
     assert base.abi >= 1
     assert base == make_key(ptx(1), Options(target="gfx942", jobs=8))  # jobs cannot change the code
     llvm, lld = (f"{name}={version}" for name, version in toolchain.versions())
-    assert base.options == f"opt_level=2;emit=hsaco;{llvm};{lld}"
+    assert base.options == f"opt_level=2;emit=hsaco;mma_numerics=sm90;{llvm};{lld}"
+    exact = make_key(ptx(1), Options(target="gfx942", mma_numerics="exact"))
+    assert exact != base and "mma_numerics=exact" in exact.options
 
 
 def test_a_new_options_field_is_in_the_key_without_an_edit():
     from fatkit.translate.pipeline import Options
 
     # what another change adds to Options: a field with a default is in every key, spelled by name
-    Numerics = dataclasses.make_dataclass("Numerics", [("mma_numerics", str, dataclasses.field(default="sm90"))],
+    Rounding = dataclasses.make_dataclass("Rounding", [("fp_rounding", str, dataclasses.field(default="sm90"))],
                                           bases=(Options,), frozen=True)
-    default, other = Numerics(target="gfx942"), Numerics(target="gfx942", mma_numerics="exact")
-    assert "mma_numerics=sm90" in make_key(ptx(1), default).options
+    default, other = Rounding(target="gfx942"), Rounding(target="gfx942", fp_rounding="exact")
+    assert "fp_rounding=sm90" in make_key(ptx(1), default).options
     assert make_key(ptx(1), default) != make_key(ptx(1), other)
     assert make_key(ptx(1), default) != make_key(ptx(1), Options(target="gfx942"))
-    assert make_key(ptx(1), dataclasses.replace(other, mma_numerics="sm90")) == make_key(ptx(1), default)
+    assert make_key(ptx(1), dataclasses.replace(other, fp_rounding="sm90")) == make_key(ptx(1), default)
 
     @dataclasses.dataclass(frozen=True)
     class Workers(Options):  # a field marked as unable to change code stays out of the key

@@ -179,7 +179,8 @@ def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[li
     threads = len(a)
     counts = (len(a[0]), len(b[0]), len(c[0]), d_count)
     text = mma_kernel(instruction, counts, widths, metadata is not None)
-    program = translate(text, Options(target="host")).product
+    # the `exact` numerics, which `_dot` models (sm90's are checked against the H200 in test_translate_h200_mma.py)
+    program = translate(text, Options(target="host", mma_numerics="exact")).product
     arrays = []
     for rows, width in zip((a, b, c), widths):
         kind = ctypes.c_uint32 if width == 32 else ctypes.c_uint64
@@ -537,7 +538,7 @@ def run_mma_sparse(instruction, a, b, c, metadata, selector):
     counts = (len(a[0]), len(b[0]), len(c[0]), len(c[0]))
     kernel = mma_kernel(instruction, counts, (32, 32, 32, 32), True)
     kernel = kernel.replace(", %e;", f", %e, {selector};")
-    program = translate(kernel, Options(target="host")).product
+    program = translate(kernel, Options(target="host", mma_numerics="exact")).product
     threads = len(a)
     arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
     d_count = len(c[0])
@@ -861,7 +862,7 @@ def test_each_form_is_one_subroutine_per_module():
     for target in ("host", "gfx942"):
         options = Options(target=target)
         (kernel,) = pipeline.lower(pipeline.passes(pipeline.parse(twice, options), options), options).kernels
-        name = "fatkit.mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+        name = "fatkit.mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.sm90"  # the numerics end the name
         definitions = [line for line in kernel.llvm_ir.splitlines() if line.startswith("define internal")
                        and f'@"{name}"(' in line]
         assert len(definitions) == 1 and "convergent" in definitions[0]

@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from families import all_cases, table_module  # noqa: E402
+from probe_numerics import DISTRIBUTIONS, WMMA_FORMS, mma_forms, mma_kernel, wmma_kernel  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 
 from fatkit.errors import FatkitError  # noqa: E402
@@ -37,7 +38,11 @@ TARGET = "sm_90"
 # Cases with warp collectives or lane registers also run as an emulated 64-lane wave (the CDNA algorithm).
 WAVE64_TARGET = "sm_90:wave64"
 WARP_LEVEL = re.compile(r"\b(?:shfl|vote|match|redux|activemask|elect|ldmatrix|stmatrix|movmatrix|w?mma)\.|%laneid|%lanemask_")
-TABLE_THREADS = 4096
+TABLE_THREADS = 16384  # the 57² edge pairs, exponent-spread values, random bit patterns (runner.table_inputs)
+# What each mma input distribution of probe_numerics is, as results.json's input kinds name them
+MMA_INPUT_KINDS = {"normal": "random", "bits": "random", "wide": "spread", "subnormal": "spread",
+                   "overflow": "spread", "zeros": "edge", "cancel": "edge"}
+MMA_HEADER = ".version 8.7\n.target sm_90\n.address_size 64\n\n"
 # 64-bit input patterns every table case sees in every (a, b) pair: integer boundaries, f32 values in the
 # low word (±0, ±1, ±inf, NaNs, subnormals, extremes, ties), f64 values, f16/bf16 values in the low half.
 EDGES = [
@@ -51,10 +56,10 @@ EDGES = [
 ]
 
 
-def _translate(text: str, target: str) -> tuple[bytes | None, dict[str, str]]:
+def _translate(text: str, target: str, mma_numerics: str = "sm90") -> tuple[bytes | None, dict[str, str]]:
     """The re-lowered PTX and each kernel's status ("ok" or the reason it is not)."""
     try:
-        translation = translate(text, Options(target=target))
+        translation = translate(text, Options(target=target, mma_numerics=mma_numerics))
     except FatkitError as exc:
         return None, {"*": str(exc)}
     except Exception as exc:  # a translator bug: recorded as the case's failure, the suite goes on
@@ -95,8 +100,46 @@ def build_tables(out: Path, only: str | None) -> list[dict]:
         original.write_text(table_module(case, TARGET))
         for record in _records(case.name, case.family, [(case.name, case.name)], original, out):
             del record["label"]
-            record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp, ulp_type=case.ulp_type)
+            record.update(kind="table", count=TABLE_THREADS, edges=EDGES, ulp=case.ulp, ulp_type=case.ulp_type,
+                          inputs=["edge", "spread", "random"])
             records.append(record)
+    return records
+
+
+def build_mma(out: Path, only: str | None) -> list[dict]:
+    """Every mma/mma.sp/wmma form of probe_numerics with registers (wmma: tiles) straight from random inputs of
+    each distribution: `sm90` translations compared with the H200 bit for bit (native and wave64), `exact` ones
+    with the host reference (verification/mma_reference.py) after the run."""
+    records = []
+    forms = [(f["name"], f, MMA_HEADER + mma_kernel(f), "mma") for f in mma_forms()]
+    forms += [(name, {"name": name, "shape": shape, "a": a, "c": c, "d": d, "wmma": True},
+               MMA_HEADER + wmma_kernel(name, shape, a, c, d), "wmma") for name, shape, a, c, d in WMMA_FORMS]
+    for name, form, text, kind in forms:
+        if only and only not in name:
+            continue
+        original = out / f"{name}.orig.ptx"
+        original.write_text(text)
+        for numerics, targets in (("sm90", (TARGET, WAVE64_TARGET)), ("exact", (TARGET,))):
+            for target in targets:
+                product, statuses = _translate(text, target, numerics)
+                tag = "" if target == TARGET else "@wave64"
+                relowered = out / f"{name}.{numerics}{tag}.fatkit.ptx"
+                status = statuses.get(name, statuses.get("*", "kernel not found in the module"))
+                if product is not None:
+                    relowered.write_bytes(product)
+                for dist in DISTRIBUTIONS:
+                    if numerics == "exact" and (kind == "wmma" or form["types"]["a"] not in
+                                                ("f16", "bf16", "tf32", "e4m3", "e5m2")):
+                        continue  # integer and f64 forms compute alike in both numerics
+                    record = {"name": f"{name}.{dist}.{numerics}{tag}", "family": f"mma:{numerics}",
+                              "target": target, "kernel": name, "original": original.name, "kind": kind,
+                              "form": form, "distribution": dist, "numerics": numerics,
+                              "inputs": [MMA_INPUT_KINDS[dist]]}
+                    if product is None or status != "ok":
+                        record.update(status="not-translated", reason=status)
+                    else:
+                        record.update(status="translated", relowered=relowered.name)
+                    records.append(record)
     return records
 
 
@@ -133,7 +176,8 @@ def main() -> None:
         shutil.rmtree(args.output)
     args.output.mkdir(parents=True)
     started = time.perf_counter()
-    cases = build_tables(args.output, args.only) + build_programs(args.output, args.only)
+    cases = build_tables(args.output, args.only) + build_mma(args.output, args.only) + build_programs(args.output,
+                                                                                                       args.only)
     meta = {"targets": [TARGET, WAVE64_TARGET], "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": "python verification/build.py" + (f" --only {args.only}" if args.only else "")}
     (args.output / "manifest.json").write_text(json.dumps({"meta": meta, "cases": cases}, indent=1))

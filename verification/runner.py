@@ -23,16 +23,38 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import probe_numerics  # noqa: E402  (the mma cases' kernels and input distributions)
+
 POISON = 0xA5
 TABLE_BLOCK = 256  # threads per block of the table cases (their thread count is a multiple)
 DTYPES = {"u8": np.uint8, "s8": np.int8, "u16": np.uint16, "s16": np.int16, "u32": np.uint32, "s32": np.int32,
           "u64": np.uint64, "s64": np.int64, "f32": np.float32, "f64": np.float64}
 
 
-def generate(spec: dict, rng: np.random.Generator) -> np.ndarray:
-    """An input array: `edge` values first (cycled as the manifest says), the rest random of the dtype."""
+def spread_bits(count: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    """Float bit patterns (f32 or f64) with every exponent field equally likely: normals across the whole range,
+    subnormals, ±0, ±inf, NaNs; an eighth of them at f16/bf16/f32 rounding ties, an eighth near overflow."""
+    if width == 32:
+        bits = probe_numerics._spread_f32(count, rng)
+        near = rng.integers(0, count, count // 8)
+        bits[near] = (bits[near] & np.uint32(0x807FFFFF)) | np.uint32(0x7F000000)
+        return bits
+    sign = rng.integers(0, 2, count, dtype=np.uint64) << np.uint64(63)
+    exponent = rng.integers(0, 2048, count, dtype=np.uint64) << np.uint64(52)
+    mantissa = rng.integers(0, 1 << 52, count, dtype=np.uint64)
+    ties = rng.random(count) < 0.125  # f32 ties: the 29 dropped bits exactly half
+    mantissa = np.where(ties, (mantissa & np.uint64(~((1 << 29) - 1) & ((1 << 52) - 1))) | np.uint64(1 << 28), mantissa)
+    return sign | exponent | mantissa
+
+
+def generate(spec: dict, rng: np.random.Generator, spread: bool = False) -> np.ndarray:
+    """An input array: `edge` values first (cycled as the manifest says), the rest random of the dtype; with
+    `spread`, float arrays are exponent-spread bit patterns (`spread_bits`) instead."""
     dtype, count = np.dtype(DTYPES[spec["dtype"]]), spec["count"]
     kind = spec.get("random", "bits")
+    if spread and spec["dtype"] in ("f32", "f64"):
+        return spread_bits(count, 32 if spec["dtype"] == "f32" else 64, rng).view(dtype)
     if kind == "bits":
         data = rng.integers(0, 256, size=count * dtype.itemsize, dtype=np.uint8).view(dtype)
     elif kind == "uniform":
@@ -60,6 +82,18 @@ def table_inputs(count: int, edges: list[int], rng: np.random.Generator) -> list
     pairs = np.array([(x, y) for x in edges for y in edges], dtype=np.uint64)[:count]
     a[: len(pairs)], b[: len(pairs)] = pairs[:, 0], pairs[:, 1]
     c[: len(pairs)] = np.resize(np.array(edges, dtype=np.uint64), len(pairs))[::-1]
+    # then exponent-spread values (a quarter of the threads): f64 patterns, f32 ones in the low word (random
+    # high word), f16/bf16-range f32 values with ties; in thirds, so that each operand width sees them
+    start, spread = len(pairs) + 768, count // 4
+    third = spread // 3
+    for x in (a, b, c):
+        x[start:start + third] = spread_bits(third, 64, rng)
+        low = spread_bits(third, 32, rng).astype(np.uint64)
+        x[start + third:start + 2 * third] = (x[start + third:start + 2 * third] & np.uint64(0xFFFFFFFF00000000)) | low
+        f16 = probe_numerics.float_bits("f16", third, "wide", rng) | (probe_numerics.float_bits("f16", third, "wide", rng)
+                                                                     << np.uint64(16))
+        x[start + 2 * third:start + 3 * third] = (x[start + 2 * third:start + 3 * third]
+                                                  & np.uint64(0xFFFFFFFF00000000)) | f16
     # small values too: shift counts, bit positions and lane numbers live in the low bits
     a[len(pairs): len(pairs) + 256] %= 70
     b[len(pairs) + 128: len(pairs) + 512] %= 70
@@ -135,8 +169,84 @@ def _reads_envreg(ptx: str, kernel: str) -> bool:
     return start >= 0 and "%envreg" in ptx[start:end if end > 0 else len(ptx)]
 
 
-def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> dict:
-    record = {"name": case["name"], "family": case["family"], "kernel": case["kernel"]}
+MMA_WARPS = 32  # warps an mma case runs (its exact outputs and the replay keep REPLAY_WARPS of them)
+REPLAY_WARPS = 4
+REPLAY_TABLE_THREADS = 256
+replay_arrays: dict[str, np.ndarray] = {}  # what the AMD replay needs: inputs and the original PTX's outputs
+replay_index: list[dict] = []
+exact_arrays: dict[str, np.ndarray] = {}  # `exact` mma cases: inputs and fatkit's outputs, judged by report.py
+
+
+def _replay_table(case: dict, module: cp.RawModule, host_inputs: list[np.ndarray]) -> None:
+    """The table case on its first REPLAY_TABLE_THREADS threads: inputs and the original PTX's output."""
+    count = REPLAY_TABLE_THREADS
+    inputs = [x[:count].copy() for x in host_inputs]
+    out = cp.full(count * 8, POISON, dtype=cp.uint8)
+    kernel = module.get_function(case["kernel"])
+    kernel((1, 1, 1), (count, 1, 1), (*(cp.asarray(x) for x in inputs), out, np.uint32(count)))
+    key = case["name"]
+    for name, x in zip("abc", inputs):
+        replay_arrays[f"{key}:{name}"] = x
+    replay_arrays[f"{key}:out"] = cp.asnumpy(out).view(np.uint64)
+    replay_index.append({"name": key, "family": case["family"], "ptx": {"table": case["kernel"]},
+                         "kernel": case["kernel"], "grid": [1, 1, 1], "block": [count, 1, 1], "shared": 0,
+                         "args": [{"array": f"{key}:a"}, {"array": f"{key}:b"}, {"array": f"{key}:c"},
+                                  {"output": f"{key}:out"}, {"scalar": "u32", "value": count}],
+                         "compare": {"ulp": case.get("ulp", 0), "ulp_type": case.get("ulp_type", "f32")}})
+
+
+def run_mma_case(case: dict, build: Path, rng: np.random.Generator) -> dict:
+    """An mma/wmma case: the lane records of its distribution through the original PTX and fatkit's; sm90
+    compared bit for bit, exact kept for the host reference (report.py)."""
+    record = {"name": case["name"], "family": case["family"], "kernel": case["kernel"], "inputs": case["inputs"]}
+    if case.get("status") != "translated":
+        record.update(status="not-translated", reason=case.get("reason"))
+        return record
+    form, kind = case["form"], case["kind"]
+    try:
+        if kind == "mma":
+            host = probe_numerics.mma_record(form, case["distribution"], rng, 32 * MMA_WARPS)
+            shape, dtype = probe_numerics.mma_output_shape(form, 32 * MMA_WARPS)
+        else:
+            host = probe_numerics.wmma_record(form, case["distribution"], rng, MMA_WARPS)
+            shape, dtype = probe_numerics.wmma_output_shape(form, MMA_WARPS)
+        outputs = []
+        for path in (case["original"], case["relowered"]):
+            module = cp.RawModule(path=str(build / path))
+            out = cp.full(shape, 0xA5, dtype=cp.uint8) if dtype == np.uint8 else cp.full(shape, 0xA5A5A5A5, dtype=dtype)
+            module.get_function(case["kernel"])((MMA_WARPS, 1, 1), (32, 1, 1), (cp.asarray(host), out))
+            cp.cuda.runtime.deviceSynchronize()
+            outputs.append(cp.asnumpy(out))
+        keep = 32 * REPLAY_WARPS if kind == "mma" else REPLAY_WARPS
+        if case["numerics"] == "exact":
+            exact_arrays[f"{case['name']}:in"] = host[:keep]
+            exact_arrays[f"{case['name']}:out"] = outputs[1][:keep]
+            record.update(status="pending-reference", form=form, kind=kind)
+            return record
+        ok = bool(np.array_equal(outputs[0], outputs[1]))
+        bad = np.nonzero(outputs[0].reshape(-1) != outputs[1].reshape(-1))[0]
+        detail = "" if ok else f"{len(bad)} of {outputs[0].size} words differ: " + "; ".join(
+            f"[{i}] nvidia {int(outputs[0].reshape(-1)[i]):#x} fatkit {int(outputs[1].reshape(-1)[i]):#x}"
+            for i in bad[:4])
+        record.update(status="pass" if ok else "fail", detail=detail)
+        if not case["name"].endswith("@wave64"):
+            key = case["name"]
+            replay_arrays[f"{key}:in"] = host[:keep]
+            replay_arrays[f"{key}:out"] = outputs[0][:keep]
+            replay_index.append({"name": key, "family": case["family"], "ptx": {kind: form["name"]},
+                                 "kernel": case["kernel"], "grid": [REPLAY_WARPS, 1, 1],
+                                 "block": [32, 1, 1], "shared": 0,
+                                 "args": [{"array": f"{key}:in"}, {"output": f"{key}:out"}], "compare": {"ulp": 0}})
+    except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
+        record.update(status="error", detail=f"{type(exc).__name__}: {exc}"[:500])
+    return record
+
+
+def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator, spread: bool = False) -> dict:
+    if case.get("kind") in ("mma", "wmma"):
+        return run_mma_case(case, build, rng)
+    record = {"name": case["name"] + (".spread" if spread else ""), "family": case["family"],
+              "kernel": case["kernel"], "inputs": case.get("inputs") or program_input_kinds(case, spread)}
     if case.get("status") != "translated":
         record.update(status="not-translated", reason=case.get("reason"))
         return record
@@ -150,7 +260,7 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> 
             case = {**case, "params": params + [{"kind": "scalar", "dtype": "u32", "value": case["count"]}],
                     "grid": [case["count"] // TABLE_BLOCK, 1, 1], "block": [TABLE_BLOCK, 1, 1]}
         else:
-            host_inputs = [generate(p, rng) if p["kind"] in ("in", "inout") else None for p in case["params"]]
+            host_inputs = [generate(p, rng, spread) if p["kind"] in ("in", "inout") else None for p in case["params"]]
         results = []
         timings = []
         for module in (original, relowered):
@@ -170,6 +280,8 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> 
             cp.cuda.runtime.deviceSynchronize()
             results.append(b"".join(cp.asnumpy(arrays[i]).tobytes() for i in outputs))
             timings.append(time_launch(launch, case, host_inputs, repeat))
+        if case["kind"] == "table" and not spread:
+            _replay_table(case, original, host_inputs)
         ok, detail, bad = compare(case, results[0], results[1])
         record.update(status="pass" if ok else "fail", detail=detail, original_ms=timings[0],
                       relowered_ms=timings[1])
@@ -179,6 +291,32 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator) -> 
     except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
         record.update(status="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     return record
+
+
+# float results of these kernels come from small integers (mma.cu's float forms): exact whatever the arithmetic
+_EXACT_FLOAT_KERNELS = ("f16", "bf16", "tf32", "e4m3", "e5m2", "f64")
+
+
+def program_input_kinds(case: dict, spread: bool) -> list[str]:
+    """What a program case's inputs are: random bits/values, exponent-spread floats, or small integers."""
+    if case["family"].startswith("program:mma") and any(t in case["kernel"] for t in _EXACT_FLOAT_KERNELS) \
+            and not case["kernel"].endswith(("s8", "u8", "s4", "u4")):
+        return ["integer"]
+    kinds = set()
+    for p in case.get("params", []):
+        if p["kind"] not in ("in", "inout"):
+            continue
+        if spread and p["dtype"] in ("f32", "f64"):
+            kinds.add("spread")
+        elif p.get("random") == "range" and p["dtype"] in ("f32", "f64"):
+            kinds.add("integer")
+        else:
+            kinds.add("random")
+    return sorted(kinds) or ["random"]
+
+
+def has_float_inputs(case: dict) -> bool:
+    return any(p["kind"] in ("in", "inout") and p["dtype"] in ("f32", "f64") for p in case.get("params", []))
 
 
 def time_launch(launch: Launch, case: dict, host_inputs: list, repeat: int) -> float:
@@ -201,6 +339,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--only", default=None)
+    parser.add_argument("--replay-out", type=Path, default=None,
+                        help="where to write replay.npz + replay_index.json and mma_exact.npz")
     args = parser.parse_args()
     manifest = json.loads((args.build / "manifest.json").read_text())
     seed = time.time_ns() & 0xFFFFFFFF
@@ -210,15 +350,29 @@ def main() -> None:
     for case in manifest["cases"]:
         if args.only and args.only not in case["name"]:
             continue
-        record = run_case(case, args.build, args.repeat, rng)
-        records.append(record)
-        if record["status"] not in ("pass", "not-translated"):
-            print(f"{record['status']:5s} {record['name']}: {record.get('detail', '')}", flush=True)
+        runs = [False] + ([True] if case.get("kind") == "program" and has_float_inputs(case) else [])
+        for spread in runs:
+            record = run_case(case, args.build, args.repeat, rng, spread)
+            records.append(record)
+            if record["status"] not in ("pass", "not-translated", "pending-reference"):
+                print(f"{record['status']:5s} {record['name']}: {record.get('detail', '')}", flush=True)
+        if len(records) % 200 < len(runs):  # partial results survive a run cut short
+            save(args, manifest, device, seed, records)
     counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "error", "not-translated")}
     print(f"{len(records)} cases on {device} in {time.perf_counter() - started:.0f} s (seed {seed}): {counts}")
+    save(args, manifest, device, seed, records)
+
+
+def save(args, manifest: dict, device: str, seed: int, records: list[dict]) -> None:
     result = {"device": device, "seed": seed, "manifest": manifest["meta"], "cases": records}
     out = args.out or args.build / "results.json"
     out.write_text(json.dumps(result, indent=1))
+    if args.replay_out:
+        args.replay_out.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(args.replay_out / "replay.npz", **replay_arrays)
+        (args.replay_out / "replay_index.json").write_text(json.dumps({"device": device, "seed": seed,
+                                                                       "cases": replay_index}, indent=0))
+        np.savez_compressed(args.replay_out / "mma_exact.npz", **exact_arrays)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="AMD target ids, comma-separated: gfx942,gfx1100 (features allowed: "
                              "gfx942:sramecc+:xnack-); required, except with --format zluda (the device's).")
     options.add_cache(parser)
+    options.add_mma_numerics(parser)
     options.add_jobs(parser)
     parser.add_argument("--format", dest="output_format", default="cache",
                         help="cache (fatkit's cache) or zluda (rows in ZLUDA's cache database, docs/zluda.md).")

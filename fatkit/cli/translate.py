@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="What to write per module and target: hsaco (linked, validated code object), obj "
                              "(relocatable object), asm (AMDGPU assembly) or llvm (optimised LLVM IR).")
     options.add_json(parser, "Print the per-module, per-kernel report as JSON.")
+    options.add_mma_numerics(parser)
     options.add_jobs(parser, "Processes lowering and compiling a module's kernels at once (the output is the "
                              "same for any number).")
 

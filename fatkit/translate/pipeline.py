@@ -30,6 +30,9 @@ EMIT_KINDS = ("hsaco", "obj", "asm", "llvm")  # the linked, validated product; o
 Status = Literal["ok", "unsupported"]
 
 
+MMA_NUMERICS = ("sm90", "exact")  # what `Options.mma_numerics` takes ("native" is reserved)
+
+
 @dataclass(frozen=True)
 class Options:
     """What a translation is for; equal options give equal output. The cache key is derived from every field
@@ -44,6 +47,9 @@ class Options:
     emit: str = "hsaco"
     # processes lowering kernels and compiling groups of them at once; the output is the same for any value
     jobs: int = field(default=1, compare=False, metadata={CHANGES_CODE: False})
+    # the arithmetic of mma/mma.sp/wmma (docs/numerics.md): "sm90" reproduces the H100/H200 tensor cores bit for
+    # bit, "exact" sums exactly and rounds once; "native" (AMD matrix instructions) is reserved
+    mma_numerics: str = "sm90"
 
     def __post_init__(self) -> None:
         if isinstance(self.target, str):
@@ -54,6 +60,11 @@ class Options:
             raise UsageError(f"emit one of {', '.join(EMIT_KINDS)}, not {self.emit!r}")
         if self.jobs < 1:
             raise UsageError(f"jobs must be at least 1, not {self.jobs}")
+        if self.mma_numerics == "native":
+            raise UsageError("mma numerics 'native' (AMD matrix instructions) is not available yet: "
+                             "use 'sm90' or 'exact'")
+        if self.mma_numerics not in MMA_NUMERICS:
+            raise UsageError(f"mma numerics must be one of {', '.join(MMA_NUMERICS)}, not {self.mma_numerics!r}")
 
 
 @dataclass(frozen=True)
@@ -106,15 +117,16 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
     if options.jobs > 1 and count > 1:
         with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
-                                 initializer=_adopt, initargs=(prepared, target, functions)) as pool:
+                                 initializer=_adopt, initargs=(prepared, target, functions,
+                                                               options.mma_numerics)) as pool:
             outcomes = list(pool.map(_lower_adopted, range(count)))
     else:
-        outcomes = [_lower_one(prepared, target, functions, index) for index in range(count)]
+        outcomes = [_lower_one(prepared, target, functions, options.mma_numerics, index) for index in range(count)]
     kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
     return Lowered(target, kernels, tuple(report for _, report in outcomes))
 
 
-def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Function],
+def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Function], mma_numerics: str,
                index: int) -> tuple[LoweredKernel | None, KernelReport]:
     kernel = prepared.module.kernels[index]
     try:
@@ -122,18 +134,19 @@ def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Func
         if failure is not None:
             raise failure
         registers = prepared.storage[kernel.name].registers
-        lowered = lower_kernel(kernel, registers, target, prepared.module.variables, functions, prepared)
+        lowered = lower_kernel(kernel, registers, target, prepared.module.variables, functions, prepared,
+                               mma_numerics)
     except (Unsupported, PassError) as unsupported:
         return None, KernelReport(kernel.name, "unsupported", str(unsupported), unsupported.line)
     return lowered, KernelReport(kernel.name, "ok")
 
 
-_adopted: tuple[Prepared, Target, dict[str, ast.Function]] | None = None  # what a forked process lowers
+_adopted: tuple[Prepared, Target, dict[str, ast.Function], str] | None = None  # what a forked process lowers
 
 
-def _adopt(prepared: Prepared, target: Target, functions: dict[str, ast.Function]) -> None:
+def _adopt(prepared: Prepared, target: Target, functions: dict[str, ast.Function], mma_numerics: str) -> None:
     global _adopted
-    _adopted = (prepared, target, functions)
+    _adopted = (prepared, target, functions, mma_numerics)
 
 
 def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:

@@ -428,10 +428,12 @@ def _float_to_integer(lw, ins, dst, src, mode, flags):
     lw.write(d, result, dst)
 
 
-def _source(lw, operand, src: str, flags: set[str]) -> ir.Value:
-    """A float source operand; with .ftz an f32 subnormal reads as zero (only f32 operands flush)."""
+def _source(lw, operand, src: str, flags: set[str], dst: str | None = None) -> ir.Value:
+    """A float source operand; with .ftz an f32 subnormal reads as zero (only f32 operands flush), except
+    into f16: an H200 rounds an f32 subnormal to f16 as it is under .ftz too (cvt.rp.ftz.f16.f32 of
+    0x00000001 is 0x0001, cvt.rm.ftz.f16.f32 of 0x80000001 is 0x8001), with or without .sat."""
     value = lw.read(operand, src)
-    if "ftz" in flags and src == "f32":
+    if "ftz" in flags and src == "f32" and dst != "f16":
         b = lw.builder
         value = b.bitcast(flush_subnormal(lw, b.bitcast(value, I32), FORMATS["f32"]), F32)
     return value
@@ -440,7 +442,7 @@ def _source(lw, operand, src: str, flags: set[str]) -> ir.Value:
 def _float_to_float(lw, ins, dst, src, mode, flags):
     d, a = lw.operands(ins, 2)
     fmt = FORMATS[dst]
-    value = _source(lw, a, src, flags)
+    value = _source(lw, a, src, flags, dst)
     narrowing = ((FORMATS[src].mantissa_bits > fmt.mantissa_bits or FORMATS[src].exponent_bits > fmt.exponent_bits)
                  and src != dst)
     allowed = {"ftz", "sat"} | ({"relu", "satfinite"} if src == "f32" and dst in ("f16", "bf16") else set())
@@ -466,6 +468,10 @@ def _float_to_float(lw, ins, dst, src, mode, flags):
         # and payload are kept)
         b = lw.builder
         bits = b.select(b.fcmp_unordered("uno", value, value), _const(I64, 0x7FFFFFFFE0000000), bits)
+    if dst == "f32" and src == "bf16" and "ftz" in flags:
+        # cvt.ftz.f32.bf16 of any NaN is f32's canonical NaN on an H200 (without .ftz the payload is kept)
+        b = lw.builder
+        bits = b.select(_is_nan_bits(lw, value, FORMATS["bf16"]), _const(I32, FORMATS["f32"].nan), bits)
     bits = finish(lw, bits, fmt, flags, flush=dst == "f32")
     lw.write(d, bits, _bits_type(fmt))
 
@@ -474,22 +480,21 @@ def _nan_result(lw, value: ir.Value, src: str, dst: str, bits: ir.Value) -> ir.V
     """The NaN a float-to-float cvt gives, where the ISA leaves it open, as sm_90 hardware gives it: f64 → f32
     keeps the sign and the payload's top bits, made quiet; from f64 into narrower formats the sign and a
     quiet NaN without payload; into f16/bf16 and from f16/f32 into f32 the canonical
-    NaN; bf16 → f32 and widening into f64 keep the payload (what fpext and the bf16 shift do)."""
+    NaN; bf16 → f32 and widening into f64 keep the payload (what fpext and the bf16 shift do). From f64
+    into f32, f16 and bf16 alike: the sign and the payload's top bits, made quiet."""
     b, fmt = lw.builder, FORMATS[dst]
     if isinstance(value.type, ir.IntType):
         nan = _is_nan_bits(lw, value, FORMATS[src])
     else:
         nan = b.fcmp_unordered("uno", value, value)
-    if src == "f64" and dst == "f32":  # sign and the top of the payload, made quiet (an H200's result)
+    if src == "f64" and dst != "f64":  # sign and the top of the payload, made quiet (an H200's result)
         raw = b.bitcast(value, I64)
-        top = b.trunc(b.or_(b.and_(b.lshr(raw, _const(I64, 32)), _const(I64, 0x80000000)),
-                            b.and_(b.lshr(raw, _const(I64, 29)), _const(I64, 0x7FFFFF))), I32)
-        return b.select(nan, b.or_(top, _const(I32, 0x7FC00000)), bits)
-    if src == "f64" and dst != "f64":
-        quiet = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits | 1 << (fmt.mantissa_bits - 1)
-        sign = b.trunc(b.lshr(b.bitcast(value, I64), _const(I64, 63)), I1)
-        default = b.select(sign, _const(bits.type, quiet | 1 << (fmt.width - 1)), _const(bits.type, quiet))
-        return b.select(nan, default, bits)
+        width, m = fmt.width, fmt.mantissa_bits
+        sign = b.and_(b.lshr(raw, _const(I64, 64 - width)), _const(I64, 1 << (width - 1)))
+        payload = b.and_(b.lshr(raw, _const(I64, 52 - m)), _const(I64, (1 << m) - 1))
+        quiet = ((1 << fmt.exponent_bits) - 1) << m | 1 << (m - 1)
+        top = b.trunc(b.or_(b.or_(sign, payload), _const(I64, quiet)), bits.type)
+        return b.select(nan, top, bits)
     if dst in ("f16", "bf16") or (dst == "f32" and src != "bf16"):
         return b.select(nan, _const(bits.type, fmt.nan), bits)
     return bits
@@ -531,9 +536,14 @@ def _tf32(lw, ins, src, mode, flags):
     d, a = lw.operands(ins, 2)
     fmt, value = FORMATS["tf32"], lw.read(a, "f32")
     bits = round_to_format(lw, float_parts(lw, value, "f32"), fmt, mode, "satfinite" in flags)
-    if mode == "rna" and "satfinite" not in flags:  # an H200 clears a NaN's low 13 bits (0x7f800001 becomes +inf)
+    if mode == "rna":
+        # An H200 clears a NaN's low 13 bits (0x7f800001 becomes +inf); with .satfinite it then takes one tf32
+        # unit off, as it does to +inf (0x7fc58000 becomes 0x7fc56000, 0x7f800001 max finite 0x7f7fe000)
         b, raw = lw.builder, lw.builder.bitcast(value, I32)
-        bits = b.select(b.fcmp_unordered("uno", value, value), b.and_(raw, _const(I32, 0xFFFFE000)), bits)
+        nan = b.and_(raw, _const(I32, 0xFFFFE000))
+        if "satfinite" in flags:
+            nan = b.sub(nan, _const(I32, 0x2000))
+        bits = b.select(b.fcmp_unordered("uno", value, value), nan, bits)
     lw.write(d, finish(lw, bits, fmt, flags, flush=False), "b32")
 
 

@@ -167,6 +167,7 @@ class Form:
     bit_operation: str | None  # "and"/"xor" for b1
     sparse: bool
     layouts: tuple[str, str] = ("row", "col")  # of A and B: only m8n8k4 .f16 takes others
+    wmma: bool = False  # a wmma.mma (its tf32 form runs as two k4 instructions on sm_90)
 
 
 def _form(lw, ins) -> Form:
@@ -465,7 +466,8 @@ def mma(lw, ins):
     else:
         plans = _dense_plan(lw, form.k, a_fragment, b_fragment, d_fragment, k_base)
     fragments = {"a": a_fragment, "b": b_fragment, "c": c_fragment, "d": d_fragment}
-    name = ".".join(("fatkit", ins.opcode, *ins.modifiers)) + (f".selector{selector.value}" if form.sparse else "")
+    name = (".".join(("fatkit", ins.opcode, *ins.modifiers)) + (f".selector{selector.value}" if form.sparse else "")
+            + f".{getattr(lw.callees, 'mma_numerics', 'sm90')}")
     _write_words(lw, d, d_fragment, product_words(lw, name, form, registers, plans, fragments))
 
 
@@ -580,6 +582,8 @@ def _accumulate(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.V
         for x, y in products:
             total = b.add(total, b.mul(_to_i64(lw, x, form.a), _to_i64(lw, y, form.b)))
         return _integer_result(lw, total, form.satfinite)
+    if form.a != "f64" and getattr(lw.callees, "mma_numerics", "sm90") == "sm90":
+        return _sm90(lw, form, c, products)
     total = _to_f64(lw, c, form.c)
     for x, y in products:
         if form.a == "f64":
@@ -587,6 +591,111 @@ def _accumulate(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.V
         else:  # an exact product
             total = b.fadd(total, b.fmul(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)))
     return _round_result(lw, total, form.d)
+
+
+# ------------------------------------------------------------------------------------------------ sm90
+
+_WINDOW = 26  # the block sum keeps each term's bits down to 2^(R-26) (R: the largest term's leading bit + 1)
+_NO_TERM = -4096  # the leading-bit position of a zero term: below every real one
+
+
+def _sm90(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
+    """The D element as an H100/H200 computes it (module docstring, docs/numerics.md): tensor-core blocks for
+    f16/bf16/tf32, two f16 blocks and an f32/f16 addition for fp8, an f32 fma chain for m8n8k4 .f16."""
+    b = lw.builder
+    pairs = [(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)) for x, y in products]
+    c_value = _to_f64(lw, c, form.c)
+    if form.shape == "m8n8k4" and form.a == "f16":
+        # Volta's form: HADD2.F32, an FFMA chain, F2FP for an f16 D; the chain starts from c for an f16 D, from +0
+        # (c added by an FADD after it) for an f32 D
+        chain = c_value if form.d == "f16" else ir.Constant(F64, 0.0)
+        for x, y in pairs:
+            chain = _round_f64(lw, b.fadd(b.fmul(x, y), chain), "f32")  # the f16 product is exact in f32
+        total = chain if form.d == "f16" else _round_f64(lw, b.fadd(c_value, chain), "f32")
+        return _round_result(lw, total, form.d)
+    if form.a in ("e4m3", "e5m2"):  # converted to f16: the registers' low halves (k ≡ 0, 1 mod 4), then the high
+        total = ir.Constant(F64, 0.0)
+        for part in (0, 1):
+            chosen = [pair for k, pair in enumerate(pairs) if (k % 4 < 2) == (part == 0)]
+            total = _block(lw, chosen, total, form.d, ("f16", "f16", form.d))
+        return _round_result(lw, _round_f64(lw, b.fadd(c_value, total), form.d), form.d)
+    block = 4 if form.wmma and form.a == "tf32" else len(pairs)  # wmma m16n16k8 tf32: two k4 instructions
+    total = c_value
+    for start in range(0, len(pairs), block):
+        total = _block(lw, pairs[start:start + block], total, form.d, (form.a, form.b, form.c if start == 0 else form.d))
+    return _round_result(lw, total, form.d)
+
+
+def _block(lw, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
+           types: tuple[str, str, str]) -> ir.Value:
+    """One tensor-core instruction's c + Σ x·y (f64 values, products exact in f64; `types` those of x, y and c):
+    R is the largest of ex(x)+ex(y)+1 over the non-zero products and ex(c)+1, ex of a subnormal being its
+    format's smallest normal exponent; every term is truncated toward zero to a multiple of 2^(R-26) (scaled to
+    an integer, exact in f64, `llvm.trunc`); the exact sum is rounded toward zero to f32 (an f16 D: to nearest
+    even f16). NaN and ±inf come out as IEEE addition gives them; a zero (exact, or rounded to zero) is +0.
+    The result is returned as the f64 of the D value."""
+    b = lw.builder
+    terms = [b.fmul(x, y) for x, y in pairs] + [c]
+    x_type, y_type, c_type = types
+    leads = [_lead(lw, x, y, term, (x_type, y_type)) for (x, y), term in zip(pairs, terms)]
+    leads.append(_lead(lw, c, None, c, (c_type,)))
+    top = leads[0]
+    for lead in leads[1:]:
+        top = b.select(b.icmp_signed(">", lead, top), lead, top)
+    top = b.select(b.icmp_signed("==", top, ir.Constant(I32, _NO_TERM)), ir.Constant(I32, 0), top)
+    scale, unscale = _power_of_two(lw, b.sub(ir.Constant(I32, _WINDOW), top)), _power_of_two(
+        lw, b.sub(top, ir.Constant(I32, _WINDOW)))
+    total = None
+    ieee = None
+    for term in terms:
+        truncated = lw.intrinsic("llvm.trunc", [b.fmul(term, scale)])
+        total = truncated if total is None else b.fadd(total, truncated)
+        ieee = term if ieee is None else b.fadd(ieee, term)
+    value = b.fmul(total, unscale)
+    if d_type == "f16":
+        bits = round_to_format(lw, float_parts(lw, value, "f64"), FORMATS["f16"], "rn")
+        value = _to_f64(lw, bits, "f16")
+        value = b.select(b.fcmp_ordered("==", value, ir.Constant(F64, 0.0)), ir.Constant(F64, 0.0), value)
+    else:
+        bits = round_to_format(lw, float_parts(lw, value, "f64"), FORMATS["f32"], "rz")
+        rounded = b.fpext(b.bitcast(bits, F32), F64)
+        rounded = b.select(b.fcmp_ordered("==", rounded, ir.Constant(F64, 0.0)), ir.Constant(F64, 0.0), rounded)
+        # toward zero, yet an H200's block sum overflows to ±inf
+        overflow = b.fcmp_ordered(">=", lw.intrinsic("llvm.fabs", [value]), ir.Constant(F64, 2.0 ** 128))
+        infinity = lw.intrinsic("llvm.copysign", [ir.Constant(F64, float("inf")), value])
+        value = b.select(overflow, infinity, rounded)
+    finite = b.fcmp_ordered("one", lw.intrinsic("llvm.fabs", [ieee]), ir.Constant(F64, float("inf")))
+    return b.select(finite, value, ieee)  # a NaN or ±inf input decides the result as in IEEE addition
+
+
+def _lead(lw, x: ir.Value, y: ir.Value | None, term: ir.Value, types: tuple[str, ...]) -> ir.Value:
+    """ex(x)+ex(y)+1 (ex(c)+1 without y) as i32, or _NO_TERM for a zero term; the f64 inputs are normal numbers,
+    ex of a value subnormal in its own format (`types`) is that format's smallest normal exponent."""
+    b = lw.builder
+
+    def exponent(value: ir.Value, ptx_type: str) -> ir.Value:
+        field = b.trunc(b.lshr(b.bitcast(value, I64), ir.Constant(I64, 52)), I32)
+        true = b.sub(b.and_(field, ir.Constant(I32, 0x7FF)), ir.Constant(I32, 1023))
+        smallest = ir.Constant(I32, 1 - FORMATS["f16" if ptx_type in ("e4m3", "e5m2") else ptx_type].bias)
+        return b.select(b.icmp_signed("<", true, smallest), smallest, true)
+    lead = exponent(x, types[0]) if y is None else b.add(exponent(x, types[0]), exponent(y, types[1]))
+    lead = b.add(lead, ir.Constant(I32, 1))
+    return b.select(b.fcmp_ordered("==", term, ir.Constant(F64, 0.0)), ir.Constant(I32, _NO_TERM), lead)
+
+
+def _power_of_two(lw, exponent: ir.Value) -> ir.Value:
+    """2^exponent as f64, for an i32 exponent in the normal range."""
+    b = lw.builder
+    field = b.zext(b.add(exponent, ir.Constant(I32, 1023)), I64)
+    return b.bitcast(b.shl(field, ir.Constant(I64, 52)), F64)
+
+
+def _round_f64(lw, value: ir.Value, ptx_type: str) -> ir.Value:
+    """An f64 rounded to nearest even f32 or f16 and widened back (f32 + f32 in f64 rounds correctly once)."""
+    b = lw.builder
+    if ptx_type == "f16":
+        return _to_f64(lw, round_to_format(lw, float_parts(lw, value, "f64"), FORMATS["f16"], "rn"), "f16")
+    return b.fpext(b.fptrunc(value, F32), F64)
 
 
 def _bit_dot(lw, form: Form, gather: Gather, plan: list[Term], c: ir.Value) -> ir.Value:

@@ -19,7 +19,8 @@ from fatkit.translate.targets.base import KernelParam, LoweredKernel, Target
 
 def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target,
                  module_variables: tuple[ast.Variable, ...] = (),
-                 functions: dict[str, ast.Function] | None = None, prepared: Prepared | None = None) -> LoweredKernel:
+                 functions: dict[str, ast.Function] | None = None, prepared: Prepared | None = None,
+                 mma_numerics: str = "sm90") -> LoweredKernel:
     """Lower one kernel into its own LLVM module; raises Unsupported for PTX outside the slice.
 
     `module_variables` are the PTX module's own: the .global/.const/.shared ones the kernel (or a function
@@ -68,6 +69,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         target.barrier(builder)
     callees = _Callees(module, target, functions, memory, window, prepared)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
+    callees.mma_numerics = mma_numerics
     storage = prepared.storage[kernel.name] if prepared else Storage(registers, function_storage(kernel).buffers)
     Lowering(kernel, signature.params, storage, target, function, builder, values, memory, callees).run()
     for variable, storage_global, slots in addresses:
@@ -127,6 +129,7 @@ class _Callees:
     named_barriers: bool = False
     barrier_state: ir.Value | None = None
     static_shared_bytes: int = 0
+    mma_numerics: str = "sm90"  # Options.mma_numerics, read by lower/mma.py
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,

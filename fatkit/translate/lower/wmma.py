@@ -203,11 +203,11 @@ def _mma(lw, ins) -> None:
     if "f16" in (a, c, d):
         host_half_runtime(lw)
     m, n, k = _SHAPES[shape]
-    form = Form(shape, m, k, d, a, b_type, c, "satfinite" in flags, bit_operation, False)
+    form = Form(shape, m, k, d, a, b_type, c, "satfinite" in flags, bit_operation, False, wmma=True)
     frags = {name: fragment(name, shape, t) for name, t in (("a", a), ("b", b_type), ("c", c), ("d", d))}
     d_operand, a_operand, b_operand, c_operand = lw.operands(ins, 4)
     registers = {name: _read_fragment(lw, operand, frags[name], name.upper())
                  for name, operand in (("a", a_operand), ("b", b_operand), ("c", c_operand))}
     plans = _dense_plan(lw, k, frags["a"], frags["b"], frags["d"])
-    name = ".".join(("fatkit", ins.opcode, *ins.modifiers))
+    name = ".".join(("fatkit", ins.opcode, *ins.modifiers, getattr(lw.callees, "mma_numerics", "sm90")))
     _write_words(lw, d_operand, frags["d"], product_words(lw, name, form, registers, plans, frags))

@@ -1,0 +1,94 @@
+"""mma / mma.sp / wmma on the host target against what an H200 gave (tests/samples/h200/mma_samples.npz, two
+warps of every form and input distribution of verification/probe_numerics.py: random normals, every exponent
+with subnormals, zeros, inf and NaN, raw bit patterns, subnormals, the largest binades, mostly zeros, ±1 with
+±0 accumulators), with --mma-numerics sm90 bit for bit; and with `exact` against the host reference model of
+verification/mma_reference.py (products exact, summed in f64 in k order from c, rounded once).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fatkit.translate.pipeline import Options, translate
+from verification import mma_reference
+from verification.probe_numerics import DISTRIBUTIONS, mma_kernel, wmma_kernel
+
+SAMPLES = Path(__file__).parent / "samples" / "h200"
+FORMS = json.loads((SAMPLES / "mma_forms.json").read_text())
+HEADER = ".version 8.7\n.target sm_90\n.address_size 64\n\n"
+
+
+@lru_cache(maxsize=1)
+def samples() -> dict[str, np.ndarray]:
+    with np.load(SAMPLES / "mma_samples.npz") as data:
+        return {key: data[key] for key in data.files}
+
+
+def _run(text: str, name: str, record: np.ndarray, out_shape: tuple, out_dtype, warps: int, numerics: str):
+    program = translate(text, Options(target="host", mma_numerics=numerics)).product
+    inputs = np.ascontiguousarray(record)
+    out = np.zeros(out_shape, dtype=out_dtype)
+    program.launch(name, [inputs.ctypes.data, out.ctypes.data], grid=(warps, 1, 1), block=(32, 1, 1))
+    return out
+
+
+def _mma_case(form: dict, dist: str, numerics: str):
+    record = samples()[f"mma:{form['name']}:{dist}:in"]
+    expected = samples()[f"mma:{form['name']}:{dist}:out"]
+    out = _run(HEADER + mma_kernel(form), form["name"], record, expected.shape, expected.dtype,
+               record.shape[0] // 32, numerics)
+    return record, expected, out
+
+
+@pytest.mark.parametrize("form", FORMS["mma"], ids=lambda f: f["name"])
+def test_mma_sm90_matches_h200(form):
+    wrong = []
+    for dist in DISTRIBUTIONS:
+        _, expected, out = _mma_case(form, dist, "sm90")
+        bad = np.nonzero(out.reshape(-1) != expected.reshape(-1))[0]
+        if form["types"]["a"] == "f64":  # a NaN's sign and payload are the fma's of the target (docs/numerics.md)
+            both_nan = np.isnan(out.reshape(-1).view(np.float64)) & np.isnan(expected.reshape(-1).view(np.float64))
+            bad = np.array([i for i in bad if not both_nan[i]], dtype=np.int64)
+        wrong += [(dist, hex(int(expected.reshape(-1)[i])), hex(int(out.reshape(-1)[i]))) for i in bad[:2]]
+    assert not wrong, f"registers differing from the H200 (distribution, nvidia, fatkit): {wrong[:6]}"
+
+
+EXACT_FORMS = [f for f in FORMS["mma"] if f["types"]["a"] in ("f16", "bf16", "tf32", "e4m3", "e5m2")]
+
+
+@pytest.mark.parametrize("form", EXACT_FORMS, ids=lambda f: f["name"])
+def test_mma_exact_matches_reference(form):
+    wrong = []
+    for dist in ("normal", "wide", "subnormal", "zeros"):
+        record, _, out = _mma_case(form, dist, "exact")
+        a, b, c, _ = mma_reference.mma_terms(form, record)
+        expected = mma_reference.f64_sum_model(a, b, c, form["types"])
+        got = mma_reference.d_elements(form, out)
+        bad = np.nonzero(got != expected)[0]
+        wrong += [(dist, hex(int(expected[i])), hex(int(got[i]))) for i in bad[:2]]
+    assert not wrong, f"D elements differing from the reference (distribution, reference, fatkit): {wrong[:6]}"
+
+
+@pytest.mark.parametrize("form", FORMS["wmma"], ids=lambda f: f["name"])
+def test_wmma_sm90_matches_h200(form):
+    wrong = []
+    for dist in DISTRIBUTIONS:
+        record = samples()[f"wmma:{form['name']}:{dist}:in"]
+        expected = samples()[f"wmma:{form['name']}:{dist}:out"]
+        text = HEADER + wmma_kernel(form["name"], form["shape"], form["a"], form["c"], form["d"])
+        out = _run(text, form["name"], record, expected.shape, expected.dtype, record.shape[0], "sm90")
+        bad = np.nonzero(out != expected)[0]
+        wrong += [(dist, int(i)) for i in bad[:2]]
+    assert not wrong, f"tiles differing from the H200 (distribution, warp): {wrong[:6]}"
+
+
+def test_native_numerics_is_refused():
+    from fatkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="native"):
+        Options(mma_numerics="native")
