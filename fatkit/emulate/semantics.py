@@ -1,0 +1,145 @@
+"""Per-opcode semantics: the ISA tables' pseudocode compiled to Python once, cached on disk.
+
+The cache lives under $FATKIT_EMULATE_CACHE or ~/.cache/fatkit/emulate, in a directory named after the
+translator version and the tinygrad version whose tables were compiled, one file per (opcode, variant).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fatkit.emulate import runtime
+from fatkit.emulate.pcode import TRANSLATOR_VERSION, PcodeError, compile_pcode
+from fatkit.errors import FatkitError
+
+# Corrections to the tables, in the tables' own pseudocode language (each names what the table gets wrong).
+FIXES: dict[tuple[str, str], str] = {
+    # The table leaves D0 unset when no scaling is needed; the hardware passes S0 through.
+    ("*", "V_DIV_SCALE_F32"): "D0.f32 = S0.f32;\n",
+    ("*", "V_DIV_SCALE_F64"): "D0.f64 = S0.f64;\n",
+}
+# Whole replacements: the table's text is not what the hardware computes for these.
+REPLACEMENTS: dict[tuple[str, str], str] = {
+    # `S0.f32 * 2.0F ** S1.i32` overflows the power before the product; ldexp is exact.
+    ("*", "V_LDEXP_F32"): "D0.f32 = ldexp(S0.f32, S1.i32)",
+    ("*", "V_LDEXP_F64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
+    ("*", "V_LDEXP_F16"): "D0.f16 = ldexp(S0.f16, S1.i16)",
+    ("*", "V_LDEXP_F32_E64"): "D0.f32 = ldexp(S0.f32, S1.i32)",
+    ("*", "V_LDEXP_F64_E64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
+    # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
+    ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
+}
+
+
+@dataclass
+class Compiled:
+    code: Callable
+    params: list[str]
+    outputs: list[str]
+    reads_memory: bool
+    writes_memory: bool
+    source: str
+
+
+def _tinygrad_tables(arch: str):
+    try:
+        module = importlib.import_module(f"tinygrad.runtime.autogen.amd.{arch}.str_pcode")
+    except ImportError as exc:
+        raise FatkitError("fatkit.emulate needs the AMD ISA tables of tinygrad 0.14 "
+                          f"(pip install 'tinygrad>=0.14,<0.15'): {exc}") from None
+    return {op.name: text for op, text in module.PCODE.items()}
+
+
+def _cache_dir() -> Path:
+    import tinygrad
+    root = os.environ.get("FATKIT_EMULATE_CACHE") or os.path.join(Path.home(), ".cache", "fatkit", "emulate")
+    version = getattr(tinygrad, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+        version = dist_version("tinygrad")
+    return Path(root) / f"v{TRANSLATOR_VERSION}-tinygrad{version}"
+
+
+class Semantics:
+    """Compiled semantics for one architecture's tables ("rdna3", "rdna4", "cdna")."""
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.tables = _tinygrad_tables(arch)
+        self.memo: dict[tuple, Compiled] = {}
+        self.cache = _cache_dir() / arch
+
+    def text(self, name: str) -> str:
+        for key in ((self.arch, name), ("*", name)):
+            if key in REPLACEMENTS:
+                return REPLACEMENTS[key]
+        base = self.tables.get(name)
+        if base is None:
+            raise FatkitError(f"opcode {name} has no pseudocode in the {self.arch} tables (unlisted opcode)")
+        for key in ((self.arch, name), ("*", name)):
+            if key in FIXES:
+                base = FIXES[key] + base
+        return base
+
+    def get(self, name: str, vector: bool, lane_masks: frozenset = frozenset(),
+            widths: dict | None = None) -> Compiled:
+        key = (name, vector, lane_masks, tuple(sorted((widths or {}).items())))
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        text = self.text(name)
+        digest = hashlib.sha256(repr((text, key)).encode()).hexdigest()[:16]
+        path = self.cache / f"{name}-{digest}.py"
+        source = None
+        try:
+            source = path.read_text()
+        except OSError:
+            pass
+        if source is None:
+            try:
+                src, params, outputs = compile_pcode(name, text, vector, lane_masks, widths)
+            except PcodeError as error:
+                raise FatkitError(f"opcode {name}: {error.message}") from None
+            source = f"# {name}\nPARAMS = {params!r}\nOUTPUTS = {outputs!r}\n{src}"
+            try:
+                self.cache.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(source)
+                os.replace(tmp, path)
+            except OSError:
+                pass  # a read-only cache costs speed only
+        namespace = dict(runtime.HELPERS)
+        namespace["perm_b32"] = _perm_b32
+        exec(compile(source, str(path), "exec"), namespace)
+        compiled = Compiled(namespace["run"], namespace["PARAMS"], namespace["OUTPUTS"],
+                            "ctx.load" in source, "ctx.store" in source, source)
+        self.memo[key] = compiled
+        return compiled
+
+
+def _perm_b32(s0, s1, sel):
+    """v_perm_b32: each result byte picks a byte of {S0, S1} (selector 0–7), a sign replica (8–11), 0 (12)
+    or 0xff (13 and up)."""
+    import numpy as np
+    data = (s0 << 32) | s1
+
+    def byte(selector):
+        picked = (data >> (8 * (selector & 7))) & 0xFF
+        sign_source = {8: 15, 9: 31, 10: 47, 11: 63}
+        out = picked
+        for code, bit in sign_source.items():
+            replica = ((data >> bit) & 1) * 0xFF
+            out = runtime._sel(runtime._b(selector == code), replica, out)
+        out = runtime._sel(runtime._b(selector == 12), 0, out)
+        out = runtime._sel(runtime._b(selector >= 13), 0xFF, out)
+        return out
+    result = 0
+    for k in range(4):
+        result = result | (byte((sel >> (8 * k)) & 0xFF) << (8 * k))
+    del np
+    return result
