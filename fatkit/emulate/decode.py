@@ -30,12 +30,10 @@ def fetch(preparer: Preparer, steps: dict[int, Step], offset: int, image) -> Ste
     raw = bytes(image[offset:offset + 16])
     try:
         inst = decode_inst(raw, preparer.arch)
-        name = inst.op_name
     except (ValueError, KeyError, AssertionError) as exc:
         word = int.from_bytes(raw[:4], "little")
         raise FatkitError(f"pc 0x{offset:x}: instruction word 0x{word:08x} does not decode as {preparer.arch} "
                           f"({exc}); unknown or unlisted opcode") from None
-    del name
     step = preparer.prepare(inst, offset)
     steps[offset] = step
     return step

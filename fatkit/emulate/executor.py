@@ -308,7 +308,7 @@ class Preparer:
     # --- preparation
     def prepare(self, inst, pc: int) -> Step:
         kind = type(inst).__name__
-        name = inst.op_name
+        name = inst.op_name if hasattr(inst, "op") else kind
         size = inst.size()
         if name in NO_EFFECT:
             return Step(name, CONTROL, size, None, pc)
@@ -726,8 +726,11 @@ class Preparer:
         omod = getattr(inst, "omod", 0)
         dfmt = ops.get("vdst", (None, 32, None))[0] if ops.get("vdst") else None
         dwidth = _is_float_fmt(dfmt)
-        if (clamp or omod) and not dwidth and not kind.startswith("VOP3P"):
-            raise FatkitError(f"{name}: clamp/omod on an integer result is not modelled")
+        if clamp and not dwidth and not kind.startswith("VOP3P"):
+            saturating = self.saturating(inst, name, size, pc, getters, fn)
+            if saturating is not None:
+                return saturating
+            raise FatkitError(f"{name}: clamp on this integer result is not modelled")
         if omod:
             raise FatkitError(f"{name}: output modifier omod={omod} is not modelled")
         for out in fn.outputs:
@@ -768,6 +771,32 @@ class Preparer:
                     put(w, value)
             w.pc += size
         return Step(name, klass, size, run, pc)
+
+    def saturating(self, inst, name, size, pc, getters, fn):
+        """Integer add/sub with the clamp bit: the exact result saturated to the destination type."""
+        import re
+        m = re.match(r"V_(ADD|SUB|SUBREV)_(?:NC_|CO_)?([UI])(16|32)(?:_E64)?$", name)
+        if not m or fn.params[:3] != ["D0", "S0", "S1"] and fn.params[1:3] != ["S0", "S1"]:
+            return None
+        op, signed, width = m.group(1), m.group(2) == "I", int(m.group(3))
+        lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+        s0, s1 = getters[fn.params.index("S0")], getters[fn.params.index("S1")]
+        idx = inst.vdst.offset - 256
+        mask = (1 << width) - 1
+
+        def value(x):
+            x = np.broadcast_to(np.asarray(x, dtype=object), (self.lanes,)) & mask
+            return np.array([runtime._sext(v, width) for v in x], dtype=object) if signed else x
+
+        def run(w):
+            a, b = value(s0(w)), value(s1(w))
+            exact = a + b if op == "ADD" else a - b if op == "SUB" else b - a
+            clamped = np.minimum(np.maximum(exact, lo), hi) & mask
+            if width == 16:
+                clamped = (w.v[idx].astype(object) & 0xFFFF0000) | clamped
+            w.vwrite(idx, 1, clamped, w.exec_bool)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
 
     def mask_put(self, d: int, pack: bool = False):
         lanes = self.lanes

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 3
+TRANSLATOR_VERSION = 4
 
 
 class PcodeError(FatkitError):
@@ -120,7 +120,7 @@ _FUNCS = {
     "v_max3_i16": ("_imax3", "i"), "v_max3_u16": ("_imax3", "i"),
     "v_minimum_f32": ("_vminimum", None), "v_maximum_f32": ("_vmaximum", None),
     "ABSDIFF": ("_absdiff", "i"), "SAT8": ("_sat8", "i"), "v_sad_u8": ("_sad_u8", "i"),
-    "v_msad_u8": ("_msad_u8", "i"),
+    "v_msad_u8": ("_msad_u8", "i"), "perm_b32": ("perm_b32", "i"),
 }
 
 
@@ -249,7 +249,7 @@ class _Compiler:
         self.expect(":")
         hi = self.expr()
         self.expect("do")
-        self.emit(f"for {var} in _range({lo.code}, {hi.code}):")
+        self.emit(f"for v_{var} in _range({lo.code}, {hi.code}):")
         self.defined.add(var)
         self.kinds[var] = ("i", 32)
         self.indent += 1

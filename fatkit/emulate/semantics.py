@@ -33,6 +33,9 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
     ("*", "V_LDEXP_F64_E64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
     # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
     ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
+    # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
+    ("*", "V_MBCNT_LO_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[31 : 0].u32)",
+    ("*", "V_MBCNT_HI_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[63 : 32].u32)",
 }
 
 
