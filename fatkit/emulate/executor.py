@@ -692,7 +692,13 @@ class Preparer:
                     reg = inst.vsrc0
                 op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("src" + str(i))
                 fmt, obits = (op_info[0], op_info[1]) if op_info else (None, bits[f"s{i}"])
+                true16_hi = (not self.cdna and obits == 16 and not kind.startswith("VOP3") and
+                             384 <= reg.offset < 512)
+                if true16_hi:  # gfx11 true16: v[n].h of a 16-bit operand is encoded as VGPR n + 128
+                    reg = type(reg)(reg.offset - 128, reg.sz)
                 getter = self.source(inst, reg, obits, fmt, literal)
+                if true16_hi:
+                    getter = (lambda g: lambda w: (g(w) >> 16) & 0xFFFF)(getter)
                 fw = _is_float_fmt(fmt)
                 if "_DPP" in kind and i == 0:
                     getter = self.dpp(inst, getter, name)
@@ -705,7 +711,7 @@ class Preparer:
                 if fw and (neg >> i) & 1:
                     getter = (lambda g, m: lambda w: g(w) ^ m)(getter, 1 << (fw - 1))
                 if kind.startswith("VOP3P"):
-                    getter = self.packed_source(inst, getter, i, obits, name)
+                    getter = self.packed_source(inst, getter, i, obits, name, "NEG" in fn.params)
                 getters.append(getter)
             elif param == "VCC" and ("CNDMASK" in name or "_CO_CI" in name or "SUBB" in name or "ADDC" in name) \
                     and kind.startswith("VOP3"):
@@ -717,8 +723,10 @@ class Preparer:
                     getters.append(self._vregs(inst.vdst, bits["d"]))
             elif param == "D1":
                 getters.append(lambda w: 0)
-            elif param == "SRC0":
-                getters.append(lambda w: 0)
+            elif param == "NEG":
+                getters.append(lambda w, value=getattr(inst, "neg", 0): value)
+            elif param in ("SIMM32", "SIMM16"):
+                getters.append(lambda w, value=literal: value)
             else:
                 getters.append(self.common_getter(param, name))
         puts = []
@@ -819,7 +827,8 @@ class Preparer:
         if "_SDWA" in kind:
             return self.sdwa_put(inst, idx)
         hi = bool(opsel & 8) and bits == 16
-
+        if bits == 16 and not self.cdna and not kind.startswith("VOP3") and idx >= 128:
+            idx, hi = idx - 128, True  # true16 v[n].h
         def put(w, v):
             if clamp:
                 f = runtime._asf(v, dwidth)
@@ -831,13 +840,15 @@ class Preparer:
             w.vwrite(idx, count, v, w.exec_bool)
         return put
 
-    def packed_source(self, inst, getter, i, obits, name):
+    def packed_source(self, inst, getter, i, obits, name, neg_is_operand: bool = False):
         """VOP3P: the low and high halves each pick a source half (opsel / opsel_hi) and may be negated."""
         half = 16 if obits <= 32 else 32
         opsel = (inst.opsel >> i) & 1
         opsel_hi = ((inst.opsel_hi | (inst.opsel_hi2 << 2)) >> i) & 1 if hasattr(inst, "opsel_hi2") else \
             (inst.opsel_hi >> i) & 1
         neg_lo, neg_hi = (inst.neg >> i) & 1, (inst.neg_hi >> i) & 1
+        if neg_is_operand:  # the operation reads NEG itself (signedness of dot products)
+            neg_lo = neg_hi = 0
         if not name.startswith("V_PK_"):
             if opsel or not opsel_hi or neg_lo or neg_hi:
                 if not name.startswith("V_PK"):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 4
+TRANSLATOR_VERSION = 6
 
 
 class PcodeError(FatkitError):
@@ -88,7 +88,7 @@ OPERANDS = frozenset({
     "S0", "S1", "S2", "D0", "D1", "SCC", "VCC", "EXEC", "EXEC_LO", "EXEC_HI", "VCC_LO", "VCC_HI", "PC", "M0",
     "SIMM16", "SIMM32", "ADDR", "DATA", "DATA0", "DATA1", "DATA2", "RETURN_DATA", "VDATA", "SDATA", "OFFSET",
     "OFFSET0", "OFFSET1", "VCCZ", "EXECZ", "SRC0", "VDST", "OPSEL", "OPSEL_HI", "ADDR_BASE", "SADDR",
-    "SBASE", "SOFFSET", "INST_OFFSET", "LDS",
+    "SBASE", "SOFFSET", "INST_OFFSET", "LDS", "NEG",
 })
 # functions: name -> (helper, result kind); None kind = same as first argument
 _FUNCS = {
@@ -136,6 +136,8 @@ class _Compiler:
         self.temp = 0
         self.depth = 0  # nesting of per-lane conditionals
         self.written: set[str] = set()
+        self.arrays: set[str] = set()  # declared `x : 32'I[4]`: element by element
+        self.loops: list[str] = []  # per loop: the variable holding the lanes that broke out
         self.read: set[str] = set()
 
     # --- tokens
@@ -188,15 +190,22 @@ class _Compiler:
         if tok.kind == "name" and tok.text == "declare":
             self.next()
             name = self.next().text
+            array = False
             while self.peek().kind not in ("nl", "eof") and self.peek().text != ";":
-                self.next()
+                array |= self.next().text.endswith("]")
             self.kinds.pop(name, None)
+            if array:
+                self.arrays.add(name)
+                self.defined.add(name)
+                self.emit(f"v_{name} = {{}}")
             return
         if tok.kind == "name" and tok.text == "break":
             self.next()
-            if self.vector and self.depth:
-                raise PcodeError("pseudocode: break under a per-lane condition")
-            self.emit("break")
+            if self.vector and self.depth and self.loops:
+                # lanes that break leave the loop; the others go on
+                self.emit(f"{self.loops[-1]} = _lor({self.loops[-1]}, M)")
+            else:
+                self.emit("break")
             return
         if tok.kind == "name" and tok.text in ("s_nop", "nop"):
             while self.peek().kind not in ("nl", "eof") and self.peek().text != ";":
@@ -241,6 +250,8 @@ class _Compiler:
             break
         self.depth -= 1
         self.emit(f"M = {saved}")
+        if self.loops:
+            self.emit(f"M = _mand(M, _mnot({self.loops[-1]}))")
 
     def for_statement(self) -> None:
         var = self.next().text
@@ -249,15 +260,25 @@ class _Compiler:
         self.expect(":")
         hi = self.expr()
         self.expect("do")
+        loop_mask, broken = self.fresh(), self.fresh()
+        self.emit(f"{loop_mask} = M")
+        self.emit(f"{broken} = False")
         self.emit(f"for v_{var} in _range({lo.code}, {hi.code}):")
         self.defined.add(var)
         self.kinds[var] = ("i", 32)
         self.indent += 1
-        self.emit("pass")
+        self.emit(f"M = _mand({loop_mask}, _mnot({broken}))")
+        self.emit("if not _any(M):")
+        self.emit("    break")
+        self.loops.append(broken)
+        depth, self.depth = self.depth, self.depth + 1  # assignments in the body merge (lanes may break)
         if self.block(("endfor",)) != "endfor":
             raise PcodeError("pseudocode: for without endfor")
+        self.depth = depth
+        self.loops.pop()
         self.next()
         self.indent -= 1
+        self.emit(f"M = {loop_mask}")
 
     def condition(self) -> Expr:
         return self.expr()
@@ -307,6 +328,11 @@ class _Compiler:
             kind, width, _ = self.suffix(self.next().text)
             return ("MEM", kind, width, None, None, addr)
         kind, width, offset, lane = None, None, None, None
+        if name in self.arrays and self.peek().text == "[":
+            self.next()
+            index = self.expr()
+            self.expect("]")
+            return ("ARRAY", None, None, index, name, None)
         if name in self.kinds:
             kind, width = self.kinds[name]
         while True:
@@ -338,6 +364,8 @@ class _Compiler:
 
     def read_lvalue(self, target: tuple) -> Expr:
         name, kind, width, offset, lane, addr = target
+        if name == "ARRAY":
+            return Expr(f"v_{lane}[int({offset.code})]", *self.kinds.get(lane, (None, None)))
         if name == "MEM":
             return Expr(f"ctx.load({addr.code}, {width}, M)", kind, width) if kind != "f" else \
                 Expr(f"_asf(ctx.load({addr.code}, {width}, M), {width})", "f", width)
@@ -353,6 +381,12 @@ class _Compiler:
 
     def store(self, target: tuple, value: Expr) -> None:
         name, kind, width, offset, lane, addr = target
+        if name == "ARRAY":
+            element = f"v_{lane}[int({offset.code})]"
+            code = f"_asg(M, {value.code}, v_{lane}.get(int({offset.code}), 0))" if self.depth else value.code
+            self.emit(f"{element} = {code}")
+            self.kinds[lane] = (value.kind, value.width)
+            return
         if name == "MEM":
             self.emit(f"ctx.store({addr.code}, {width}, {self.to_bits(value, kind, width)}, M)")
             return
@@ -692,6 +726,11 @@ class _Compiler:
             return Expr(f"{helper}({', '.join(a.code for a in args)})", kind, width)
         if name in _CONST:
             return Expr(_CONST[name], "b" if name in ("WAVE32", "WAVE64", "true", "false") else "i")
+        if name in self.arrays and self.peek().text == "[":
+            self.next()
+            index = self.expr()
+            self.expect("]")
+            return Expr(f"v_{name}[int({index.code})]", *self.kinds.get(name, (None, None)))
         ref = self.name_ref(name)
         kind, width = self.kinds.get(name, (None, None))
         if name in ("SCC", "VCCZ", "EXECZ"):
