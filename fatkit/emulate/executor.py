@@ -688,8 +688,10 @@ class Preparer:
                 i = int(param[1])
                 opname = fields[param]
                 reg = getattr(inst, opname)
-                if "_DPP" in kind and i == 0:
+                if ("_DPP" in kind or "_SDWA" in kind) and i == 0:
                     reg = inst.vsrc0
+                if "_SDWA" in kind and getattr(inst, f"s{i}", 0):  # SDWA's SGPR source flag
+                    reg = type(reg)(reg.offset - 256, reg.sz)
                 op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("src" + str(i))
                 fmt, obits = (op_info[0], op_info[1]) if op_info else (None, bits[f"s{i}"])
                 true16_hi = (not self.cdna and obits == 16 and not kind.startswith("VOP3") and
@@ -829,12 +831,15 @@ class Preparer:
         hi = bool(opsel & 8) and bits == 16
         if bits == 16 and not self.cdna and not kind.startswith("VOP3") and idx >= 128:
             idx, hi = idx - 128, True  # true16 v[n].h
+        zero_high = self.cdna and not hi  # gfx9's 16-bit operations clear the destination's upper half
         def put(w, v):
             if clamp:
                 f = runtime._asf(v, dwidth)
                 f = np.where(np.isnan(f), f.dtype.type(0) if False else f, np.clip(f, 0.0, 1.0))
                 v = runtime._bits(f.astype(f.dtype), dwidth)
-            if bits == 16:
+            if bits == 16 and zero_high:
+                v = v & 0xFFFF
+            elif bits == 16:
                 old = w.v[idx].astype(object)
                 v = (old & 0xFFFF) | ((v & 0xFFFF) << 16) if hi else (old & 0xFFFF0000) | (v & 0xFFFF)
             w.vwrite(idx, count, v, w.exec_bool)

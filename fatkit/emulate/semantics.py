@@ -23,14 +23,13 @@ FIXES: dict[tuple[str, str], str] = {
     ("*", "V_DIV_SCALE_F32"): "D0.f32 = S0.f32;\n",
     ("*", "V_DIV_SCALE_F64"): "D0.f64 = S0.f64;\n",
 }
-# Whole replacements: the table's text is not what the hardware computes for these.
+# Whole replacements: the table's text is not what the hardware computes for these (keys without the
+# _E32/_E64 encoding suffix match both encodings).
 REPLACEMENTS: dict[tuple[str, str], str] = {
     # `S0.f32 * 2.0F ** S1.i32` overflows the power before the product; ldexp is exact.
     ("*", "V_LDEXP_F32"): "D0.f32 = ldexp(S0.f32, S1.i32)",
     ("*", "V_LDEXP_F64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
     ("*", "V_LDEXP_F16"): "D0.f16 = ldexp(S0.f16, S1.i16)",
-    ("*", "V_LDEXP_F32_E64"): "D0.f32 = ldexp(S0.f32, S1.i32)",
-    ("*", "V_LDEXP_F64_E64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
     # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
     ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
     # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
@@ -78,15 +77,17 @@ class Semantics:
         self.cache = _cache_dir() / arch
 
     def text(self, name: str) -> str:
-        for key in ((self.arch, name), ("*", name)):
+        plain = name.removesuffix("_E64").removesuffix("_E32")
+        for key in ((self.arch, name), ("*", name), (self.arch, plain), ("*", plain)):
             if key in REPLACEMENTS:
                 return REPLACEMENTS[key]
         base = self.tables.get(name)
         if base is None:
             raise FatkitError(f"opcode {name} has no pseudocode in the {self.arch} tables (unlisted opcode)")
-        for key in ((self.arch, name), ("*", name)):
+        for key in ((self.arch, name), ("*", name), (self.arch, plain), ("*", plain)):
             if key in FIXES:
                 base = FIXES[key] + base
+                break
         return base
 
     def get(self, name: str, vector: bool, lane_masks: frozenset = frozenset(),
