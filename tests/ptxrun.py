@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import struct
 
-
 M32, M64 = (1 << 32) - 1, (1 << 64) - 1
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 6
+TRANSLATOR_VERSION = 11
 
 
 class PcodeError(FatkitError):
@@ -95,7 +95,8 @@ _FUNCS = {
     "isNAN": ("_isnan", "b"), "isSignalNAN": ("_issnan", "b"), "isQuietNAN": ("_isqnan", "b"),
     "cvtToQuietNAN": ("_quiet", None), "abs": ("_abs", None), "sign": ("_sign", "i"),
     "exponent": ("_exponent", "i"), "mantissa": ("_mantissa", None), "fma": ("_fma", None),
-    "ldexp": ("_ldexp", None), "floor": ("_floor", None), "trunc": ("_trunc", None), "sqrt": ("_sqrt", None),
+    "ldexp": ("_ldexp", None), "fma_scaled": ("_fma_scaled", None),
+    "frexp_exp": ("_frexp_exp", "i"), "floor": ("_floor", None), "trunc": ("_trunc", None), "sqrt": ("_sqrt", None),
     "fract": ("_fract", None), "isEven": ("_iseven", "b"), "log2": ("_log2", None), "pow": ("_pow", None),
     "sin": ("_sin", None), "cos": ("_cos", None), "signext": ("_signext", "i"),
     "signext_from_bit": ("_signext_from_bit", "i"), "count_ones": ("_popcount", "i"),
@@ -468,7 +469,8 @@ class _Compiler:
 
     def select(self, cond: Expr, a: Expr, b: Expr) -> Expr:
         a, b = self.unify(a, b)
-        return Expr(f"_sel({cond.code}, {a.code}, {b.code})", a.kind or b.kind, a.width or b.width)
+        width = a.width if a.width == b.width else None if a.kind == "f" else (a.width or b.width)
+        return Expr(f"_sel({cond.code}, {a.code}, {b.code})", a.kind or b.kind, width)
 
     def unify(self, a: Expr, b: Expr) -> tuple[Expr, Expr]:
         if a.kind == "f" and b.kind == "i":
@@ -528,8 +530,8 @@ class _Compiler:
         if tok.kind == "op" and tok.text in ("-", "+", "~", "!"):
             self.next()
             if tok.text in ("-", "+") and self.peek().kind == "float" and self.peek().text.rstrip("F") == "0.0":
-                self.next()
-                return Expr(f"{tok.text}0.0", "f", None, literal=True)
+                width = 32 if self.next().text.endswith("F") else None
+                return Expr(f"{tok.text}0.0", "f", width, literal=True)
             operand = self.unary()
             if tok.text == "+":
                 return operand
@@ -587,6 +589,8 @@ class _Compiler:
 
     def typed(self, e: Expr, kind: str, width: int, signed: bool = False) -> Expr:
         """`x.u32`: the value read as that type (a reinterpretation for raw bits, a conversion of floats)."""
+        if e.code == "_DENORM":  # `DENORM.f32` only means "is denormal" in a comparison
+            return e
         if kind == "f":
             if e.kind == "f":
                 return Expr(f"_fcast({e.code}, {width})", "f", width) if e.width != width else e
@@ -627,9 +631,8 @@ class _Compiler:
 
     def to_bits(self, value: Expr, kind: str | None, width: int | None) -> str:
         """Bits of `value` stored into a field of that type."""
-        if kind == "f":
-            return f"_bits(_fcast({value.code}, {width}), {width})" if value.kind != "f" or value.width != width \
-                else f"_bits({value.code}, {width})"
+        if kind == "f":  # the value's static width may be a literal's: convert at run time (no-op if equal)
+            return f"_bits(_fcast({value.code}, {width}), {width})"
         if value.kind == "f":
             return f"_bits({value.code}, {value.width})"
         if value.kind == "b":
@@ -721,7 +724,9 @@ class _Compiler:
                 kind, width = "f", int(kind[1:])
             elif kind is None:
                 kind = args[0].kind if args else None
-            if helper == "_fma" or helper in ("_vmin", "_vmax", "_vmin3", "_vmax3"):
+            if helper in ("_fma", "_fma_scaled"):
+                args = [self.convert(a, "f", width) if a.kind != "f" else a for a in args[:3]] + args[3:]
+            elif helper in ("_vmin", "_vmax", "_vmin3", "_vmax3"):
                 args = [self.convert(a, "f", width) if a.kind != "f" else a for a in args]
             return Expr(f"{helper}({', '.join(a.code for a in args)})", kind, width)
         if name in _CONST:
@@ -793,7 +798,9 @@ def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset = fr
     if end != "":
         raise PcodeError(f"pseudocode of {name}: stray {end!r}")
     params = sorted((comp.read | comp.written) & OPERANDS)
-    body = "\n".join(comp.lines) or "    pass"
+    # every local exists from the start: a lane-masked branch that did not run leaves it 0, not unbound
+    locals_ = sorted(n for n in comp.written - OPERANDS if n not in comp.arrays)
+    body = "\n".join([f"    v_{n} = 0" for n in locals_] + comp.lines) or "    pass"
     written = sorted(comp.written & OPERANDS)
     src = (f"def run(ctx, M, LANE, {', '.join(params)}):\n{body}\n"
            f"    return ({', '.join(written)}{',' if len(written) == 1 else ''})\n")

@@ -327,6 +327,11 @@ def _mantissa(x):
     return m.astype(x.dtype) if isinstance(x, _ARR) else type(x)(m) if isinstance(x, np.floating) else m
 
 
+def _frexp_exp(x):
+    e = np.frexp(np.where(np.isfinite(x), x, 0))[1]
+    return e.astype(object) if isinstance(x, _ARR) else int(e)
+
+
 def _isdenorm(x):
     w = _width(x)
     tiny = np.finfo(_FLOAT[w]).tiny
@@ -337,14 +342,17 @@ def _is_zero_signed(x, negative):
     return (x == 0) & (np.signbit(x) == negative)
 
 
-def _fma_exact_f32(a, b, c):
-    """fma of float32s: the product is exact in float64, and where the float64 sum landed exactly halfway
-    between two float32s although the exact sum did not, the lost error picks the side."""
+def _fma_exact_f32(a, b, c, scale=0):
+    """fma of float32s (times 2**scale, rounded once): the product is exact in float64, and where the float64
+    sum landed exactly halfway between two float32s although the exact sum did not, the lost error picks
+    the side."""
     a64, b64, c64 = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
     p = a64 * b64
     s = p + c64
     bb = s - p
     err = (p - (s - bb)) + (c64 - bb)  # TwoSum: p + c == s + err exactly (finite values)
+    if not isinstance(scale, int) or scale:
+        s, err = np.ldexp(s, scale), np.ldexp(err, scale)  # exact: float32 ranges stay normal in float64
     r = s.astype(np.float32)
     other = np.nextafter(r, np.where(s > r.astype(np.float64), np.float32(np.inf), np.float32(-np.inf)))
     midpoint = (r.astype(np.float64) + other.astype(np.float64)) / 2 == s
@@ -366,6 +374,13 @@ def _fma_exact_f64_one(a, b, c):
         return float(exact)  # Fraction → float rounds to nearest, ties to even
     except OverflowError:
         return math.copysign(math.inf, exact)
+
+
+def _fma_scaled(a, b, c, scale):
+    """2**scale * fma(a, b, c) with one rounding (the scaled fma of v_div_fmas)."""
+    if max(_width(a), _width(b), _width(c)) == 64:
+        return _ldexp(_fma(a, b, c), scale)  # float64: the scaled result stays in range where it matters
+    return _fma_exact_f32(a, b, c, np.asarray(scale, dtype=object).astype(np.int64))
 
 
 def _fma(a, b, c):

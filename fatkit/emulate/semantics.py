@@ -30,6 +30,19 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
     ("*", "V_LDEXP_F32"): "D0.f32 = ldexp(S0.f32, S1.i32)",
     ("*", "V_LDEXP_F64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
     ("*", "V_LDEXP_F16"): "D0.f16 = ldexp(S0.f16, S1.i16)",
+    # The table scales by 2**32; LLVM's division sequence (and so the hardware it targets) needs the
+    # compensation for div_scale's 2**64 scaling, upward for a large scaled quotient, downward for a small
+    # one, applied before the single rounding.
+    ("*", "V_DIV_FMAS_F32"): "if VCC.u64[laneId] then\nD0.f32 = fma_scaled(S0.f32, S1.f32, S2.f32, "
+                             "exponent(S2.f32) > 127 ? 64 : -64)\nelse\nD0.f32 = fma(S0.f32, S1.f32, S2.f32)\nendif",
+    # exponent() of the tables reads the biased field, which is 0 for denormals; frexp's exponent is that of
+    # the value (the hardware normalizes denormals)
+    ("*", "V_FREXP_EXP_I32_F32"): "if ((64'F(S0.f32) == +INF) || (64'F(S0.f32) == -INF) || isNAN(64'F(S0.f32))) then"
+                                  "\nD0.i32 = 0\nelse\nD0.i32 = frexp_exp(S0.f32)\nendif",
+    ("*", "V_FREXP_EXP_I32_F64"): "if ((S0.f64 == +INF) || (S0.f64 == -INF) || isNAN(S0.f64)) then"
+                                  "\nD0.i32 = 0\nelse\nD0.i32 = frexp_exp(S0.f64)\nendif",
+    ("*", "V_FREXP_EXP_I16_F16"): "if ((64'F(S0.f16) == +INF) || (64'F(S0.f16) == -INF) || isNAN(64'F(S0.f16))) then"
+                                  "\nD0.i16 = 16'0\nelse\nD0.i16 = frexp_exp(S0.f16)\nendif",
     # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
     ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
     # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
