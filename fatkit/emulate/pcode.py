@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 11
+TRANSLATOR_VERSION = 12
 
 
 class PcodeError(FatkitError):
@@ -397,7 +397,7 @@ class _Compiler:
         var = self.var_name(name)
         if lane is not None:
             self.written.add(name)
-            self.emit(f"{var} = _setlanebit({var}, M, _b({value.code}))")
+            self.emit(f"{var} = _setlanebit({var}, M, _b({value.code}), LANE)")
             return
         if offset is not None:
             bits = self.to_bits(value, kind, width)

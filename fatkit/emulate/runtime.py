@@ -88,13 +88,14 @@ def _pack(bits) -> int:
     return int.from_bytes(np.packbits(np.asarray(bits, dtype=bool), bitorder="little").tobytes(), "little")
 
 
-def _setlanebit(x, m, v):
-    if isinstance(v, _ARR) or isinstance(m, _ARR):
-        n = LANES[0]
+def _setlanebit(x, m, v, lane):
+    """x with the bit of each lane in m set to v: every lane of the wave when `lane` is the lane vector, one
+    lane when it is that lane's number (a lane-by-lane call)."""
+    if isinstance(lane, _ARR):
+        n = len(lane)
         v_bits = _pack(np.broadcast_to(v, (n,)))
         m_bits = _pack(np.broadcast_to(m, (n,))) if isinstance(m, _ARR) else (1 << n) - 1 if m else 0
         return (int(x) & ~m_bits) | (v_bits & m_bits)
-    lane = LANES[1]
     if not m:
         return x
     return (int(x) & ~(1 << lane)) | (int(bool(v)) << lane)
@@ -373,7 +374,7 @@ def _fma_exact_f64_one(a, b, c):
     try:
         return float(exact)  # Fraction → float rounds to nearest, ties to even
     except OverflowError:
-        return math.copysign(math.inf, exact)
+        return math.inf if exact > 0 else -math.inf
 
 
 def _fma_scaled(a, b, c, scale):
