@@ -708,10 +708,11 @@ class Preparer:
                     getter = self.sdwa_source(inst, getter, i, name)
                 if opsel & (1 << i) and obits == 16:
                     getter = (lambda g: lambda w: (g(w) >> 16) & 0xFFFF)(getter)
-                if fw and (absm >> i) & 1:
-                    getter = (lambda g, m: lambda w: g(w) & ~m)(getter, 1 << (fw - 1))
-                if fw and (neg >> i) & 1:
-                    getter = (lambda g, m: lambda w: g(w) ^ m)(getter, 1 << (fw - 1))
+                sign_bit = 1 << ((fw or min(obits, 64)) - 1)  # v_cndmask_b32 takes f32 modifiers on b32
+                if (absm >> i) & 1:
+                    getter = (lambda g, m: lambda w: g(w) & ~m)(getter, sign_bit)
+                if (neg >> i) & 1:
+                    getter = (lambda g, m: lambda w: g(w) ^ m)(getter, sign_bit)
                 if kind.startswith("VOP3P"):
                     getter = self.packed_source(inst, getter, i, obits, name, "NEG" in fn.params)
                 getters.append(getter)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 12
+TRANSLATOR_VERSION = 14
 
 
 class PcodeError(FatkitError):
@@ -490,9 +490,9 @@ class _Compiler:
             zero, other = (b, a) if self._signed_zero(b) else (a, b)
             test = f"_is_zero_signed({other.code}, {zero.code.startswith('-')})"
             return Expr(test if op == "==" else f"_mnot({test})", "b")
-        if op in ("==", "!=", "<>") and (b.code == "_DENORM" or a.code == "_DENORM"):
-            other = a if b.code == "_DENORM" else b
-            test = f"_isdenorm({other.code})"
+        if op in ("==", "!=", "<>") and (b.code.startswith("_DENORM") or a.code.startswith("_DENORM")):
+            denorm, other = (b, a) if b.code.startswith("_DENORM") else (a, b)
+            test = f"_isdenorm({other.code}, {denorm.width})"
             return Expr(test if op == "==" else f"_mnot({test})", "b")
         if op == "**":
             if a.kind == "f" and b.kind == "i":
@@ -501,6 +501,8 @@ class _Compiler:
         a, b = self.unify(a, b)
         kind = a.kind if a.kind == b.kind else (a.kind or b.kind)
         width = max(a.width or 0, b.width or 0) or None
+        if op == "<>" and kind == "f":  # "less or greater": ordered, unlike != (false for NaN)
+            return Expr(f"(({a.code} < {b.code}) | ({a.code} > {b.code}))", "b")
         if op in ("==", "!=", "<>", "<", ">", "<=", ">="):
             py = "!=" if op == "<>" else op
             return Expr(f"({a.code} {py} {b.code})", "b")
@@ -589,8 +591,8 @@ class _Compiler:
 
     def typed(self, e: Expr, kind: str, width: int, signed: bool = False) -> Expr:
         """`x.u32`: the value read as that type (a reinterpretation for raw bits, a conversion of floats)."""
-        if e.code == "_DENORM":  # `DENORM.f32` only means "is denormal" in a comparison
-            return e
+        if e.code == "_DENORM":  # `DENORM.f32` only means "is an f32 denormal" in a comparison
+            return Expr(f"_DENORM{width}", "f", width)
         if kind == "f":
             if e.kind == "f":
                 return Expr(f"_fcast({e.code}, {width})", "f", width) if e.width != width else e

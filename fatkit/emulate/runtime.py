@@ -333,9 +333,9 @@ def _frexp_exp(x):
     return e.astype(object) if isinstance(x, _ARR) else int(e)
 
 
-def _isdenorm(x):
-    w = _width(x)
-    tiny = np.finfo(_FLOAT[w]).tiny
+def _isdenorm(x, width=None):
+    """x lies in the denormal range of floats of `width` (of its own type when None)."""
+    tiny = np.finfo(_FLOAT[width or _width(x)]).tiny
     return (x != 0) & (np.abs(x) < tiny) & ~np.isnan(x)
 
 
@@ -364,11 +364,13 @@ def _fma_exact_f32(a, b, c, scale=0):
     return r if isinstance(a, _ARR) or isinstance(b, _ARR) or isinstance(c, _ARR) else r[()]
 
 
-def _fma_exact_f64_one(a, b, c):
+def _fma_exact_f64_one(a, b, c, scale=0):
     a, b, c = float(a), float(b), float(c)
+    if math.isfinite(a) and math.isfinite(b) and not math.isfinite(c):
+        return c  # the exact product is finite, whatever its rounding would be
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return a * b + c
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
     if exact == 0:
         return (a * b) + c  # sign of zero as IEEE says for the rounded sum
     try:
@@ -380,7 +382,13 @@ def _fma_exact_f64_one(a, b, c):
 def _fma_scaled(a, b, c, scale):
     """2**scale * fma(a, b, c) with one rounding (the scaled fma of v_div_fmas)."""
     if max(_width(a), _width(b), _width(c)) == 64:
-        return _ldexp(_fma(a, b, c), scale)  # float64: the scaled result stays in range where it matters
+        if not any(isinstance(v, _ARR) for v in (a, b, c, scale)):
+            return np.float64(_fma_exact_f64_one(a, b, c, int(scale)))
+        n = max(np.size(v) for v in (a, b, c, scale))
+        a, b, c = (np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in (a, b, c))
+        scale = np.broadcast_to(np.asarray(scale, dtype=object), (n,))
+        return np.array([_fma_exact_f64_one(x, y, z, int(k)) for x, y, z, k in zip(a, b, c, scale)],
+                        dtype=np.float64)
     return _fma_exact_f32(a, b, c, np.asarray(scale, dtype=object).astype(np.int64))
 
 

@@ -43,12 +43,39 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
                                   "\nD0.i32 = 0\nelse\nD0.i32 = frexp_exp(S0.f64)\nendif",
     ("*", "V_FREXP_EXP_I16_F16"): "if ((64'F(S0.f16) == +INF) || (64'F(S0.f16) == -INF) || isNAN(64'F(S0.f16))) then"
                                   "\nD0.i16 = 16'0\nelse\nD0.i16 = frexp_exp(S0.f16)\nendif",
+    ("*", "V_DIV_FMAS_F64"): "if VCC.u64[laneId] then\nD0.f64 = fma_scaled(S0.f64, S1.f64, S2.f64, "
+                             "exponent(S2.f64) > 1023 ? 128 : -128)\nelse\nD0.f64 = fma(S0.f64, S1.f64, S2.f64)\nendif",
     # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
     ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
     # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
     ("*", "V_MBCNT_LO_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[31 : 0].u32)",
     ("*", "V_MBCNT_HI_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[63 : 32].u32)",
 }
+
+
+# Substitutions in the tables' text: (opcode, old, new).
+SUBSTITUTIONS: list[tuple[str, str, str]] = [
+    # v_div_scale_f32 asks whether 1/den, computed in f64, "is DENORM.f64": no f32 operand gives an f64
+    # denormal, and the branch (den close to the largest f32) exists for f32 denormal reciprocals.
+    ("V_DIV_SCALE_F32", "== DENORM.f64", "== DENORM.f32"),
+    # A huge denominator whose quotient would be denormal is scaled down (the table scales it up, to
+    # infinity); v_div_fmas then scales the quotient back down with one rounding.
+    ("V_DIV_SCALE_F32", "== DENORM.f32)) then\nVCC = 0x1LL;\nif S0.f32 == S1.f32 then\n// Only scale the "
+     "denominator\nD0.f32 = ldexp(S0.f32, 64)", "== DENORM.f32)) then\nVCC = 0x1LL;\nif S0.f32 == S1.f32 "
+     "then\n// Only scale the denominator\nD0.f32 = ldexp(S0.f32, -64)"),
+    ("V_DIV_SCALE_F64", "== DENORM.f64)) then\nVCC = 0x1LL;\nif S0.f64 == S1.f64 then\n// Only scale the "
+     "denominator\nD0.f64 = ldexp(S0.f64, 128)", "== DENORM.f64)) then\nVCC = 0x1LL;\nif S0.f64 == S1.f64 "
+     "then\n// Only scale the denominator\nD0.f64 = ldexp(S0.f64, -128)"),
+]
+# Insertions into the tables' text: (opcode, the text to insert before, the inserted text).
+INSERTIONS: list[tuple[str, str, str]] = [
+    # A NaN quotient from inputs that are neither NaN nor 0/0 or inf/inf is a scaled quotient that
+    # overflowed in v_div_fmas: the quotient is infinite (assumed; the table would return the NaN).
+    ("V_DIV_FIXUP_F32", "else\nD0.f32 = sign_out ? -abs(S0.f32)",
+     "elsif isNAN(64'F(S0.f32)) then\nD0.f32 = sign_out ? -INF.f32 : +INF.f32\n"),
+    ("V_DIV_FIXUP_F64", "else\nD0.f64 = sign_out ? -abs(S0.f64)",
+     "elsif isNAN(S0.f64) then\nD0.f64 = sign_out ? -INF : +INF\n"),
+]
 
 
 @dataclass
@@ -97,6 +124,12 @@ class Semantics:
         base = self.tables.get(name)
         if base is None:
             raise FatkitError(f"opcode {name} has no pseudocode in the {self.arch} tables (unlisted opcode)")
+        for opcode, old, new in SUBSTITUTIONS:
+            if opcode == plain:
+                base = base.replace(old, new)
+        for opcode, anchor, inserted in INSERTIONS:
+            if opcode == plain and anchor in base:
+                base = base.replace(anchor, inserted + anchor, 1)
         for key in ((self.arch, name), ("*", name), (self.arch, plain), ("*", plain)):
             if key in FIXES:
                 base = FIXES[key] + base
