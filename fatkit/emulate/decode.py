@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 
-from fatkit.emulate.executor import Preparer, Step
+from fatkit.emulate.executor import CONTROL, Preparer, Step
 from fatkit.errors import FatkitError
 
+_CACHE_INVALIDATES = {43: "BUFFER_GL0_INV", 44: "BUFFER_GL1_INV"}  # gfx11 MUBUF opcodes
 _PROGRAMS: dict[tuple, tuple[Preparer, dict[int, Step]]] = {}
 
 
@@ -28,6 +29,12 @@ def fetch(preparer: Preparer, steps: dict[int, Step], offset: int, image) -> Ste
     if not 0 <= offset < len(image) - 16:
         raise FatkitError(f"pc 0x{offset:x} lies outside the loaded code object")
     raw = bytes(image[offset:offset + 16])
+    word = int.from_bytes(raw[:4], "little")
+    if preparer.arch != "cdna" and word >> 26 == 0b111000 and (word >> 18) & 0x7F in _CACHE_INVALIDATES:
+        # gfx11 buffer_gl0_inv / buffer_gl1_inv: tinygrad's formats do not decode them; host memory has no
+        # caches to invalidate
+        step = steps[offset] = Step(_CACHE_INVALIDATES[(word >> 18) & 0x7F], CONTROL, 8, None, offset)
+        return step
     try:
         inst = decode_inst(raw, preparer.arch)
     except (ValueError, KeyError, AssertionError) as exc:

@@ -55,7 +55,7 @@ def _load_image(data: bytes, elf: ElfView, memory: GlobalMemory) -> _Loaded:
             value = base + reloc.addend
         elif reloc.type == R_AMDGPU_ABS64:
             symbol = elf._dynamic_symbol(reloc.symbol)
-            value = base + symbol.value + reloc.addend
+            value = base + symbol.st_value + reloc.addend
         else:
             raise FatkitError(f"dynamic relocation type {reloc.type} at 0x{offset:x} is not modelled")
         image[offset:offset + 8] = np.frombuffer(struct.pack("<Q", value & (2**64 - 1)), np.uint8)

@@ -972,7 +972,7 @@ class Preparer:
                 w.pc += size
             return Step(name, VALU, size, run, pc)
         src = inst.src0.offset - 256
-        dst = inst.vdst.offset
+        dst = inst.vdst.offset % 256  # an SGPR, whatever the field's decoded kind
         if src < 0:  # an SGPR or constant: every lane holds it
             value = self.source(inst, inst.src0, 32, None, literal)
             read = lambda w, lane: int(value(w)) & M32  # noqa: E731
