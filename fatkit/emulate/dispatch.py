@@ -196,6 +196,7 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
     if sem is None:
         sem = _SEMANTICS[arch] = Semantics(arch)
     preparer, steps = program_for(data, arch, wave32, lambda: Preparer(arch, wave32, sem))
+    preparer.has_sve = co.processor != "gfx90a"
     preparer.attach(state)
     entry = loaded.base + _kd_address(elf, kernel) + kd.entry_offset
     stats = state.stats
@@ -205,7 +206,7 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
     lds_size = kd.group_segment_fixed_size + shared
     vgprs = 512 if arch == "cdna" else 256
     workitem_dims = (rsrc2 >> _VGPR_WORKITEM_SHIFT) & 3
-    packed_ids = arch != "cdna"
+    packed_ids = True  # gfx90a, gfx94x and gfx11/12 pack the workitem ids into v0 (older gfx9: v0, v1, v2)
     user = []  # (count, value) in enable order
     if props & 1:
         user.append((4, 0))  # private segment buffer: scratch goes through flat scratch here

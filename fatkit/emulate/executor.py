@@ -239,6 +239,8 @@ class Preparer:
         for space in self.spaces.values():
             space.wave32 = wave32
 
+    has_sve = True  # scratch instructions carry the SVE bit (gfx11, gfx94x); gfx90a's do not
+
     def attach(self, launch) -> None:
         """The launch whose memory and statistics the prepared instructions use from now on."""
         self.launch = launch
@@ -509,9 +511,12 @@ class Preparer:
         fn = self.sem.get(name, vector=True)
         atomic = fn.reads_memory and fn.writes_memory
         getters = []
+        def lane_addresses(w, address=address):  # a uniform address (scratch "off") is every lane's
+            a = address(w)
+            return a if isinstance(a, np.ndarray) else np.full(w.lanes, a, dtype=object)
         for p in fn.params:
             if p == "ADDR":
-                getters.append(address)
+                getters.append(lane_addresses)
             elif p in ("DATA", "DATA0"):
                 getters.append(self._vregs(data_regs[0], ops["data"]))
             elif p in ("DATA2", "DATA1"):
@@ -580,8 +585,10 @@ class Preparer:
         def address(w):
             return w.v[addr].astype(object) + extra if extra else w.v[addr].astype(object)
         offsets = {"OFFSET": offset, "OFFSET0": inst.offset0, "OFFSET1": inst.offset1}
+        # the tables give every atomic a RETURN_DATA; only the _RTN forms (and loads) write it back
+        returns = "_RTN" in name or name.startswith(("DS_LOAD", "DS_READ")) or name in ("DS_CONSUME", "DS_APPEND")
         return self._vector_mem_step(inst, name, size, pc, LDS, self.spaces["lds"], address,
-                                     (inst.data0, inst.data1), inst.vdst, True, offsets)
+                                     (inst.data0, inst.data1), inst.vdst, returns, offsets)
 
     def vmem(self, inst, name, base, size, pc) -> Step:
         ops = inst.canonical_op_bits
@@ -595,7 +602,8 @@ class Preparer:
             saddr_off = saddr == 0x7F
         vaddr = inst.addr.offset - 256
         if base == "SCRATCH":
-            use_vaddr = bool(getattr(inst, "sve", 0)) or saddr_off
+            # gfx11 and gfx94x say with SVE whether the VGPR address takes part (gfx90a: whenever saddr is off)
+            use_vaddr = bool(inst.sve) if self.has_sve else saddr_off
 
             def address(w):
                 a = w.v[vaddr].astype(object) if use_vaddr else 0
