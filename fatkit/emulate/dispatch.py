@@ -8,6 +8,7 @@ metadata's offsets and the hidden arguments HIP fills; LDS is group_segment_fixe
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ from fatkit.formats.elf import PT_LOAD, ElfView
 from fatkit.formats.hsaco import parse_code_object
 
 R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
+DEFAULT_BUDGET = 20_000_000  # wave-instructions per launch before it counts as hung
+LDS_CAPACITY = 65536  # bytes of LDS a workgroup may use on gfx90a/gfx94x and gfx11
+DYNAMIC_STACK = 16384  # scratch bytes per lane beyond the fixed frame for kernels with a dynamic stack
+TIME_SLICE = 5_000  # wave-instructions a wave runs before the next wave of its workgroup
 # rsrc2 fields
 _USER_SGPR_COUNT_SHIFT, _WG_ID_X_BIT, _VGPR_WORKITEM_SHIFT = 1, 7, 11
 _PROCESSOR_ARCH = {"gfx1100": "rdna3", "gfx1101": "rdna3", "gfx1102": "rdna3", "gfx1103": "rdna3",
@@ -160,8 +165,9 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
         raise FatkitError(f"{kernel}: FP mode round {round32}/{round16} denorm {denorm32}/{denorm16}: only "
                           "round-to-nearest-even with denormals kept (mode 0/0, 3/3) is modelled")
     state.ieee = bool((rsrc1 >> 23) & 1) if arch == "cdna" or arch == "rdna3" else True
-    if kd.code_properties & (1 << 11):
-        raise FatkitError(f"{kernel}: a dynamic stack is not modelled")
+    if not 0 <= shared or kd.group_segment_fixed_size + shared > LDS_CAPACITY:
+        raise FatkitError(f"{kernel}: {shared} bytes of dynamic shared memory with "
+                          f"{kd.group_segment_fixed_size} static exceed the {LDS_CAPACITY} bytes of LDS")
 
     # kernarg segment
     explicit = [a for a in meta.args if not str(a.get(".value_kind", "")).startswith("hidden_")]
@@ -200,9 +206,12 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
     preparer.attach(state)
     entry = loaded.base + _kd_address(elf, kernel) + kd.entry_offset
     stats = state.stats
+    stats.budget = int(os.environ.get("FATKIT_EMULATE_BUDGET", DEFAULT_BUDGET))
     user_count = (rsrc2 >> _USER_SGPR_COUNT_SHIFT) & 0x1F
     wg_ids = [(rsrc2 >> (_WG_ID_X_BIT + i)) & 1 for i in range(3)]
     private_size = kd.private_segment_fixed_size
+    if kd.code_properties & (1 << 11):  # a dynamic stack (alloca, recursion): room beyond the fixed frame
+        private_size += DYNAMIC_STACK
     lds_size = kd.group_segment_fixed_size + shared
     vgprs = 512 if arch == "cdna" else 256
     workitem_dims = (rsrc2 >> _VGPR_WORKITEM_SHIFT) & 3
@@ -279,22 +288,30 @@ def _run_workgroup(preparer, steps, loaded, stats, entry, wg, block, lanes, vgpr
     stats.waves += len(waves)
     stats.workgroups += 1
     while True:
-        for w in waves:
-            if not w.done and not w.at_barrier:
-                _run_wave(w, preparer, steps, loaded, stats)
-        if all(w.done for w in waves):
-            return
-        # every wave is at the barrier or finished: release
-        for w in waves:
-            w.at_barrier = False
+        # round robin in time slices, so a wave spinning on memory that another wave will write lets it run
+        running = [w for w in waves if not w.done and not w.at_barrier]
+        if not running:
+            if all(w.done for w in waves):
+                return
+            for w in waves:  # every wave is at the barrier or finished: release
+                w.at_barrier = False
+            continue
+        for w in running:
+            _run_wave(w, preparer, steps, loaded, stats)
 
 
 def _run_wave(w: Wave, preparer: Preparer, steps: dict, loaded: _Loaded, stats: LaunchStats) -> None:
     counts = stats.per_class
     executed = 0
     base, image = loaded.base, loaded.image
+    budget = stats.budget - stats.wave_instructions
+    slice_end = executed + TIME_SLICE
+    w.yielded = False
     try:
-        while not w.done and not w.at_barrier:
+        while not w.done and not w.at_barrier and not w.yielded and executed < slice_end:
+            if executed >= budget:
+                raise FatkitError(f"the launch ran {stats.budget} wave-instructions without finishing (at pc "
+                                  f"0x{w.pc - base:x}): a loop that never ends? (FATKIT_EMULATE_BUDGET raises it)")
             step = steps.get(w.pc - base)
             if step is None:
                 step = fetch(preparer, steps, w.pc - base, image)

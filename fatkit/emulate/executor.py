@@ -33,7 +33,7 @@ NO_EFFECT = frozenset({
     "S_WAITCNT_DEPCTR", "S_CLAUSE", "S_DELAY_ALU", "S_INST_PREFETCH", "S_SETPRIO", "S_SENDMSG", "S_SENDMSGHALT",
     "S_ICACHE_INV", "S_DCACHE_INV", "S_DCACHE_WB", "S_DCACHE_INV_VOL", "S_DCACHE_WB_VOL", "S_GL1_INV",
     "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "BUFFER_INV", "BUFFER_WBL2",
-    "S_TTRACEDATA", "S_CODE_END", "S_SLEEP", "S_VERSION", "S_WAIT_IDLE", "S_WAITCNT_LGKMCNT",
+    "S_TTRACEDATA", "S_CODE_END", "S_VERSION", "S_WAIT_IDLE", "S_WAITCNT_LGKMCNT",
     "S_SET_INST_PREFETCH_DISTANCE", "S_BARRIER_SIGNAL_ISFIRST",
 })
 
@@ -56,6 +56,7 @@ class LaunchStats:
     workgroups: int = 0
     waves: int = 0
     seconds: float = 0.0
+    budget: int = 0  # wave-instructions allowed before the launch counts as hung
 
     def count(self, klass: str, n: int = 1) -> None:
         self.per_class[klass] = self.per_class.get(klass, 0) + n
@@ -73,6 +74,7 @@ class Wave:
         self.pc = 0
         self.done = False
         self.at_barrier = False
+        self.yielded = False  # gave up the rest of its time slice (s_sleep)
         self.m0 = 124 if cdna else 125
         self.cdna = cdna
         self.lane_ids = np.arange(lanes, dtype=object)
@@ -167,8 +169,8 @@ class Space:
     def _read(self, addrs, nbytes, lanes):
         if self.kind == "flat":
             return self._flat(addrs, nbytes, lanes, None)
-        if self.kind == "lds":
-            return self.wave.lds.read(addrs, nbytes, self.where)
+        if self.kind == "lds":  # LDS addresses are 32 bits: address + offset wraps
+            return self.wave.lds.read(addrs & np.uint64(M32), nbytes, self.where)
         if self.kind == "scratch":
             return self.wave.private.read(addrs, nbytes, self.where, lanes)
         return self.launch.memory.read(addrs, nbytes, self.where)
@@ -177,7 +179,7 @@ class Space:
         if self.kind == "flat":
             self._flat(addrs, nbytes, lanes, data)
         elif self.kind == "lds":
-            self.wave.lds.write(addrs, nbytes, data, self.where)
+            self.wave.lds.write(addrs & np.uint64(M32), nbytes, data, self.where)
         elif self.kind == "scratch":
             self.wave.private.write(addrs, nbytes, data, self.where, lanes)
         else:
@@ -344,6 +346,11 @@ class Preparer:
         if name == "S_BARRIER":
             def run(w):
                 w.at_barrier = True
+                w.pc += size
+            return Step(name, CONTROL, size, run, pc)
+        if name == "S_SLEEP":  # a wave polling for others: let them run
+            def run(w):
+                w.yielded = True
                 w.pc += size
             return Step(name, CONTROL, size, run, pc)
         if name in ("S_TRAP", "S_SETHALT"):
@@ -523,11 +530,11 @@ class Preparer:
                 getters.append(self._vregs(data_regs[1], ops["data"]))
             elif p == "VDATA":
                 if "VDATA" in fn.outputs:
-                    getters.append(self._vregs(vdst, ops["d"]))
+                    getters.append(self._vregs(vdst, fn.extent.get(p, 32)))
                 else:
                     getters.append(self._vregs(data_regs[0], ops["data"]))
             elif p == "RETURN_DATA":
-                getters.append(self._vregs(vdst, ops["d"]))
+                getters.append(self._vregs(vdst, fn.extent.get(p, 32)))
             elif p in offsets:
                 value = offsets[p]
                 getters.append(lambda w, value=value: value)
@@ -539,7 +546,8 @@ class Preparer:
                 if o == "RETURN_DATA" and not returns:
                     puts.append(None)
                     continue
-                idx, count = vdst.offset - 256, max(1, ops["d"] // 32)
+                # as many registers as the operation writes (the tables' vdst sizes are not reliable)
+                idx, count = vdst.offset - 256, max(1, (fn.extent.get(o, 32) + 31) // 32)
                 puts.append(lambda w, v, idx=idx, count=count: w.vwrite(idx, count, v, w.exec_bool))
             else:
                 raise FatkitError(f"{name}: writes {o}, which is not modelled")
@@ -582,8 +590,8 @@ class Preparer:
         uses_offset = any(p in fn.params for p in ("OFFSET", "OFFSET0", "OFFSET1"))
         extra = 0 if uses_offset or self.cdna else offset
 
-        def address(w):
-            return w.v[addr].astype(object) + extra if extra else w.v[addr].astype(object)
+        def address(w):  # LDS addresses are 32-bit: the offset wraps
+            return (w.v[addr].astype(object) + extra) & M32 if extra else w.v[addr].astype(object)
         offsets = {"OFFSET": offset, "OFFSET0": inst.offset0, "OFFSET1": inst.offset1}
         # the tables give every atomic a RETURN_DATA; only the _RTN forms (and loads) write it back
         returns = "_RTN" in name or name.startswith(("DS_LOAD", "DS_READ")) or name in ("DS_CONSUME", "DS_APPEND")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 14
+TRANSLATOR_VERSION = 16
 
 
 class PcodeError(FatkitError):
@@ -137,6 +137,7 @@ class _Compiler:
         self.temp = 0
         self.depth = 0  # nesting of per-lane conditionals
         self.written: set[str] = set()
+        self.extent: dict[str, int] = {}
         self.arrays: set[str] = set()  # declared `x : 32'I[4]`: element by element
         self.loops: list[str] = []  # per loop: the variable holding the lanes that broke out
         self.read: set[str] = set()
@@ -325,8 +326,9 @@ class _Compiler:
             self.expect("[")
             addr = self.expr()
             self.expect("]")
-            self.expect(".")
-            kind, width, _ = self.suffix(self.next().text)
+            kind, width = "i", 32  # an untyped MEM[] is a dword
+            if self.accept("."):
+                kind, width, _ = self.suffix(self.next().text)
             return ("MEM", kind, width, None, None, addr)
         kind, width, offset, lane = None, None, None, None
         if name in self.arrays and self.peek().text == "[":
@@ -382,6 +384,9 @@ class _Compiler:
 
     def store(self, target: tuple, value: Expr) -> None:
         name, kind, width, offset, lane, addr = target
+        if name in OPERANDS and lane is None:  # how many bits of the operand the instruction writes
+            low = int(offset) if offset is not None and offset.isdigit() else 0
+            self.extent[name] = max(self.extent.get(name, 0), low + (width or value.width or 32))
         if name == "ARRAY":
             element = f"v_{lane}[int({offset.code})]"
             code = f"_asg(M, {value.code}, v_{lane}.get(int({offset.code}), 0))" if self.depth else value.code
@@ -586,13 +591,17 @@ class _Compiler:
             raise PcodeError(f"pseudocode: unknown type .{name}")
         letter, width = m.group(1), int(m.group(2))
         if letter == "bf":
-            raise PcodeError("pseudocode: .bf16 values")
+            return "bf", width, False
         return ("f" if letter == "f" else "i"), width, letter == "i"
 
     def typed(self, e: Expr, kind: str, width: int, signed: bool = False) -> Expr:
         """`x.u32`: the value read as that type (a reinterpretation for raw bits, a conversion of floats)."""
         if e.code == "_DENORM":  # `DENORM.f32` only means "is an f32 denormal" in a comparison
             return Expr(f"_DENORM{width}", "f", width)
+        if kind == "bf":  # bfloat16 values are computed as f32
+            if e.kind == "f":
+                return Expr(f"_fcast({e.code}, 32)", "f", 32)
+            return Expr(f"_bf16_to_f32({e.code} & 65535)", "f", 32)
         if kind == "f":
             if e.kind == "f":
                 return Expr(f"_fcast({e.code}, {width})", "f", width) if e.width != width else e
@@ -633,6 +642,8 @@ class _Compiler:
 
     def to_bits(self, value: Expr, kind: str | None, width: int | None) -> str:
         """Bits of `value` stored into a field of that type."""
+        if kind == "bf":
+            return f"_f32_to_bf16(_fcast({value.code}, 32))"
         if kind == "f":  # the value's static width may be a literal's: convert at run time (no-op if equal)
             return f"_bits(_fcast({value.code}, {width}), {width})"
         if value.kind == "f":
@@ -692,8 +703,10 @@ class _Compiler:
             self.expect("[")
             addr = self.expr()
             self.expect("]")
-            self.expect(".")
-            kind, width, signed = self.suffix(self.next().text)
+            kind, width, signed = "i", 32, False
+            if self.peek().text == "." and self.peek(1).kind == "name" and _SUFFIX.match(self.peek(1).text):
+                self.next()
+                kind, width, signed = self.suffix(self.next().text)
             raw = Expr(f"ctx.load({addr.code}, {width}, M)", "i", width)
             return self.typed(raw, kind, width, signed)
         if name in ("VGPR", "SGPR"):
@@ -804,6 +817,8 @@ def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset = fr
     locals_ = sorted(n for n in comp.written - OPERANDS if n not in comp.arrays)
     body = "\n".join([f"    v_{n} = 0" for n in locals_] + comp.lines) or "    pass"
     written = sorted(comp.written & OPERANDS)
-    src = (f"def run(ctx, M, LANE, {', '.join(params)}):\n{body}\n"
+    extent = {name: comp.extent[name] for name in written if name in comp.extent}
+    src = (f"EXTENT = {extent!r}\n"
+           f"def run(ctx, M, LANE, {', '.join(params)}):\n{body}\n"
            f"    return ({', '.join(written)}{',' if len(written) == 1 else ''})\n")
     return src, params, written

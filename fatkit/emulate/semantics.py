@@ -86,6 +86,7 @@ class Compiled:
     reads_memory: bool
     writes_memory: bool
     source: str
+    extent: dict  # operand → bits written (from bit 0)
 
 
 def _tinygrad_tables(arch: str):
@@ -167,7 +168,7 @@ class Semantics:
         namespace["perm_b32"] = _perm_b32
         exec(compile(source, str(path), "exec"), namespace)
         compiled = Compiled(namespace["run"], namespace["PARAMS"], namespace["OUTPUTS"],
-                            "ctx.load" in source, "ctx.store" in source, source)
+                            "ctx.load" in source, "ctx.store" in source, source, namespace["EXTENT"])
         self.memo[key] = compiled
         return compiled
 
