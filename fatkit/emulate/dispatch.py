@@ -233,8 +233,6 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
         user.append((1, private_size))
     if sum(c for c, _ in user) > user_count:
         raise FatkitError(f"{kernel}: descriptor enables more user SGPRs than user_sgpr_count {user_count}")
-    if kd.private_segment_fixed_size and arch == "cdna" and co.processor == "gfx90a" and props & 1:
-        pass
     with np.errstate(all="ignore"):
         for gz in range(grid[2]):
             for gy in range(grid[1]):

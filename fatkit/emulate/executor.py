@@ -33,7 +33,7 @@ NO_EFFECT = frozenset({
     "S_WAITCNT_DEPCTR", "S_CLAUSE", "S_DELAY_ALU", "S_INST_PREFETCH", "S_SETPRIO", "S_SENDMSG", "S_SENDMSGHALT",
     "S_ICACHE_INV", "S_DCACHE_INV", "S_DCACHE_WB", "S_DCACHE_INV_VOL", "S_DCACHE_WB_VOL", "S_GL1_INV",
     "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "BUFFER_INV", "BUFFER_WBL2",
-    "S_TTRACEDATA", "S_CODE_END", "S_VERSION", "S_WAIT_IDLE", "S_WAITCNT_LGKMCNT",
+    "S_TTRACEDATA", "S_CODE_END", "S_VERSION", "S_WAIT_IDLE",
     "S_SET_INST_PREFETCH_DISTANCE", "S_BARRIER_SIGNAL_ISFIRST",
 })
 
@@ -147,7 +147,7 @@ class Space:
         lanes = self._lanes(M)
         out = np.zeros(len(addr), dtype=object)
         if len(lanes):
-            addrs = np.array([int(a) & M64 for a in addr[lanes]], dtype=np.uint64)
+            addrs = (addr[lanes] & M64).astype(np.uint64)
             out[lanes] = from_bytes(self._read(addrs, nbytes, lanes))
         return out
 
@@ -162,7 +162,7 @@ class Space:
         if not len(lanes):
             return
         values = np.broadcast_to(np.asarray(value, dtype=object), (len(addr),))[lanes] & ((1 << width) - 1)
-        addrs = np.array([int(a) & M64 for a in addr[lanes]], dtype=np.uint64)
+        addrs = (addr[lanes] & M64).astype(np.uint64)
         self._write(addrs, nbytes, to_bytes(values, nbytes), lanes)
 
     # the spaces
@@ -460,7 +460,6 @@ class Preparer:
 
     def _runner(self, fn, getters, puts, size, space, vector: bool, where):
         code = fn.code
-        lanes = self.lanes
 
         def run(w):
             space.wave = w
@@ -472,7 +471,6 @@ class Preparer:
                 put(w, value)
             if not w.branched:
                 w.pc += size
-        del lanes
         return run
 
     def smem(self, inst, name, size, pc) -> Step:
@@ -599,15 +597,12 @@ class Preparer:
                                      (inst.data0, inst.data1), inst.vdst, returns, offsets)
 
     def vmem(self, inst, name, base, size, pc) -> Step:
-        ops = inst.canonical_op_bits
         offset = inst.offset
         bits_offset = 13 if base != "FLAT" else 12
         if base != "FLAT" and offset & (1 << (bits_offset - 1)):
             offset -= 1 << bits_offset
         saddr = inst.saddr.offset
-        saddr_off = saddr in (124, 125) if not self.cdna else saddr == 127 or saddr == 124 and False
-        if self.cdna:
-            saddr_off = saddr == 0x7F
+        saddr_off = saddr == 0x7F if self.cdna else saddr in (124, 125)  # "off": NULL / M0 on gfx11
         vaddr = inst.addr.offset - 256
         if base == "SCRATCH":
             # gfx11 and gfx94x say with SVE whether the VGPR address takes part (gfx90a: whenever saddr is off)
@@ -628,7 +623,6 @@ class Preparer:
                 return (w.vread(vaddr, 2) + offset) & M64
             space = self.spaces["flat" if base == "FLAT" else "global"]
         returns = bool(getattr(inst, "sc0", 0) if self.cdna else getattr(inst, "glc", 0))
-        del ops
         return self._vector_mem_step(inst, name, size, pc, VMEM, space, address, (inst.data, inst.data),
                                      inst.vdst, returns, {"OFFSET": offset})
 
@@ -784,7 +778,7 @@ class Preparer:
                 puts.append(self.mask_put(126))
             else:
                 puts.append(self.common_put(out, name))
-        klass = MATRIX if "DOT" in name and False else VALU
+        klass = VALU
         code = fn.code
         where = self.where_for(name, pc)
         space = self.spaces["global"]
@@ -941,10 +935,10 @@ class Preparer:
             active = w.exec_bool
             valid = fetch_ok & active[safe]
             moved = np.where(valid, value[safe], 0 if bound_zero else value)
-            if not bound_zero:  # an invalid source lane leaves the destination unchanged: signal by mask
-                pass
             return np.where(enabled, moved, value).astype(object)
-        self._dpp_enabled = enabled
+        if not bound_zero:
+            raise FatkitError(f"{name}: DPP with bound_ctrl off (invalid lanes keep the destination) is not "
+                              "modelled")
         return read
 
     def sdwa_source(self, inst, getter, i, name):
