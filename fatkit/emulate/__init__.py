@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def _require_tinygrad() -> None:
     try:
-        import tinygrad.renderer.amd  # noqa: F401
+        import tinygrad.renderer.amd
         import tinygrad.runtime.autogen.amd.rdna3.str_pcode  # noqa: F401
     except ImportError as exc:
         raise FatkitError("fatkit.emulate needs the AMD ISA tables of tinygrad 0.14: pip install "
@@ -25,7 +25,7 @@ def _require_tinygrad() -> None:
 
 
 def launch(code_object: bytes, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-           args: list, shared: int = 0) -> "LaunchStats":
+           args: list, shared: int = 0) -> LaunchStats:
     """Run `kernel` of the code object over `grid` × `block` threads; `args` in PTX parameter order (a numpy
     array is device memory read and written in place, a numpy scalar a by-value parameter, bytes an array
     parameter); `shared` bytes of dynamic LDS per workgroup."""

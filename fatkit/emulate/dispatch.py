@@ -18,7 +18,12 @@ import numpy as np
 from fatkit.emulate import runtime
 from fatkit.emulate.decode import fetch, program_for
 from fatkit.emulate.executor import LaunchStats, Preparer, Step, Wave
-from fatkit.emulate.memory import PRIVATE_APERTURE, SHARED_APERTURE, FlatArray, GlobalMemory
+from fatkit.emulate.memory import (
+    PRIVATE_APERTURE,
+    SHARED_APERTURE,
+    FlatArray,
+    GlobalMemory,
+)
 from fatkit.emulate.semantics import Semantics
 from fatkit.errors import FatkitError
 from fatkit.formats.elf import PT_LOAD, ElfView
@@ -55,7 +60,7 @@ def _load_image(data: bytes, elf: ElfView, memory: GlobalMemory) -> _Loaded:
             raise FatkitError(f"PT_LOAD segment at offset 0x{s.offset:x} runs past the file")
         image[s.vaddr:s.vaddr + s.filesz] = np.frombuffer(data, np.uint8, s.filesz, s.offset)
     base = memory.add(image)
-    for offset, reloc in elf._dynamic_relocations(range(0, 1 << 64)).items():
+    for offset, reloc in elf._dynamic_relocations(range(1 << 64)).items():
         if reloc.type == R_AMDGPU_RELATIVE64:
             value = base + reloc.addend
         elif reloc.type == R_AMDGPU_ABS64:
@@ -323,4 +328,4 @@ def _run_wave(w: Wave, preparer: Preparer, steps: dict, loaded: _Loaded, stats: 
         stats.wave_instructions += executed
 
 
-__all__ = ["launch", "LaunchStats", "Step"]
+__all__ = ["LaunchStats", "Step", "launch"]

@@ -7,14 +7,21 @@ fetch its operands (registers, inline constants, literals, modifiers) and write 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from fatkit.emulate import runtime
 from fatkit.emulate.memory import (
-    APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE, FlatArray, GlobalMemory, MemoryFault, from_bytes, to_bytes,
+    APERTURE_SIZE,
+    PRIVATE_APERTURE,
+    SHARED_APERTURE,
+    FlatArray,
+    GlobalMemory,
+    MemoryFault,
+    from_bytes,
+    to_bytes,
 )
 from fatkit.emulate.semantics import Semantics
 from fatkit.errors import FatkitError
@@ -214,7 +221,7 @@ class Space:
 
 class Step:
     """One prepared instruction."""
-    __slots__ = ("name", "klass", "size", "run", "pc")
+    __slots__ = ("klass", "name", "pc", "run", "size")
 
     def __init__(self, name: str, klass: str, size: int, run, pc: int):
         self.name, self.klass, self.size, self.run, self.pc = name, klass, size, run, pc
@@ -226,6 +233,18 @@ def _is_float_fmt(fmt) -> int:
         if name == f"FMT_NUM_F{width}":
             return width
     return 0
+
+
+def _high_half(getter):
+    return lambda w: (getter(w) >> 16) & 0xFFFF
+
+
+def _clear_bits(getter, mask: int):
+    return lambda w: getter(w) & ~mask
+
+
+def _flip_bits(getter, mask: int):
+    return lambda w: getter(w) ^ mask
 
 
 class Preparer:
@@ -682,7 +701,7 @@ class Preparer:
         widths = {"D0": bits["d"] if not is_cmp else 64, "D1": 64}
         fn = self.sem.get(name, vector=True, lane_masks=frozenset(lane_masks), widths=widths)
         src_fields = [("S0", "src0"), ("S1", "src1"), ("S2", "src2")]
-        if kind.startswith("VOP2") or kind.startswith("VOPC"):
+        if kind.startswith(("VOP2", "VOPC")):
             src_fields = [("S0", "src0"), ("S1", "vsrc1")]
         fields = dict(src_fields)
         neg = getattr(inst, "neg", 0) if not kind.startswith("VOP3P") else 0
@@ -710,19 +729,19 @@ class Preparer:
                     reg = type(reg)(reg.offset - 128, reg.sz)
                 getter = self.source(inst, reg, obits, fmt, literal)
                 if true16_hi:
-                    getter = (lambda g: lambda w: (g(w) >> 16) & 0xFFFF)(getter)
+                    getter = _high_half(getter)
                 fw = _is_float_fmt(fmt)
                 if "_DPP" in kind and i == 0:
                     getter = self.dpp(inst, getter, name)
                 if "_SDWA" in kind:
                     getter = self.sdwa_source(inst, getter, i, name)
                 if opsel & (1 << i) and obits == 16:
-                    getter = (lambda g: lambda w: (g(w) >> 16) & 0xFFFF)(getter)
+                    getter = _high_half(getter)
                 sign_bit = 1 << ((fw or min(obits, 64)) - 1)  # v_cndmask_b32 takes f32 modifiers on b32
                 if (absm >> i) & 1:
-                    getter = (lambda g, m: lambda w: g(w) & ~m)(getter, sign_bit)
+                    getter = _clear_bits(getter, sign_bit)
                 if (neg >> i) & 1:
-                    getter = (lambda g, m: lambda w: g(w) ^ m)(getter, sign_bit)
+                    getter = _flip_bits(getter, sign_bit)
                 if kind.startswith("VOP3P"):
                     getter = self.packed_source(inst, getter, i, obits, name, "NEG" in fn.params)
                 getters.append(getter)
@@ -737,7 +756,8 @@ class Preparer:
             elif param == "D1":
                 getters.append(lambda w: 0)
             elif param == "NEG":
-                getters.append(lambda w, value=getattr(inst, "neg", 0): value)
+                neg_bits = getattr(inst, "neg", 0)
+                getters.append(lambda w, value=neg_bits: value)
             elif param in ("SIMM32", "SIMM16"):
                 getters.append(lambda w, value=literal: value)
             else:
@@ -867,9 +887,7 @@ class Preparer:
             neg_lo = neg_hi = 0
         if not name.startswith("V_PK_"):
             if opsel or not opsel_hi or neg_lo or neg_hi:
-                if not name.startswith("V_PK"):
-                    raise FatkitError(f"{name}: op_sel/neg modifiers on a non-packed VOP3P operation are not "
-                                      "modelled")
+                raise FatkitError(f"{name}: op_sel/neg modifiers on a non-packed VOP3P operation are not modelled")
             return getter
         mask = (1 << half) - 1
         float_op = "_F16" in name or "_F32" in name
@@ -985,9 +1003,9 @@ class Preparer:
         dst = inst.vdst.offset % 256  # an SGPR, whatever the field's decoded kind
         if src < 0:  # an SGPR or constant: every lane holds it
             value = self.source(inst, inst.src0, 32, None, literal)
-            read = lambda w, lane: int(value(w)) & M32  # noqa: E731
+            read = lambda w, lane: int(value(w)) & M32
         else:
-            read = lambda w, lane: int(w.v[src][lane])  # noqa: E731
+            read = lambda w, lane: int(w.v[src][lane])
         if name == "V_READLANE_B32":
             lane_of = self.source(inst, inst.src1, 32, None, literal)
 
@@ -1040,4 +1058,4 @@ class Preparer:
         return Step("VOPD", VALU, size, run, pc)
 
 
-__all__ = ["Wave", "Preparer", "Step", "LaunchStats", "GlobalMemory", "MemoryFault", "FlatArray"]
+__all__ = ["FlatArray", "GlobalMemory", "LaunchStats", "MemoryFault", "Preparer", "Step", "Wave"]

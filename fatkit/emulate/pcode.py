@@ -415,7 +415,7 @@ class _Compiler:
                 self.assign(name, var, new, "i" if value.kind != "b" else "b", None)
                 return
             if name in OPERANDS:
-                whole = width >= self.widths.get(name, 64) or name in ("SCC", "PC")
+                whole = width >= (self.widths or {}).get(name, 64) or name in ("SCC", "PC")
                 new = self.to_bits(value, kind, width) if whole else \
                     f"_setbits({var}, 0, {width}, {self.to_bits(value, kind, width)})"
                 self.assign(name, var, new, "i", None)
@@ -451,8 +451,8 @@ class _Compiler:
         return f"v_{name}"
 
     # --- expressions (precedence climbing)
-    _BINARY = [("?",), ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!=", "<>"), ("<", ">", "<=", ">="),
-               ("<<", ">>"), ("+", "-"), ("*", "/", "%"), ("**",)]
+    _BINARY = (("?",), ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!=", "<>"), ("<", ">", "<=", ">="),
+               ("<<", ">>"), ("+", "-"), ("*", "/", "%"), ("**",))
 
     def expr(self, level: int = 0) -> Expr:
         if level == 0:
@@ -758,15 +758,15 @@ class _Compiler:
         return Expr(ref, kind, width, text=name)
 
     lane_masks: frozenset = frozenset()
-    widths: dict = {}
+    widths: dict | None = None
 
 
-_CHAINED = re.compile(r"^(\S+) = (\S+) = (.*)$", re.M)
+_CHAINED = re.compile(r"^(\S+) = (\S+) = (.*)$", re.MULTILINE)
 
 
 def _substitute_lambdas(text: str) -> str:
     """Expression lambdas (`F = lambda(a, b) (expr);`) are expanded textually at their calls."""
-    pattern = re.compile(r"(\w+) = lambda\(([^)]*)\) \(\n?(.*?)\);", re.S)
+    pattern = re.compile(r"(\w+) = lambda\(([^)]*)\) \(\n?(.*?)\);", re.DOTALL)
     while True:
         m = pattern.search(text)
         if not m:

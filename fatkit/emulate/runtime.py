@@ -170,7 +170,7 @@ _imod = _vectorized(_mod_trunc)
 
 
 def _popcount_one(v, _=None):
-    return bin(int(v) & ((1 << 128) - 1)).count("1")
+    return (int(v) & ((1 << 128) - 1)).bit_count()
 
 
 def _popcount(x):

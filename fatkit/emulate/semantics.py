@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from fatkit.emulate import runtime
 from fatkit.emulate.pcode import TRANSLATOR_VERSION, PcodeError, compile_pcode
@@ -53,6 +53,8 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
 }
 
 
+_ONLY_DENOMINATOR = ("== DENORM.f{w})) then\nVCC = 0x1LL;\nif S0.f{w} == S1.f{w} then\n// Only scale the "
+                     "denominator\nD0.f{w} = ldexp(S0.f{w}, {e})")
 # Substitutions in the tables' text: (opcode, old, new).
 SUBSTITUTIONS: list[tuple[str, str, str]] = [
     # v_div_scale_f32 asks whether 1/den, computed in f64, "is DENORM.f64": no f32 operand gives an f64
@@ -60,12 +62,8 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
     ("V_DIV_SCALE_F32", "== DENORM.f64", "== DENORM.f32"),
     # A huge denominator whose quotient would be denormal is scaled down (the table scales it up, to
     # infinity); v_div_fmas then scales the quotient back down with one rounding.
-    ("V_DIV_SCALE_F32", "== DENORM.f32)) then\nVCC = 0x1LL;\nif S0.f32 == S1.f32 then\n// Only scale the "
-     "denominator\nD0.f32 = ldexp(S0.f32, 64)", "== DENORM.f32)) then\nVCC = 0x1LL;\nif S0.f32 == S1.f32 "
-     "then\n// Only scale the denominator\nD0.f32 = ldexp(S0.f32, -64)"),
-    ("V_DIV_SCALE_F64", "== DENORM.f64)) then\nVCC = 0x1LL;\nif S0.f64 == S1.f64 then\n// Only scale the "
-     "denominator\nD0.f64 = ldexp(S0.f64, 128)", "== DENORM.f64)) then\nVCC = 0x1LL;\nif S0.f64 == S1.f64 "
-     "then\n// Only scale the denominator\nD0.f64 = ldexp(S0.f64, -128)"),
+    ("V_DIV_SCALE_F32", _ONLY_DENOMINATOR.format(w=32, e=64), _ONLY_DENOMINATOR.format(w=32, e=-64)),
+    ("V_DIV_SCALE_F64", _ONLY_DENOMINATOR.format(w=64, e=128), _ONLY_DENOMINATOR.format(w=64, e=-128)),
 ]
 # Insertions into the tables' text: (opcode, the text to insert before, the inserted text).
 INSERTIONS: list[tuple[str, str, str]] = [
@@ -166,7 +164,7 @@ class Semantics:
                 pass  # a read-only cache costs speed only
         namespace = dict(runtime.HELPERS)
         namespace["perm_b32"] = _perm_b32
-        exec(compile(source, str(path), "exec"), namespace)
+        exec(compile(source, str(path), "exec"), namespace)  # noqa: S102  fatkit's own generated code
         compiled = Compiled(namespace["run"], namespace["PARAMS"], namespace["OUTPUTS"],
                             "ctx.load" in source, "ctx.store" in source, source, namespace["EXTENT"])
         self.memo[key] = compiled
