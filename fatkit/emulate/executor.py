@@ -99,7 +99,8 @@ class Wave:
         value = self.s[126] | (self.s[127] << 32)
         if value != self._exec_value:
             self._exec_value = value
-            self._exec_bool = np.array([(value >> i) & 1 for i in range(self.lanes)], dtype=bool)
+            self._exec_bool = np.unpackbits(np.frombuffer(value.to_bytes(8, "little"), np.uint8),
+                                            bitorder="little")[:self.lanes].astype(bool)
         return self._exec_bool
 
     def sread(self, index: int, count: int) -> int:
