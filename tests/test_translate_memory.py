@@ -768,8 +768,8 @@ def test_alloca_gives_stack_bytes_in_local_space(target):
     out = (ctypes.c_uint32 * 1)()
     program.launch("alloca_sum", [out, 37])
     assert out[0] == sum(i * i for i in range(37))
-    for target in ("gfx942", "gfx1100"):
-        assert [k.status for k in translate(ALLOCA, Options(target=target)).kernels] == ["ok"]
+    for processor in ("gfx942", "gfx1100"):
+        assert [k.status for k in translate(ALLOCA, Options(target=processor)).kernels] == ["ok"]
 
 
 PARAM_ADDRESS = HEADER + """
@@ -802,5 +802,5 @@ def test_parameter_addresses_read_through_registers(target):
     out = (ctypes.c_uint32 * 1)()
     program.launch("param_address", [out, struct.pack("<QII", 0, 1000, 200), 7])
     assert out[0] == 1207
-    for target in ("gfx942", "gfx1100", "sm_90"):
-        assert [k.status for k in translate(PARAM_ADDRESS, Options(target=target)).kernels] == ["ok"]
+    for processor in ("gfx942", "gfx1100", "sm_90"):
+        assert [k.status for k in translate(PARAM_ADDRESS, Options(target=processor)).kernels] == ["ok"]

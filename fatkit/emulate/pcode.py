@@ -96,7 +96,7 @@ _FUNCS = {
     "cvtToQuietNAN": ("_quiet", None), "abs": ("_abs", None), "sign": ("_sign", "i"),
     "exponent": ("_exponent", "i"), "mantissa": ("_mantissa", None), "fma": ("_fma", None),
     "ldexp": ("_ldexp", None), "fma_scaled": ("_fma_scaled", None),
-    "frexp_exp": ("_frexp_exp", "i"), "floor": ("_floor", None), "trunc": ("_trunc", None), "sqrt": ("_sqrt", None),
+    "frexp_exp": ("_frexp_exp", "i"), "rint": ("_rint", None), "floor": ("_floor", None), "trunc": ("_trunc", None), "sqrt": ("_sqrt", None),
     "fract": ("_fract", None), "isEven": ("_iseven", "b"), "log2": ("_log2", None), "pow": ("_pow", None),
     "sin": ("_sin", None), "cos": ("_cos", None), "signext": ("_signext", "i"),
     "signext_from_bit": ("_signext_from_bit", "i"), "count_ones": ("_popcount", "i"),

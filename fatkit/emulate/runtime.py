@@ -416,6 +416,10 @@ def _floor(x):
     return np.floor(x)
 
 
+def _rint(x):
+    return np.rint(x)
+
+
 def _trunc(x):
     return np.trunc(x)
 
@@ -485,11 +489,15 @@ def _f_to_u8(x):
 
 
 def _to_float(x, width):
+    """A conversion instruction's value conversion: integers by value, floats rounded, NaNs made quiet
+    (keeping sign and payload), as the hardware's v_cvt_* do."""
     if isinstance(x, _ARR) and x.dtype == object:
         return _itof(x, width)
     if isinstance(x, (int, bool)):
         return _FLOAT[width](float(x))
-    return _fcast(x, width) if np.asarray(x).dtype.kind == "f" else _FLOAT[width](x)
+    if np.asarray(x).dtype.kind == "f":
+        return _quiet(_fcast(x, width))
+    return _FLOAT[width](x)
 
 
 def _to_f32(x):

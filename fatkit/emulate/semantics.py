@@ -45,6 +45,11 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
                                   "\nD0.i16 = 16'0\nelse\nD0.i16 = frexp_exp(S0.f16)\nendif",
     ("*", "V_DIV_FMAS_F64"): "if VCC.u64[laneId] then\nD0.f64 = fma_scaled(S0.f64, S1.f64, S2.f64, "
                              "exponent(S2.f64) > 1023 ? 128 : -128)\nelse\nD0.f64 = fma(S0.f64, S1.f64, S2.f64)\nendif",
+    # The tables round to even as floor(x + 0.5) with a correction: +0 for a negative value that rounds to
+    # zero (the hardware keeps the sign) and a rounded x + 0.5 for large values; IEEE roundToIntegralTiesToEven
+    ("*", "V_RNDNE_F16"): "D0.f16 = rint(S0.f16)",
+    ("*", "V_RNDNE_F32"): "D0.f32 = rint(S0.f32)",
+    ("*", "V_RNDNE_F64"): "D0.f64 = rint(S0.f64)",
     # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
     ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
     # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
@@ -121,6 +126,8 @@ class Semantics:
             if key in REPLACEMENTS:
                 return REPLACEMENTS[key]
         base = self.tables.get(name)
+        if base is None and name.endswith("_E64"):  # a VOP1/VOP2/VOPC operation in the VOP3 encoding
+            base = self.tables.get(name[:-4] + "_E32")
         if base is None:
             raise FatkitError(f"opcode {name} has no pseudocode in the {self.arch} tables (unlisted opcode)")
         for opcode, old, new in SUBSTITUTIONS:
