@@ -752,6 +752,12 @@ class Preparer:
             elif param == "D0":
                 if is_cmp:
                     getters.append(lambda w: 0)
+                elif bits["d"] == 16 and not self.cdna and (
+                        (not kind.startswith("VOP3") and inst.vdst.offset - 256 >= 128) or opsel & 8):
+                    # the high half of a true16 destination (v[n].h, or VOP3's op_sel bit 3) as D0
+                    d_index = (inst.vdst.offset - 256) % 128 if not kind.startswith("VOP3") else \
+                        inst.vdst.offset - 256
+                    getters.append(lambda w, d=d_index: (w.v[d].astype(object) >> 16) & 0xFFFF)
                 else:
                     getters.append(self._vregs(inst.vdst, bits["d"]))
             elif param == "D1":
