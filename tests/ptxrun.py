@@ -9,8 +9,6 @@ from __future__ import annotations
 import ctypes
 import struct
 
-from fatkit.translate.pipeline import Options, translate
-
 M32, M64 = (1 << 32) - 1, (1 << 64) - 1
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
@@ -70,11 +68,12 @@ def table_kernel(name: str, ops: list[str]) -> str:
 """
 
 
-def run_table(name: str, ops: list[str], a: list[int], b: list[int]) -> list[list[int]]:
-    program = translate(table_kernel(name, ops), Options(target="host")).product
+def run_table(name: str, ops: list[str], a: list[int], b: list[int], target: str = "host") -> list[list[int]]:
+    """On `target`: the host JIT, or an AMD code object on fatkit.emulate (tests/amdrun.py)."""
+    from tests.amdrun import program as make_program
+    program = make_program(table_kernel(name, ops), target)
     n = len(a)
     in_a, in_b = (ctypes.c_uint32 * n)(*a), (ctypes.c_uint32 * n)(*b)
     out = (ctypes.c_uint64 * (n * len(ops)))()
-    program.launch(name, [ctypes.addressof(in_a), ctypes.addressof(in_b), ctypes.addressof(out)],
-                   block=(n, 1, 1))
+    program.launch(name, [in_a, in_b, out], block=(n, 1, 1))
     return [list(out[i * len(ops):(i + 1) * len(ops)]) for i in range(n)]

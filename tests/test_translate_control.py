@@ -11,17 +11,25 @@ import pytest
 
 from fatkit.errors import FatkitError
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
 
 SAMPLES = Path(__file__).parent / "samples" / "ptx"
 
 
-def _run(ptx: str, kernel: str, threads: int, words: int = 1) -> list[int]:
-    """Launch `kernel(out)` over `threads` threads of one block; out holds `words` u32 per thread."""
-    program = translate(ptx, Options(target="host")).product
+def _run(ptx: str, kernel: str, threads: int, words: int = 1, target: str = "host") -> list[int]:
+    """Launch `kernel(out)` over `threads` threads of one block on `target` (the host JIT, or the AMD code
+    object on fatkit.emulate); out holds `words` u32 per thread."""
+    program = amd_program(ptx, target)
     out = (ctypes.c_uint32 * (threads * words))()
-    program.launch(kernel, [ctypes.addressof(out)], block=(threads,))
+    program.launch(kernel, [out], block=(threads,))
     return list(out)
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 
 def _store_per_thread(value: str) -> str:
@@ -56,8 +64,8 @@ DONE:""" + _store_per_thread("%r3") + """
 """
 
 
-def test_brx_idx_jumps_to_the_indexed_label():
-    assert _run(BRX, "brx", 9) == [(100, 111, 222)[t % 3] for t in range(9)]
+def test_brx_idx_jumps_to_the_indexed_label(target):
+    assert _run(BRX, "brx", 9, target=target) == [(100, 111, 222)[t % 3] for t in range(9)]
 
 
 FUNCTIONS = """
@@ -145,16 +153,16 @@ INDIRECT = HEADER + FUNCTIONS + """
 """
 
 
-def test_calls_through_a_vtable_of_function_addresses():
-    assert _run(INDIRECT, "through_table", 6) == [t * t if t & 1 else 2 * t for t in range(6)]
+def test_calls_through_a_vtable_of_function_addresses(target):
+    assert _run(INDIRECT, "through_table", 6, target=target) == [t * t if t & 1 else 2 * t for t in range(6)]
 
 
-def test_calls_through_a_calltargets_list_and_function_addresses():
-    assert _run(INDIRECT, "through_targets", 6) == [t * t if t > 2 else 2 * t for t in range(6)]
+def test_calls_through_a_calltargets_list_and_function_addresses(target):
+    assert _run(INDIRECT, "through_targets", 6, target=target) == [t * t if t > 2 else 2 * t for t in range(6)]
 
 
-def test_initializers_hold_variable_addresses():
-    assert _run(INDIRECT, "generic_initializer", 3) == [(6 + 8) * 1000 + t for t in range(3)]
+def test_initializers_hold_variable_addresses(target):
+    assert _run(INDIRECT, "generic_initializer", 3, target=target) == [(6 + 8) * 1000 + t for t in range(3)]
 
 
 def test_an_indirect_call_needs_a_prototype():
@@ -185,8 +193,8 @@ REGISTER_ABI = HEADER + """
 """
 
 
-def test_register_parameters_returns_and_immediate_arguments():
-    assert _run(REGISTER_ABI, "register_abi", 5) == [8 * t + 1000 for t in range(5)]
+def test_register_parameters_returns_and_immediate_arguments(target):
+    assert _run(REGISTER_ABI, "register_abi", 5, target=target) == [8 * t + 1000 for t in range(5)]
 
 
 EXIT = HEADER + """
@@ -236,9 +244,9 @@ EVEN:
 """
 
 
-def test_exit_ends_the_thread_from_kernels_and_nested_functions():
+def test_exit_ends_the_thread_from_kernels_and_nested_functions(target):
     # Odd threads exit two calls deep, thread 4 in the kernel: neither stores.
-    assert _run(EXIT, "exits", 7) == [0 if t & 1 or t == 4 else t + 500 for t in range(7)]
+    assert _run(EXIT, "exits", 7, target=target) == [0 if t & 1 or t == 4 else t + 500 for t in range(7)]
 
 
 TRAPS = HEADER + """

@@ -19,7 +19,14 @@ import pytest
 
 from fatkit.errors import FatkitError
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 # ---------------------------------------------------------------------------------------- reference
 
@@ -204,19 +211,20 @@ def table_kernel(name: str, ops: list[str]) -> str:
 """
 
 
-def run(name: str, ops: list[str], a: list[int], b: list[int] | None = None, c: list[int] | None = None):
-    """Results of `ops` per input row: out[i][k]."""
+def run(name: str, ops: list[str], a: list[int], b: list[int] | None = None, c: list[int] | None = None,
+        target: str = "host"):
+    """Results of `ops` per input row on `target` (the host JIT, or the AMD code object on fatkit.emulate):
+    out[i][k]."""
     n = len(a)
     b, c = b or [0] * n, c or [0] * n
-    program = translate(table_kernel(name, ops), Options(target="host")).product
+    program = amd_program(table_kernel(name, ops), target)
     inputs = (ctypes.c_uint64 * (3 * n))()
     for i in range(n):
         inputs[3 * i:3 * i + 3] = [a[i] & (2**64 - 1), b[i] & (2**64 - 1), c[i] & (2**64 - 1)]
     out = (ctypes.c_uint64 * (n * len(ops)))()
     block = min(n, 256)
     assert n % block == 0
-    program.launch(name, [ctypes.addressof(inputs), ctypes.addressof(out)], grid=(n // block, 1, 1),
-                   block=(block, 1, 1))
+    program.launch(name, [inputs, out], grid=(n // block, 1, 1), block=(block, 1, 1))
     return [list(out[i * len(ops):(i + 1) * len(ops)]) for i in range(n)]
 
 
@@ -228,16 +236,21 @@ def pad(values: list[int], multiple: int = 256) -> list[int]:
 
 
 ALL16 = list(range(65536))
+# The AMD targets (fatkit.emulate) take every 7th pattern and all of the first and last 256 (zeros,
+# subnormals, the largest values, infinities and NaNs of both signs sit there)
+AMD16 = sorted(set(range(0, 65536, 7)) | set(range(256)) | set(range(0x7B00, 0x8100)) | set(range(65280, 65536)))
+AMD16 += [AMD16[0]] * (-len(AMD16) % 256)
 
 
-def test_f16_and_bf16_to_f32_and_f64_exhaustive():
+def test_f16_and_bf16_to_f32_and_f64_exhaustive(target):
     ops = ["cvt.f32.f16 %f4, %h1;\nmov.b32 %r10, %f4;",
            "cvt.f32.bf16 %f4, %h1;\nmov.b32 %r10, %f4;",
            "cvt.f64.f16 %fd4, %h1;\nmov.b64 %rd10, %fd4;",
            "cvt.rn.f16.f32 %h4, %f1;\ncvt.f32.f16 %f4, %h4;\ncvt.rn.f16.f32 %h10, %f4;"]  # f16 round trip
     # thread i converts the f16/bf16 pattern i, and also its f32 widening back and forth
-    rows = run("widen", ops, ALL16, ALL16, ALL16)
-    for h, (f16_to_f32, bf16_to_f32, f16_to_f64, _) in zip(ALL16, rows):
+    patterns = ALL16 if target == "host" else AMD16
+    rows = run("widen", ops, patterns, patterns, patterns, target=target)
+    for h, (f16_to_f32, bf16_to_f32, f16_to_f64, _) in zip(patterns, rows):
         value = struct.unpack("<e", struct.pack("<H", h))[0]
         if math.isnan(value):  # f32: the canonical NaN; f64: sign and payload kept, made quiet
             assert f16_to_f32 == 0x7FFFFFFF, hex(h)
@@ -248,8 +261,8 @@ def test_f16_and_bf16_to_f32_and_f64_exhaustive():
         assert bf16_to_f32 == h << 16  # exactly the upper half, NaN payloads included
     # the f16 round trip from every f32 pattern whose low 16 bits are h is checked below; here
     # the round trip of f16 → f32 → f16 is the identity (NaN: canonical)
-    rows = run("roundtrip", ["cvt.f32.f16 %f4, %h1;\ncvt.rn.f16.f32 %h10, %f4;"], ALL16)
-    for h, (back,) in zip(ALL16, rows):
+    rows = run("roundtrip", ["cvt.f32.f16 %f4, %h1;\ncvt.rn.f16.f32 %h10, %f4;"], patterns, target=target)
+    for h, (back,) in zip(patterns, rows):
         assert back == (0x7FFF if is_nan(h, F16) else h), hex(h)
 
 
@@ -266,7 +279,7 @@ def _boundaries(fmt: Fmt, step: int) -> Iterator[float]:
 
 
 @pytest.mark.parametrize("name, fmt, step", [("f16", F16, 41), ("bf16", BF16, 53)])
-def test_f32_to_half_every_mode(name, fmt, step):
+def test_f32_to_half_every_mode(name, fmt, step, target):
     """f32 → f16/bf16 with .rn/.rz/.rm/.rp, .relu and .satfinite at every rounding boundary (both signs),
     overflow, subnormals, ±inf and NaN."""
     specials = [math.inf, -math.inf, math.nan, 0.0, -0.0, 3.4028234663852886e38, 1e-45, -1e-45]
@@ -277,7 +290,7 @@ def test_f32_to_half_every_mode(name, fmt, step):
     ops = [f"cvt.{m}.{name}.f32 %h10, %f1;" for m in modes]
     ops += [f"cvt.rn.relu.{name}.f32 %h10, %f1;", f"cvt.rz.satfinite.{name}.f32 %h10, %f1;",
             f"cvt.rn.relu.satfinite.{name}.f32 %h10, %f1;"]
-    rows = run(f"narrow_{name}", ops, a)
+    rows = run(f"narrow_{name}", ops, a, target=target)
     for bits, row in zip(a, rows):
         x = f32_value(bits)
         expected = [reference_round(x, fmt, m) for m in modes]
@@ -298,7 +311,7 @@ def random_f64(rng: random.Random, low: int, high: int) -> float:
     return rng.choice((-1, 1)) * (1 + rng.getrandbits(52) / 2**52) * 2.0 ** rng.randint(low, high)
 
 
-def test_f64_to_narrow_every_mode():
+def test_f64_to_narrow_every_mode(target):
     rng = random.Random(7)
     values = [random_f64(rng, -160, 140) for _ in range(700)] + [random_f64(rng, -30, 20) for _ in range(300)]
     values += [math.inf, -math.inf, math.nan, 0.0, -0.0, 5e-324, 1.7976931348623157e308, 65520.0, 65519.99,
@@ -313,7 +326,7 @@ def test_f64_to_narrow_every_mode():
             else:
                 ops.append(f"cvt.{mode}.{name}.f64 {register}, %fd1;")
             expectations.append((fmt, mode))
-    rows = run("from_f64", ops, a)
+    rows = run("from_f64", ops, a, target=target)
     for bits, row in zip(a, rows):
         x = f64_value(bits)
         for (fmt, mode), got in zip(expectations, row):
@@ -341,7 +354,7 @@ def _as_integer(raw: int, type_name: str) -> int:
     return value - (1 << bits) if is_signed and value >> (bits - 1) else value
 
 
-def test_integer_to_float_every_mode():
+def test_integer_to_float_every_mode(target):
     rng = random.Random(3)
     a = _integer_inputs(rng)
     ops, expectations = [], []
@@ -357,7 +370,7 @@ def test_integer_to_float_every_mode():
                 else:
                     ops.append(f"cvt.{mode}.{name}.{type_name} %h10, {source};")
                 expectations.append((type_name, fmt, mode))
-    rows = run("from_int", ops, a)
+    rows = run("from_int", ops, a, target=target)
     for raw, row in zip(a, rows):
         for (type_name, fmt, mode), got in zip(expectations, row):
             value = _as_integer(raw, type_name)
@@ -375,7 +388,7 @@ def _float_to_int(value, type_name: str, mode: str, source: str) -> int:
     return min(max(integral, low), high) & ((1 << bits) - 1)
 
 
-def test_float_to_integer_every_mode():
+def test_float_to_integer_every_mode(target):
     rng = random.Random(5)
     halves = [rng.getrandbits(16) for _ in range(240)] + [0x7C00, 0xFC00, 0x7E00, 0x3800, 0x3E00, 0xB800,
                                                            0x4100, 0xC100, 0x7BFF, 0x0001, 0x8001, 0x3C00]
@@ -392,7 +405,7 @@ def test_float_to_integer_every_mode():
             for source, register in (("f16", "%h1"), ("bf16", "%h1"), ("f64", "%fd2"), ("f32", "%f3")):
                 ops.append(f"cvt.{mode}.{type_name}.{source} {destination}, {register};")
                 expectations.append((type_name, mode, source))
-    rows = run("to_int", ops, a, b, c)
+    rows = run("to_int", ops, a, b, c, target=target)
     for ra, rb, rc, row in zip(a, b, c, rows):
         inputs = {"f16": F16.value(ra & 0xFFFF), "bf16": BF16.value(ra & 0xFFFF),
                   "f64": f64_value(rb), "f32": f32_value(rc & 0xFFFFFFFF)}
@@ -403,13 +416,13 @@ def test_float_to_integer_every_mode():
             assert got & ((1 << bits) - 1) == _float_to_int(value, type_name, mode, source), (type_name, mode, source, value)
 
 
-def test_integer_saturation_and_integral_rounding():
+def test_integer_saturation_and_integral_rounding(target):
     rng = random.Random(11)
     a = _integer_inputs(rng)
     ops = ["cvt.sat.s8.s32 %r10, %r4;", "cvt.sat.u8.s32 %r10, %r4;", "cvt.sat.u16.u64 %h10, %rd5;",
            "cvt.sat.s32.u64 %r10, %rd5;", "cvt.sat.u32.s64 %r10, %rd5;", "cvt.sat.s16.s64 %h10, %rd5;",
            "cvt.u8.s32 %r10, %r4;", "cvt.s64.s16 %rd10, %h1;"]
-    rows = run("int_sat", ops, a)
+    rows = run("int_sat", ops, a, target=target)
 
     def clamp(value, bits, is_signed):
         low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if is_signed else (0, (1 << bits) - 1)
@@ -422,7 +435,7 @@ def test_integer_saturation_and_integral_rounding():
         assert row == expected, raw
 
 
-def test_float_to_float_modifiers():
+def test_float_to_float_modifiers(target):
     """.ftz and .sat on f32, integral rounding within a format, f16 ↔ bf16 with every mode."""
     rng = random.Random(13)
     singles = [f32_value(rng.getrandbits(32)) for _ in range(150)] + [1e-40, -1e-40, 1.5, -0.5, 0.9999999,
@@ -438,7 +451,7 @@ def test_float_to_float_modifiers():
            "cvt.rni.f16.f16 %h10, %h2;", "cvt.rmi.bf16.bf16 %h10, %h2;"]
     ops += [f"cvt.{m}.bf16.f16 %h10, %h2;" for m in ("rn", "rz", "rm", "rp")]
     ops += [f"cvt.{m}.f16.bf16 %h10, %h2;" for m in ("rn", "rz", "rm", "rp")]
-    rows = run("float_float", ops, a, b)
+    rows = run("float_float", ops, a, b, target=target)
     for ra, rb, row in zip(a, b, rows):
         x, h = f32_value(ra), rb & 0xFFFF
         subnormal = x != 0 and abs(x) < 2.0**-126
@@ -480,7 +493,7 @@ def _convert(value, fmt: Fmt, mode: str) -> int:
 # ---------------------------------------------------------------------------------------- packed, fp8, tf32
 
 
-def test_pack_f32_pairs_to_f16x2_bf16x2():
+def test_pack_f32_pairs_to_f16x2_bf16x2(target):
     rng = random.Random(17)
     singles = [f32_value(rng.getrandbits(32)) for _ in range(200)] + [65519.0, 65520.0, -1e30, math.inf, 1e-8]
     a = pad([f32_bits(x) for x in singles])
@@ -488,7 +501,7 @@ def test_pack_f32_pairs_to_f16x2_bf16x2():
     ops = ["cvt.rn.f16x2.f32 %r10, %f1, %f2;", "cvt.rz.relu.f16x2.f32 %r10, %f1, %f2;",
            "cvt.rn.bf16x2.f32 %r10, %f1, %f2;", "cvt.rz.satfinite.bf16x2.f32 %r10, %f1, %f2;",
            "cvt.rn.f16x2.f32 %y1, %f1, %f2;\nmov.b32 %r10, %y1;"]
-    rows = run("pack", ops, a, b)
+    rows = run("pack", ops, a, b, target=target)
     for ra, rb, row in zip(a, b, rows):
         x, y = (f32_value(v & 0xFFFFFFFF) for v in (ra, rb))
         def pair(fmt, mode, satfinite=False, relu=False):
@@ -502,7 +515,7 @@ def test_pack_f32_pairs_to_f16x2_bf16x2():
         assert row == expected, (x, y)
 
 
-def test_fp8_from_f32_and_f16x2_and_back():
+def test_fp8_from_f32_and_f16x2_and_back(target):
     rng = random.Random(19)
     singles = [rng.uniform(-600, 600) * 2.0 ** rng.randint(-14, 6) for _ in range(200)]
     singles += [448.0, 464.0, 480.0, 57344.0, 61440.0, 2.0**-10, 2.0**-9 * 1.5, math.inf, -math.inf, math.nan,
@@ -515,7 +528,7 @@ def test_fp8_from_f32_and_f16x2_and_back():
            # f16x2 source: the pair (f16(a) upper, f16(b) lower), exact for these inputs where they fit
            "cvt.rn.f16x2.f32 %r11, %f1, %f2;\ncvt.rn.satfinite.e5m2x2.f16x2 %h10, %r11;",
            "cvt.rn.f16x2.f32 %r11, %f1, %f2;\ncvt.rn.satfinite.e4m3x2.f16x2 %h10, %r11;"]
-    rows = run("fp8_pack", ops, a, b)
+    rows = run("fp8_pack", ops, a, b, target=target)
     for ra, rb, row in zip(a, b, rows):
         x, y = (f32_value(v & 0xFFFFFFFF) for v in (ra, rb))
         def pair(fmt, values, relu=False):
@@ -531,7 +544,7 @@ def test_fp8_from_f32_and_f16x2_and_back():
 
 
 
-def test_fp6_fp4_pairs_of_sm100():
+def test_fp6_fp4_pairs_of_sm100(target):
     """e2m3x2/e3m2x2/e2m1x2 from f32 (a NaN gives +max finite) and back to f16x2, every bit pattern."""
     rng = random.Random(21)
     singles = [rng.uniform(-40, 40) * 2.0 ** rng.randint(-6, 0) for _ in range(230)]
@@ -542,7 +555,7 @@ def test_fp6_fp4_pairs_of_sm100():
     b = pad([f32_bits(v) for v in reversed(singles)])
     ops = ["cvt.rn.satfinite.e2m3x2.f32 %h10, %f1, %f2;", "cvt.rn.satfinite.relu.e3m2x2.f32 %h10, %f1, %f2;",
            "cvt.rn.satfinite.e2m1x2.f32 %h10, %f1, %f2;"]
-    rows = run("fp6_pack", ops, a, b)
+    rows = run("fp6_pack", ops, a, b, target=target)
     for ra, rb, row in zip(a, b, rows):
         x, y = (f32_value(v & 0xFFFFFFFF) for v in (ra, rb))
         def pair(fmt, lane, relu=False):
@@ -552,7 +565,7 @@ def test_fp6_fp4_pairs_of_sm100():
         assert row == [pair(E2M3, 8), pair(E3M2, 8, relu=True), pair(E2M1, 4)], (x, y, [hex(r) for r in row])
     patterns = [i << 8 | (63 - i) for i in range(64)] + [i << 8 | i for i in range(64)] * 3
     rows = run("fp6_unpack", ["cvt.rn.f16x2.e2m3x2 %r10, %h1;", "cvt.rn.relu.f16x2.e3m2x2 %r10, %h1;",
-                              "cvt.rn.f16x2.e2m1x2 %r10, %h1;"], patterns)
+                              "cvt.rn.f16x2.e2m1x2 %r10, %h1;"], patterns, target=target)
     for p, row in zip(patterns, rows):
         def unpack(fmt, lane, relu=False):
             out = []
@@ -565,11 +578,11 @@ def test_fp6_fp4_pairs_of_sm100():
         assert row == [unpack(E2M3, 8), unpack(E3M2, 8, relu=True), unpack(E2M1, 4)], hex(p)
 
 
-def test_fp8_pairs_to_f16x2():
+def test_fp8_pairs_to_f16x2(target):
     """Every byte in both positions (exact; NaN → canonical f16 NaN)."""
     pairs = [i << 8 | (255 - i) for i in range(256)]
     rows = run("fp8_unpack", ["cvt.rn.f16x2.e4m3x2 %r10, %h1;", "cvt.rn.f16x2.e5m2x2 %r10, %h1;",
-                              "cvt.rn.relu.f16x2.e4m3x2 %r10, %h1;"], pairs)
+                              "cvt.rn.relu.f16x2.e4m3x2 %r10, %h1;"], pairs, target=target)
     for p, row in zip(pairs, rows):
         def unpack(fmt, relu=False):
             out = []
@@ -581,14 +594,14 @@ def test_fp8_pairs_to_f16x2():
         assert row == [unpack(E4M3), unpack(E5M2), unpack(E4M3, relu=True)], hex(p)
 
 
-def test_tf32():
+def test_tf32(target):
     rng = random.Random(23)
     singles = [f32_value(rng.getrandbits(32)) for _ in range(220)] + [1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11,
                                                                        3.4028234663852886e38, -math.inf, 1e-45]
     a = pad([f32_bits(v) for v in singles])
     ops = ["cvt.rna.tf32.f32 %r10, %f1;", "cvt.rna.satfinite.tf32.f32 %r10, %f1;", "cvt.rn.tf32.f32 %r10, %f1;",
            "cvt.rz.relu.tf32.f32 %r10, %f1;", "cvt.rn.satfinite.tf32.f32 %r10, %f1;"]
-    rows = run("tf32", ops, a)
+    rows = run("tf32", ops, a, target=target)
     for ra, row in zip(a, rows):
         x = f32_value(ra & 0xFFFFFFFF)
         source = x

@@ -16,7 +16,14 @@ from llvmlite import ir
 
 from fatkit.translate.pipeline import Options, translate
 from fatkit.translate.targets.amdgpu import tanh_from_exp2
+from tests.amdrun import TARGETS
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 # ------------------------------------------------------------------------------------------ the formats
 
@@ -242,17 +249,17 @@ def float_kernel(name: str, width: int, ops: list[str]) -> str:
 
 
 def run(width: int, ops: list[str], a: list[int], b: list[int] | None = None,
-        c: list[int] | None = None) -> list[list[int]]:
-    """Run `ops` over the inputs, 512 threads a block; one row of results per input."""
+        c: list[int] | None = None, target: str = "host") -> list[list[int]]:
+    """Run `ops` over the inputs on `target`, 512 threads a block; one row of results per input."""
     n = len(a)
     b, c = b or [0] * n, c or [0] * n
-    program = translate(HEADER + float_kernel("k", width, ops), Options(target="host")).product
+    program = amd_program(HEADER + float_kernel("k", width, ops), target)
     rows = []
     for start in range(0, n, 512):
         count = min(512, n - start)
         buffers = [(ctypes.c_uint64 * count)(*values[start:start + count]) for values in (a, b, c)]
         out = (ctypes.c_uint64 * (count * len(ops)))()
-        program.launch("k", [ctypes.addressof(x) for x in buffers] + [ctypes.addressof(out)], block=(count, 1, 1))
+        program.launch("k", buffers + [out], block=(count, 1, 1))
         rows += [list(out[i * len(ops):(i + 1) * len(ops)]) for i in range(count)]
     return rows
 
@@ -310,9 +317,10 @@ def arithmetic_ops(width: int, ftz: bool = False) -> list[tuple[str, str]]:
     return ops
 
 
-def check_arithmetic(width: int, a: list[int], b: list[int], c: list[int], ftz: bool = False) -> None:
+def check_arithmetic(width: int, a: list[int], b: list[int], c: list[int], ftz: bool = False,
+                     target: str = "host") -> None:
     ops = arithmetic_ops(width, ftz)
-    rows = run(width, [text for _, _, text in ops], a, b, c)
+    rows = run(width, [text for _, _, text in ops], a, b, c, target=target)
     failures = []
     for i, row in enumerate(rows):
         inputs = [a[i], b[i], c[i]]
@@ -327,23 +335,23 @@ def check_arithmetic(width: int, a: list[int], b: list[int], c: list[int], ftz: 
 # ------------------------------------------------------------------------------------------ arithmetic
 
 @pytest.mark.parametrize("width", [32, 64])
-def test_arithmetic_all_roundings_on_edge_values(width):
+def test_arithmetic_all_roundings_on_edge_values(width, target):
     values = edges(width)
     a = [x for x in values for _ in values]
     b = [y for _ in values for y in values]
     c = [values[(i * 7) % len(values)] for i in range(len(a))]
-    check_arithmetic(width, a, b, c)
+    check_arithmetic(width, a, b, c, target=target)
 
 
 @pytest.mark.parametrize("width", [32, 64])
-def test_arithmetic_all_roundings_on_random_values(width):
+def test_arithmetic_all_roundings_on_random_values(width, target):
     rng = random.Random(width)
     a, b = random_patterns(rng, width, 1500), random_patterns(rng, width, 1500)
     c = near_cancellation(rng, width, a[:750], b[:750]) + random_patterns(rng, width, 750)
-    check_arithmetic(width, a, b, c)
+    check_arithmetic(width, a, b, c, target=target)
 
 
-def test_f64_extreme_exponents():
+def test_f64_extreme_exponents(target):
     """Products and quotients near under- and overflow, where residuals need scaling to stay exact."""
     rng = random.Random(7)
     a, b, c = [], [], []
@@ -358,10 +366,10 @@ def test_f64_extreme_exponents():
         a.append(pattern(x, 64))
         b.append(pattern(y, 64))
         c.append((pattern(z, 64) + rng.choice((0, 1, -1))) % (1 << 64))
-    check_arithmetic(64, a, b, c)
+    check_arithmetic(64, a, b, c, target=target)
 
 
-def test_f32_ftz_flushes_inputs_and_results():
+def test_f32_ftz_flushes_inputs_and_results(target):
     rng = random.Random(3)
     values = edges(32)
     a = [x for x in values for _ in values] + random_patterns(rng, 32, 300)
@@ -373,17 +381,17 @@ def test_f32_ftz_flushes_inputs_and_results():
         a.append(pattern(rng.uniform(1, 2) * 2.0 ** shift * rng.choice((1, -1)), 32))
         b.append(pattern(2.0 ** (-126 - shift) / value(a[-1], 32) * (1 + rng.randint(-4, 4) * 2.0 ** -24), 32))
         c.append(pattern(rng.choice((0.0, 2.0 ** -126, -(2.0 ** -126), 2.0 ** -149)), 32))
-    check_arithmetic(32, a, b, c, ftz=True)
+    check_arithmetic(32, a, b, c, ftz=True, target=target)
 
 
-def test_saturate_and_rounding_defaults():
+def test_saturate_and_rounding_defaults(target):
     values = edges(32)
     ops = ["add.sat.f32 {d}, {a}, {b};", "mul.rz.sat.f32 {d}, {a}, {b};", "fma.rn.ftz.sat.f32 {d}, {a}, {b}, {c};",
            "sub.f32 {d}, {a}, {b};", "mad.rn.f32 {d}, {a}, {b}, {c};"]
     a = [x for x in values for _ in values]
     b = [y for _ in values for y in values]
     c = [values[(i * 3) % len(values)] for i in range(len(a))]
-    rows = run(32, ops, a, b, c)
+    rows = run(32, ops, a, b, c, target=target)
     for i, row in enumerate(rows):
         def saturated(p):
             if p is None or value(p, 32) <= 0:  # NaN and −0 give +0
@@ -406,7 +414,7 @@ def ulps(got: int, want: float) -> float:
     return abs(value(got, 32) - want) / 2.0 ** (exponent - 23)
 
 
-def test_approximate_functions_within_isa_bounds():
+def test_approximate_functions_within_isa_bounds(target):
     rng = random.Random(11)
     xs = [pattern(rng.uniform(-2 * math.pi, 2 * math.pi), 32) for _ in range(300)]
     xs += [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-126, 126) * rng.choice((1, -1)), 32) for _ in range(500)]
@@ -416,7 +424,7 @@ def test_approximate_functions_within_isa_bounds():
            "ex2.approx.f32 {d}, {a};", "lg2.approx.f32 {d}, {a};", "sin.approx.f32 {d}, {a};",
            "cos.approx.f32 {d}, {a};", "tanh.approx.f32 {d}, {a};", "div.approx.f32 {d}, {a}, {b};",
            "div.full.f32 {d}, {a}, {b};"]
-    rows = run(32, ops, xs, ys)
+    rows = run(32, ops, xs, ys, target=target)
     for x_bits, y_bits, row in zip(xs, ys, rows):
         x, y = value(x_bits, 32), value(y_bits, 32)
         rcp, sqrt, rsqrt, ex2, lg2, sin, cos, tanh, div_approx, div_full = row
@@ -449,7 +457,7 @@ def test_approximate_functions_within_isa_bounds():
             assert ulps(div_full, quotient) <= 2
 
 
-def test_approximate_functions_special_values():
+def test_approximate_functions_special_values(target):
     """The ISA's tables of results for ±0, ±inf and NaN; .ftz taking a subnormal as a zero of its sign."""
     ops = ["rcp.approx.f32 {d}, {a};", "sqrt.approx.f32 {d}, {a};", "rsqrt.approx.f32 {d}, {a};",
            "ex2.approx.f32 {d}, {a};", "lg2.approx.f32 {d}, {a};", "sin.approx.f32 {d}, {a};",
@@ -466,7 +474,7 @@ def test_approximate_functions_special_values():
     }
     subnormals = [1, 0x807FFFFF]
     inputs = list(table) + subnormals
-    rows = run(32, ops + ftz_ops, inputs, [pattern(2.0 ** 127, 32)] * len(inputs))
+    rows = run(32, ops + ftz_ops, inputs, [pattern(2.0 ** 127, 32)] * len(inputs), target=target)
     for a, row in zip(inputs, rows):
         plain, flushed = row[:len(ops)], row[len(ops):]
         want = table.get(a, table[a & SIGN[32]])  # a subnormal under .ftz: its signed zero
@@ -477,12 +485,12 @@ def test_approximate_functions_special_values():
                 assert is_nan(got, 32) if expected is None else got == expected, (hex(a), text, hex(got))
 
 
-def test_f64_gross_approximations():
+def test_f64_gross_approximations(target):
     rng = random.Random(5)
     xs = [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-1000, 1000) * rng.choice((1, -1)), 64) for _ in range(400)]
     specials = [0, SIGN[64], INF[64], INF[64] | SIGN[64], 0x7FF8000000000001, 1, 1 | SIGN[64]]
     rows = run(64, ["rcp.approx.ftz.f64 {d}, {a};", "rsqrt.approx.ftz.f64 {d}, {a};",
-                    "rsqrt.approx.f64 {d}, {a};", "rcp.rn.f64 {d}, {a};"], xs + specials)
+                    "rsqrt.approx.f64 {d}, {a};", "rcp.rn.f64 {d}, {a};"], xs + specials, target=target)
     for x_bits, (rcp, rsqrt, rsqrt_full, rcp_rn) in zip(xs, rows):
         x = value(x_bits, 64)
         assert rcp & 0xFFFFFFFF == 0 and rsqrt & 0xFFFFFFFF == 0
@@ -558,7 +566,7 @@ def min_max(op: str, width: int, operands: list[int], nan: bool, xorsign: bool, 
 
 
 @pytest.mark.parametrize("width", [32, 64])
-def test_min_max_and_sign_operations(width):
+def test_min_max_and_sign_operations(width, target):
     t = "f32" if width == 32 else "f64"
     values = edges(width) + [CANONICAL_NAN[width], INF[width] | 5 | SIGN[width]]
     a = [x for x in values for _ in values]
@@ -576,7 +584,7 @@ def test_min_max_and_sign_operations(width):
     ops += [f"abs.{t} {{d}}, {{a}};", f"neg.{t} {{d}}, {{a}};", f"copysign.{t} {{d}}, {{a}}, {{b}};"]
     if width == 32:
         ops += ["abs.ftz.f32 {d}, {a};", "neg.ftz.f32 {d}, {a};"]
-    rows = run(width, ops, a, b, c)
+    rows = run(width, ops, a, b, c, target=target)
     magnitude = ~SIGN[width] & ((1 << width) - 1)
     for i, row in enumerate(rows):
         for (op, nan, xs, ab, ftz, n), got, text in zip(variants, row, ops):
@@ -599,11 +607,11 @@ def test_min_max_and_sign_operations(width):
 
 
 @pytest.mark.parametrize("width", [32, 64])
-def test_testp(width):
+def test_testp(width, target):
     t = "f32" if width == 32 else "f64"
     values = edges(width) + [CANONICAL_NAN[width]]
     tests = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
-    rows = run(width, [f"testp.{name}.{t} {{p}}, {{a}};" for name in tests], values)
+    rows = run(width, [f"testp.{name}.{t} {{p}}, {{a}};" for name in tests], values, target=target)
     for p, row in zip(values, rows):
         x = value(p, width)
         subnormal = is_subnormal(p, width)
@@ -625,7 +633,7 @@ FLOAT_COMPARES["nan"] = lambda x, y: math.isnan(x) or math.isnan(y)
 
 
 @pytest.mark.parametrize("width", [32, 64])
-def test_float_setp_set_and_boolean_forms(width):
+def test_float_setp_set_and_boolean_forms(width, target):
     t = "f32" if width == 32 else "f64"
     values = edges(width) + [CANONICAL_NAN[width]]
     a = [x for x in values for _ in values]
@@ -643,7 +651,7 @@ def test_float_setp_set_and_boolean_forms(width):
             f"set.eq.or.s32.{t} {{r}}, {{a}}, {{b}}, !{{q}};"]
     if width == 32:
         ops += ["setp.lt.ftz.f32 {p}, {a}, {b};", "setp.eq.ftz.f32 {p}, {a}, {b};"]
-    rows = run(width, ops, a, b, c)
+    rows = run(width, ops, a, b, c, target=target)
     logic = {"and": lambda x, y: x and y, "or": lambda x, y: x or y, "xor": lambda x, y: x != y}
     for i, row in enumerate(rows):
         x, y, q = value(a[i], width), value(b[i], width), bool(c[i])
@@ -662,7 +670,7 @@ def test_float_setp_set_and_boolean_forms(width):
             assert rest[3:] == [int(fx < fy), int(fx == fy)]
 
 
-def test_slct_and_integer_compares_of_every_width():
+def test_slct_and_integer_compares_of_every_width(target):
     values32 = edges(32) + [CANONICAL_NAN[32], 0x80000001, 5, 0xFFFFFFFF, 0x7FFFFFFF]
     a = [x for x in values32 for _ in values32]
     b = [y for _ in values32 for y in values32]
@@ -683,7 +691,7 @@ def test_slct_and_integer_compares_of_every_width():
                        f"setp.{cmp}.{t} {{p}}, %rd14, %rd15;")
         else:
             ops.append(f"mov.b32 %r6, {{a}}; mov.b32 %r7, {{b}}; setp.{cmp}.{t} {{p}}, %r6, %r7;")
-    rows = run(32, ops, a, b)
+    rows = run(32, ops, a, b, target=target)
     relations = {"lt": lambda x, y: x < y, "lo": lambda x, y: x < y, "ge": lambda x, y: x >= y,
                  "hs": lambda x, y: x >= y, "ne": lambda x, y: x != y, "hi": lambda x, y: x > y,
                  "le": lambda x, y: x <= y, "eq": lambda x, y: x == y, "gt": lambda x, y: x > y,

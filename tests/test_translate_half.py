@@ -16,7 +16,13 @@ from fractions import Fraction
 import pytest
 
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
 from tests.test_translate_cvt import BF16, F16, Fmt, is_nan, reference_round, run, table_kernel
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 FORMATS = {"f16": F16, "bf16": BF16}
 
@@ -96,7 +102,7 @@ def triples(rng: random.Random, fmt: Fmt, n: int = 300):
 
 
 @pytest.mark.parametrize("t", ["f16", "bf16"])
-def test_add_sub_mul_fma(t):
+def test_add_sub_mul_fma(t, target):
     fmt, rng = FORMATS[t], random.Random(29 if t == "f16" else 31)
     a, b, c = triples(rng, fmt)
     ops = [f"add.{t} %h10, %h1, %h2;", f"sub.rn.{t} %h10, %h1, %h2;", f"mul.{t} %h10, %h1, %h2;",
@@ -105,7 +111,7 @@ def test_add_sub_mul_fma(t):
         ops += ["add.ftz.f16 %h10, %h1, %h2;", "mul.rn.sat.f16 %h10, %h1, %h2;",
                 "fma.rn.ftz.sat.f16 %h10, %h1, %h2, %h3;", "mov.b16 %x1, %h1;\nmov.b16 %x2, %h2;\n"
                 "sub.f16 %x3, %x1, %x2;\nmov.b16 %h10, %x3;"]
-    rows = run(f"arith_{t}", ops, a, b, c)
+    rows = run(f"arith_{t}", ops, a, b, c, target=target)
     for x, y, z, row in zip(a, b, c, rows):
         u, v, w = (value(bits, fmt) for bits in (x, y, z))
         expected = [rounded(exact_binary(operator.add, u, v), fmt), rounded(exact_binary(operator.sub, u, v), fmt),
@@ -121,14 +127,14 @@ def test_add_sub_mul_fma(t):
             assert same(got, want, fmt), (ops[k], hex(x), hex(y), hex(z), hex(got), hex(want))
 
 
-def test_fma_rounds_once():
+def test_fma_rounds_once(target):
     """Products on a midpoint with a tiny addend: rounding a·b + c to f32 first would tie and go wrong."""
     cases = [("bf16", 0x40E0, 0x4214, 0x8D80),  # 7 · 37 = 259 (between 258 and 260), c = -2**-100 → 258
              ("bf16", 0xC0E0, 0x4214, 0x0D80),  # -259 + tiny → -258
              ("f16", 0x4200, 0x6156, 0x0001)]   # 3 · 683 = 2049 (between 2048 and 2050), c = 2**-24 → 2050
     for t, x, y, z in cases:
         fmt = FORMATS[t]
-        [[got]] = run(f"fma_once_{t}", [f"fma.rn.{t} %h10, %h1, %h2, %h3;"], [x], [y], [z])
+        [[got]] = run(f"fma_once_{t}", [f"fma.rn.{t} %h10, %h1, %h2, %h3;"], [x], [y], [z], target=target)
         want = rounded(exact_fma(value(x, fmt), value(y, fmt), value(z, fmt)), fmt)
         assert got == want, (t, hex(got), hex(want))
         single = float(Fraction(value(x, fmt)) * Fraction(value(y, fmt)))  # what a rounded f32 sum would tie on
@@ -136,7 +142,7 @@ def test_fma_rounds_once():
 
 
 @pytest.mark.parametrize("t", ["f16x2", "bf16x2"])
-def test_packed_pairs_lane_by_lane(t):
+def test_packed_pairs_lane_by_lane(t, target):
     lane = t[:-2]
     fmt, rng = FORMATS[lane], random.Random(37)
     a, b, c = triples(rng, fmt)
@@ -147,7 +153,7 @@ def test_packed_pairs_lane_by_lane(t):
            f"setp.lt.{t} %p2|%p3, %r4, %r5;\nselp.u32 %r11, 2, 0, %p3;\nselp.u32 %r12, 1, 0, %p2;\n"
            "or.b32 %r10, %r11, %r12;",
            f"set.gtu.{t}.{t} %r10, %r4, %r5;", f"set.gtu.u32.{t} %r10, %r4, %r5;"]
-    rows = run(f"packed_{lane}", ops, a, b, c)
+    rows = run(f"packed_{lane}", ops, a, b, c, target=target)
     one = 0x3C00 if fmt is F16 else 0x3F80
     for x, y, z, row in zip(a, b, c, rows):
         lanes = [(x >> s & 0xFFFF, y >> s & 0xFFFF, z >> s & 0xFFFF) for s in (0, 16)]
@@ -172,11 +178,11 @@ def test_packed_pairs_lane_by_lane(t):
                 assert same(got >> (16 * i) & 0xFFFF, expected[k][i], fmt), (ops[k], hex(x), hex(y), hex(got))
 
 
-def test_f16_registers_pack_and_unpack():
+def test_f16_registers_pack_and_unpack(target):
     """`mov.b32 {%h, %h}` packs with .f16 registers feed f16 arithmetic (lane 0 is the first, low half)."""
     ops = ["mov.b32 {%x1, %x2}, %r4;\nadd.f16 %x3, %x1, %x2;\nmov.b16 %h10, %x3;",
            "mov.b16 %x0, %h1;\nmov.b16 %x1, %h2;\nmov.b32 %y1, {%x0, %x1};\nmul.f16x2 %y2, %y1, %y1;\nmov.b32 %r10, %y2;"]
-    [row] = run("packs", ops, [0x4000_3C00], [0xC200])
+    [row] = run("packs", ops, [0x4000_3C00], [0xC200], target=target)
     assert row == [0x4200, 0x4880_3C00]  # 1 + 2 = 3; (1², (-3)²) in the (low, high) halves
 
 
@@ -200,7 +206,7 @@ def reference_min_max(p: int, q: int, fmt: Fmt, smaller: bool, nan: bool = False
 
 
 @pytest.mark.parametrize("t", ["f16", "bf16"])
-def test_neg_abs_min_max(t):
+def test_neg_abs_min_max(t, target):
     fmt, rng = FORMATS[t], random.Random(41)
     a, b, _ = triples(rng, fmt)
     a[:4], b[:4] = [0x0000, 0x8000, 0x7E00 if t == "f16" else 0x7FC1, 0x3C00], [0x8000, 0x0000, 0x4000, 0xFFFF]
@@ -209,7 +215,7 @@ def test_neg_abs_min_max(t):
            f"min.NaN.xorsign.abs.{t} %h10, %h1, %h2;"]
     if t == "f16":
         ops += ["neg.ftz.f16 %h10, %h1;", "min.ftz.f16 %h10, %h1, %h2;"]
-    rows = run(f"minmax_{t}", ops, a, b)
+    rows = run(f"minmax_{t}", ops, a, b, target=target)
     for x, y, row in zip(a, b, rows):
         nan = is_nan(x, fmt)  # neg/abs of a NaN: the canonical NaN
         expected = [fmt.nan if nan else x ^ 0x8000, fmt.nan if nan else x & 0x7FFF, reference_min_max(x, y, fmt, True), reference_min_max(x, y, fmt, False),
@@ -241,7 +247,7 @@ def compare(cmp: str, u: float, v: float) -> bool:
 
 
 @pytest.mark.parametrize("t", ["f16", "bf16"])
-def test_setp_and_set(t):
+def test_setp_and_set(t, target):
     fmt, rng = FORMATS[t], random.Random(43)
     a, b, c = triples(rng, fmt)
     b = [y if i % 3 else x for i, (x, y) in enumerate(zip(a, b))]  # equal operands too
@@ -251,7 +257,7 @@ def test_setp_and_set(t):
             f"setp.ne.{t} %p3, %h3, %h3;\nsetp.gtu.xor.{t} %p1, %h1, %h2, %p3;",
             f"set.le.{t}.{t} %h10, %h1, %h2;", f"set.nan.u32.{t} %r10, %h1, %h2;",
             f"set.ge.s16.{t} %h10, %h1, %h2;"]
-    rows = run(f"setp_{t}", ops, a, b, c)
+    rows = run(f"setp_{t}", ops, a, b, c, target=target)
     one = 0x3C00 if fmt is F16 else 0x3F80
     for x, y, z, row in zip(a, b, c, rows):
         u, v, w = value(x, fmt), value(y, fmt), value(z, fmt)
@@ -263,9 +269,9 @@ def test_setp_and_set(t):
         assert row == expected, (hex(x), hex(y), hex(z))
 
 
-def test_setp_ftz_flushes_inputs():
+def test_setp_ftz_flushes_inputs(target):
     rows = run("setp_ftz", ["setp.eq.ftz.f16 %p1, %h1, %h2;", "setp.eq.f16 %p1, %h1, %h2;"],
-               [0x0001] * 256, [0x8000] * 256)
+               [0x0001] * 256, [0x8000] * 256, target=target)
     assert rows[0] == [1, 0]
 
 
@@ -273,7 +279,7 @@ def test_setp_ftz_flushes_inputs():
 
 
 @pytest.mark.parametrize("t", ["f16", "bf16"])
-def test_ex2_and_tanh_approx(t):
+def test_ex2_and_tanh_approx(t, target):
     """Within PTX's bounds (ex2.f16: 2**-9.9 relative; tanh.f16: 2**-10.987 absolute/relative), checked
     here at half of the lane's ulp more."""
     fmt, rng = FORMATS[t], random.Random(47)
@@ -281,7 +287,7 @@ def test_ex2_and_tanh_approx(t):
     a = [rng.randint(one - 0x1800 if t == "f16" else one - 0x300, one + 0x0C00 if t == "f16" else one + 0x180)
          | rng.choice((0, 0x8000)) for _ in range(510)] + [0x7C00 if t == "f16" else 0x7F80, 0]
     ex2 = "ex2.approx.f16" if t == "f16" else "ex2.approx.ftz.bf16"
-    rows = run(f"approx_{t}", [f"{ex2} %h10, %h1;", f"tanh.approx.{t} %h10, %h1;"], a)
+    rows = run(f"approx_{t}", [f"{ex2} %h10, %h1;", f"tanh.approx.{t} %h10, %h1;"], a, target=target)
     precision = 2.0 ** -(fmt.m + 1)
     for x, (got_ex2, got_tanh) in zip(a, rows):
         u = value(x, fmt)

@@ -15,6 +15,8 @@ import pytest
 
 from fatkit.errors import FatkitError
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER, M32, M64
 
 WIDTH_MASK = {16: 0xFFFF, 32: M32, 64: M64, "pred": 1}
@@ -50,6 +52,13 @@ def _rows() -> list[tuple[int, int, int, int]]:
 
 ROWS = _rows()
 BLOCK = 200  # threads per block; ROWS is a whole number of blocks
+# The AMD targets run on the CPU executor (fatkit.emulate): every third edge row and every third random one.
+AMD_ROWS = ROWS[::3]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 
 def sx(value: int, bits: int) -> int:
@@ -105,15 +114,16 @@ def kernel(name: str, cases) -> str:
 """
 
 
-def check(name: str, cases, rows=ROWS) -> None:
-    """Run every case on every row and compare with its Python model."""
-    program = translate(kernel(name, cases), Options(target="host")).product
+def check(name: str, cases, rows=ROWS, target: str = "host") -> None:
+    """Run every case on every row (on `target`) and compare with its Python model."""
+    if target != "host" and rows is ROWS:
+        rows = AMD_ROWS
+    program = amd_program(kernel(name, cases), target)
     n = len(rows)
     inputs = (ctypes.c_uint64 * (4 * n))(*(v & M64 for row in rows for v in row))
     out = (ctypes.c_uint64 * (n * len(cases)))()
     block = BLOCK if n % BLOCK == 0 else n
-    program.launch(name, [ctypes.addressof(inputs), ctypes.addressof(out)], grid=(n // block, 1, 1),
-                   block=(block, 1, 1))
+    program.launch(name, [inputs, out], grid=(n // block, 1, 1), block=(block, 1, 1))
     wrong = []
     for r, row in enumerate(rows):
         for k, (ptx, width, model) in enumerate(cases):
@@ -159,7 +169,7 @@ def _join(lanes) -> int:
     return (lanes[0] & 0xFFFF) | (lanes[1] & 0xFFFF) << 16
 
 
-def test_add_sub_mul_mad():
+def test_add_sub_mul_mad(target):
     cases = []
     for t in INT_TYPES:
         cases += [
@@ -189,7 +199,7 @@ def test_add_sub_mul_mad():
            lambda a, b, c, e: _join([x + y for x, y in zip(_lanes(a & M32), _lanes(b & M32))])),
         op("add.u32 {d}, {a}, -1;", 32, lambda a, b, c, e: a - 1),
     ]
-    check("arith", cases)
+    check("arith", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,7 +209,7 @@ HIGH_WORDS = "shr.b64 %y0, %x0, 32; cvt.u32.u64 %t0, %y0; shr.b64 %y1, %x1, 32; 
 JOIN_T2_T3 = "cvt.u64.u32 %dd, %t2; cvt.u64.u32 %y2, %t3; shl.b64 %y2, %y2, 32; or.b64 %dd, %dd, %y2;"
 
 
-def test_carry_chains():
+def test_carry_chains(target):
     cases = [
         # 64-bit add and sub out of 32-bit halves, then the final carry / borrow
         (HIGH_WORDS + "add.cc.u32 %t2, %w0, %w1; addc.cc.u32 %t3, %t0, %t1;" + JOIN_T2_T3, 64,
@@ -241,7 +251,7 @@ def test_carry_chains():
          lambda a, b, c, e: (((sx(a, 64) * sx(b, 64)) >> 64 & M64) + e
                              + (((a * b & M64) + c) >> 64)) >> 64),
     ]
-    check("carry", cases)
+    check("carry", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -253,7 +263,7 @@ def _mul24(a: int, b: int, signed: bool) -> int:
     return view(a, 24) * view(b, 24)
 
 
-def test_mul24_sad_abs_neg_cnot():
+def test_mul24_sad_abs_neg_cnot(target):
     cases = []
     for t in ("u32", "s32"):
         signed = t == "s32"
@@ -273,10 +283,10 @@ def test_mul24_sad_abs_neg_cnot():
                   typed("neg.TYPE {d}, {a};", t, lambda a, b, c, e, n: -a)]
     for t in ("b16", "b32", "b64"):
         cases.append(typed("cnot.TYPE {d}, {a};", t, lambda a, b, c, e, n: int(a == 0)))
-    check("misc", cases)
+    check("misc", cases, target=target)
 
 
-def test_min_max():
+def test_min_max(target):
     cases = []
     for t in INT_TYPES:
         cases += [typed("min.TYPE {d}, {a}, {b};", t, lambda a, b, c, e, n: min(a, b)),
@@ -292,7 +302,7 @@ def test_min_max():
         cases.append(op(f"{name}.relu.s16x2 {{d}}, {{a}}, {{b}};", 32,
                         lambda a, b, c, e, pick=pick:
                         _join([max(pick(sx(x, 16), sx(y, 16)), 0) for x, y in zip(_lanes(a), _lanes(b))])))
-    check("minmax", cases)
+    check("minmax", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,15 +321,15 @@ def _remainder(a: int, b: int) -> int:
     return -1 if b == 0 else a - _quotient(a, b) * b
 
 
-def test_div_rem():
+def test_div_rem(target):
     cases = []
     for t in INT_TYPES:
         cases += [typed("div.TYPE {d}, {a}, {b};", t, lambda a, b, c, e, n: _quotient(a, b)),
                   typed("rem.TYPE {d}, {a}, {b};", t, lambda a, b, c, e, n: _remainder(a, b))]
-    check("divrem", cases)
+    check("divrem", cases, target=target)
 
 
-def test_division_edge_values():
+def test_division_edge_values(target):
     """INT_MIN / -1 and division by zero, spelled out for every width."""
     cases, rows = [], []
     for bits in (16, 32, 64):
@@ -329,7 +339,7 @@ def test_division_edge_values():
     for t in INT_TYPES:
         cases += [typed("div.TYPE {d}, {a}, {b};", t, lambda a, b, c, e, n: _quotient(a, b)),
                   typed("rem.TYPE {d}, {a}, {b};", t, lambda a, b, c, e, n: _remainder(a, b))]
-    check("divedge", cases, rows)
+    check("divedge", cases, rows, target=target)
     assert _quotient(-(1 << 31), -1) & M32 == 0x80000000  # the model itself wraps like PTX
 
 
@@ -365,7 +375,7 @@ SMALL_OFFSET = "shl.b32 %t1, %w2, 26; shr.s32 %t1, %t1, 26;"  # w2's low 6 bits 
 BASE = "and.b32 %t0, %w1, 31;"  # fns bases above 31 are undefined
 
 
-def test_bit_counts():
+def test_bit_counts(target):
     cases = []
     for bits in (32, 64):
         t = f"b{bits}"
@@ -387,7 +397,7 @@ def test_bit_counts():
         (BASE + "fns.b32 %d, %w3, %t0, 1;", 32, lambda a, b, c, e: _fns(e & M32, b & 31, 1)),
         (BASE + "fns.b32 %d, %w3, %t0, -1;", 32, lambda a, b, c, e: _fns(e & M32, b & 31, -1)),
     ]
-    check("bitcount", cases)
+    check("bitcount", cases, target=target)
     assert [_fns(0xAAAAAAAA, 3, 1), _fns(0xAAAAAAAA, 3, -1), _fns(0xAAAAAAAA, 2, 1), _fns(0xAAAAAAAA, 2, -1)] \
         == [3, 3, 3, 1]  # the ISA's own examples
 
@@ -441,7 +451,7 @@ def _szext(a: int, b: int, clamp: bool, signed: bool) -> int:
     return (a & ~mask | (mask if sign else 0)) & M32
 
 
-def test_bit_fields():
+def test_bit_fields(target):
     cases = []
     small = "and.b32 %t0, %w1, 127; and.b32 %t1, %w2, 127;"  # positions and lengths around the widths
     for bits in (32, 64):
@@ -465,7 +475,7 @@ def test_bit_fields():
                 cases.append((f"{prefix}szext.{mode}.{kind}32 %d, %w2, {y};", 32,
                               lambda a, b, c, e, cl=mode == "clamp", s=kind == "s", m=m:
                               _szext(c & M32, b & m, cl, s)))
-    check("bitfield", cases)
+    check("bitfield", cases, target=target)
     assert _bmsk(1, 2, False) == 6 and _szext(M32, 0, False, False) == 0  # the ISA's examples
 
 
@@ -505,7 +515,7 @@ def _shf(a: int, b: int, c: int, left: bool, clamp: bool) -> int:
     return (joined << n) >> 32 if left else joined >> n
 
 
-def test_permute_and_funnel_shift():
+def test_permute_and_funnel_shift(target):
     cases = [op("prmt.b32 {d}, {a}, {b}, {c};", 32, lambda a, b, c, e: _prmt(a, b, c & M32, None))]
     cases += [op(f"prmt.b32.{mode} {{d}}, {{a}}, {{b}}, {{c}};", 32,
                  lambda a, b, c, e, mode=mode: _prmt(a, b, c & M32, mode)) for mode in PRMT_MODES]
@@ -517,7 +527,7 @@ def test_permute_and_funnel_shift():
                 cases.append((f"{prefix}shf.{direction}.{mode}.b32 %d, %w0, %w1, {amount};", 32,
                                lambda a, b, c, e, l=direction == "l", cl=mode == "clamp", m=M32 if not prefix else 63:
                                _shf(a, b, c & m, l, cl)))
-    check("permute", cases)
+    check("permute", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -528,7 +538,7 @@ def _lop3(a: int, b: int, c: int, table: int) -> int:
     return sum((table >> ((a >> i & 1) << 2 | (b >> i & 1) << 1 | (c >> i & 1)) & 1) << i for i in range(32))
 
 
-def test_lop3():
+def test_lop3(target):
     rng = random.Random(7)
     tables = [0x00, 0xFF, 0x96, 0xE8, 0x80, 0xFE, 0xF0, 0xCC, 0xAA, 0x1E, 0x6A, 0xCA, 0x01, 0x7F]
     tables += [rng.randrange(256) for _ in range(10)]
@@ -545,7 +555,7 @@ def test_lop3():
             ]
     cases.append((q + "lop3.or.b32 _|%q, %w0, %w1, %w2, 0xE8, %p0;", "pred",
                   lambda a, b, c, e: int(_lop3(a, b, c, 0xE8) != 0 or bool(e & 1))))
-    check("lop3", cases)
+    check("lop3", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -557,7 +567,7 @@ def _elements(value: int, bits: int, count: int, signed: bool) -> list[int]:
     return [view(value >> (bits * i), bits) for i in range(count)]
 
 
-def test_dot_products():
+def test_dot_products(target):
     cases = []
     for at in ("u32", "s32"):
         for bt in ("u32", "s32"):
@@ -570,7 +580,7 @@ def test_dot_products():
                                 lambda a, b, c, e, sa=sa, sb=sb, f=first:
                                 c + sum(x * y for x, y in zip(_elements(a, 16, 2, sa),
                                                               _elements(b, 8, 4, sb)[f:f + 2]))))
-    check("dot", cases)
+    check("dot", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -594,7 +604,7 @@ def _video(op: str, lanes: int, types: tuple[bool, bool, bool], mode: str, a: in
     return sum(ux(value, bits) << (bits * i) for i, value in enumerate(results))
 
 
-def test_simd_video():
+def test_simd_video(target):
     cases = []
     for name in ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax"):
         for lanes in (4, 2):
@@ -605,14 +615,14 @@ def test_simd_video():
                     cases.append(op(f"{name}{lanes}.{spelled}{suffix} {{d}}, {{a}}, {{b}}, {{c}};", 32,
                                     lambda a, b, c, e, o=name, n=lanes, t=tuple(x == "s" for x in types), m=mode:
                                     _video(o, n, t, m, a, b, c)))
-    check("video", cases)
+    check("video", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
 # logic and shifts
 
 
-def test_logic_and_shifts():
+def test_logic_and_shifts(target):
     cases = []
     for bits in (16, 32, 64):
         for kind in "bus":
@@ -630,7 +640,7 @@ def test_logic_and_shifts():
                   op(f"or.{t} {{d}}, {{a}}, {{b}};", bits, lambda a, b, c, e: a | b),
                   op(f"xor.{t} {{d}}, {{a}}, {{b}};", bits, lambda a, b, c, e: a ^ b),
                   op(f"not.{t} {{d}}, {{a}};", bits, lambda a, b, c, e: ~a)]
-    check("logic", cases)
+    check("logic", cases, target=target)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -670,9 +680,9 @@ def test_all_integer_instructions_compile_for_amdgpu(target, monkeypatch):
     """Every snippet of the tests above, in one kernel, becomes a validated AMD code object."""
     collected = []
     monkeypatch.setattr(sys.modules[__name__], "check",
-                        lambda name, cases, rows=ROWS: collected.extend(cases))
+                        lambda name, cases, rows=ROWS, target="host": collected.extend(cases))
     for test in ALL_TESTS:
-        test()
+        test("host")
     code_object = translate(kernel("everything", collected), Options(target=target)).validated
     (compiled,) = code_object.kernels
     assert compiled.name == "everything" and compiled.wavefront_size == (64 if target == "gfx942" else 32)

@@ -19,6 +19,7 @@ import pytest
 from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.ptxrun import HEADER, M32
 
 OBJDUMP = Path("/usr/lib/llvm-22/bin/llvm-objdump")
@@ -28,6 +29,20 @@ def _host(ptx: str):
     translation = translate(ptx, Options(target="host"))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
     return translation.product
+
+
+def _program(ptx: str, target: str):
+    """The kernel on `target`: the host JIT, or its AMD code object on fatkit.emulate."""
+    if target == "host":
+        return HostProgram(_host(ptx))
+    translation = translate(ptx, Options(target=target))
+    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+    return EmulatedProgram(translation.product)
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    return request.param
 
 
 def _bfloat(x: float) -> int:  # exact for the small integers used here
@@ -107,11 +122,11 @@ DONE:
 """
 
 
-def test_atomics_from_many_threads():
+def test_atomics_from_many_threads(target):
     out = (ctypes.c_uint32 * 16)()
     out[5], out[6], out[8] = 0x7FFFFFFF, 0, M32
     out_f = (ctypes.c_uint8 * 48)()
-    _host(ATOMICS).launch("atomics", [ctypes.addressof(out), ctypes.addressof(out_f)], block=(THREADS, 1, 1))
+    _program(ATOMICS, target).launch("atomics", [out, out_f], block=(THREADS, 1, 1))
     n = THREADS
     total = n * (n + 1) // 2
     values = [t ^ 37 for t in range(n)]
@@ -169,10 +184,10 @@ RETRY:
 """
 
 
-def test_cas_loops_serialise_every_thread():
+def test_cas_loops_serialise_every_thread(target):
     # x = 3x + tid through a compare-and-swap loop: the result must be every thread's update applied once.
     out = (ctypes.c_uint64 * 3)(0, 0, 0xFFFF_FFFF_FFFF_0000)
-    _host(CAS_LOOP).launch("cas_sum", [ctypes.addressof(out)], block=(8, 1, 1))
+    _program(CAS_LOOP, target).launch("cas_sum", [out], block=(8, 1, 1))
     assert _updates_undone(out[0], frozenset(range(8))), f"{out[0]:#x} is not each thread's update applied once"
     assert out[1] == 7  # only thread 0 found 0 there, then every compare fails on 7 (thread 7 stores 7)
     # b16: thread t replaces t by t + 1, so the threads that come in order count up as far as they can;
@@ -188,7 +203,7 @@ def _updates_undone(value: int, left: frozenset) -> bool:
     return any(_updates_undone((value - t) * pow(3, -1, 1 << 32) & M32, left - {t}) for t in left)
 
 
-def test_inc_and_dec_wrap_as_ptx_defines():
+def test_inc_and_dec_wrap_as_ptx_defines(target):
     ptx = HEADER + """
 .visible .entry wrap(.param .u64 out, .param .u32 limit)
 {
@@ -203,10 +218,10 @@ def test_inc_and_dec_wrap_as_ptx_defines():
     ret;
 }
 """
-    program = _host(ptx)
+    program = _program(ptx, target)
     for start, limit in [(0, 0), (0, 5), (5, 5), (6, 5), (7, 5), (0, M32), (M32, M32), (M32, 3), (3, 0)]:
         cell = (ctypes.c_uint32 * 4)(start, start, 0, 0)
-        program.launch("wrap", [ctypes.addressof(cell), limit])
+        program.launch("wrap", [cell, limit])
         assert cell[0] == (0 if start >= limit else start + 1)
         assert cell[1] == (limit if start == 0 or start > limit else start - 1)
         assert cell[2] == cell[3] == start
@@ -306,10 +321,10 @@ LOADS = HEADER.replace("8.0", "8.8").replace("sm_90", "sm_100") + """
 """
 
 
-def test_loads_and_stores_with_orderings_and_hints():
+def test_loads_and_stores_with_orderings_and_hints(target):
     words = [random.Random(5).getrandbits(32) for _ in range(8)]
     source, out = (ctypes.c_uint32 * 8)(*words), (ctypes.c_uint32 * 24)()
-    _host(LOADS).launch("loads", [ctypes.addressof(source), ctypes.addressof(out)], block=(2, 1, 1))
+    _program(LOADS, target).launch("loads", [source, out], block=(2, 1, 1))
     w = words
     assert list(out[:14]) == [w[0], w[1], w[0], w[1], w[2], w[3], w[2], w[3], w[0], w[1], w[7], 42,
                               int.from_bytes(bytes([5, 6, 7, 8]), "little"), w[0]]
@@ -386,14 +401,14 @@ FENCES = HEADER + """
 """
 
 
-def test_every_fence_and_barrier_form_runs_on_the_host():
+def test_every_fence_and_barrier_form_runs(target):
     out = (ctypes.c_uint32 * (64 * 4))()
-    _host(FENCES).launch("fences", [ctypes.addressof(out)], block=(64, 1, 1))
+    _program(FENCES, target).launch("fences", [out], block=(64, 1, 1))
     for t in range(64):  # 16 of the 64 threads have t % 4 == 0
         assert list(out[4 * t:4 * t + 4]) == [16, 48, 0, 1]
 
 
-def test_bar_red_reduces_over_the_block_and_a_counted_subset():
+def test_bar_red_reduces_over_the_block_and_a_counted_subset(target):
     ptx = HEADER + """
 .visible .entry reduce(.param .u64 in, .param .u64 out)
 {
@@ -426,11 +441,11 @@ SKIP:
     ret;
 }
 """
-    program = _host(ptx)
+    program = _program(ptx, target)
     rng = random.Random(11)
     for votes in ([rng.getrandbits(1) for _ in range(96)], [1] * 96, [0] * 96):
         source, out = (ctypes.c_uint32 * 96)(*votes), (ctypes.c_uint32 * (96 * 4))()
-        program.launch("reduce", [ctypes.addressof(source), ctypes.addressof(out)], block=(96, 1, 1))
+        program.launch("reduce", [source, out], block=(96, 1, 1))
         for t in range(96):
             assert list(out[4 * t:4 * t + 4]) == [sum(votes), int(all(votes)), int(any(votes)),
                                                   sum(votes[:64]) if t < 64 else 0]
@@ -486,12 +501,12 @@ DONE:
 """
 
 
-def test_named_barriers_carry_a_producer_consumer_pipeline():
+def test_named_barriers_carry_a_producer_consumer_pipeline(target):
     # Warps 0–1 produce into shared slots and arrive at barrier 1; warps 2–3 wait there, read a slot
     # another producer wrote and arrive at barrier 2, which the producers wait on before overwriting.
     rounds = 25
     out = (ctypes.c_uint32 * 64)()
-    _host(PRODUCER_CONSUMER).launch("pipeline", [ctypes.addressof(out), rounds], block=(128, 1, 1))
+    _program(PRODUCER_CONSUMER, target).launch("pipeline", [out, rounds], block=(128, 1, 1))
     for lane in range(64):
         assert out[lane] == sum(r * 1000 + (lane ^ 17) for r in range(rounds))
 
@@ -561,12 +576,12 @@ DYNAMIC_WITHOUT_EXTERN = DYNAMIC.replace(".extern .shared .align 8 .b8 also_dyna
 
 
 @pytest.mark.parametrize("module", [DYNAMIC, DYNAMIC_WITHOUT_EXTERN], ids=["extern", "without-extern"])
-def test_dynamic_shared_memory_grows_with_the_launch(module):
+def test_dynamic_shared_memory_grows_with_the_launch(module, target):
     assert module.count(".extern") == (2 if module is DYNAMIC else 1)
-    program = _host(module)
+    program = _program(module, target)
     for threads, size in [(64, 256), (128, 4000)]:
         out = (ctypes.c_uint32 * (4 * threads))()
-        program.launch("dynamic", [ctypes.addressof(out)], block=(threads, 1, 1), shared_bytes=size)
+        program.launch("dynamic", [out], block=(threads, 1, 1), shared_bytes=size)
         for t in range(threads):
             assert list(out[4 * t:4 * t + 4]) == [7 * (t ^ 1), size, (32 + size + 127) // 128 * 128, 1]
     with pytest.raises(Exception, match="dynamic shared memory"):
@@ -612,9 +627,9 @@ INITIALIZERS = HEADER + """
 """
 
 
-def test_module_variable_initializers_of_scalar_and_vector_types():
+def test_module_variable_initializers_of_scalar_and_vector_types(target):
     out = (ctypes.c_uint8 * 56)()
-    _host(INITIALIZERS).launch("initial", [ctypes.addressof(out)])
+    _program(INITIALIZERS, target).launch("initial", [out])
     raw = bytes(out)
     assert struct.unpack_from("<e", raw, 0)[0] == 1.5
     assert struct.unpack_from("<d", raw, 8)[0] == 0.1
@@ -623,7 +638,7 @@ def test_module_variable_initializers_of_scalar_and_vector_types():
     assert struct.unpack_from("<2i", raw, 48) == (-1, -128)
 
 
-def test_a_kernel_variable_hides_a_module_variable_of_its_name():
+def test_a_kernel_variable_hides_a_module_variable_of_its_name(target):
     ptx = HEADER + """
 .global .align 4 .u32 x = 5;
 .visible .entry hides(.param .u64 p)
@@ -648,10 +663,10 @@ def test_a_kernel_variable_hides_a_module_variable_of_its_name():
     ret;
 }
 """
-    program, cell = _host(ptx), (ctypes.c_uint32 * 1)()
-    program.launch("hides", [ctypes.addressof(cell)])
+    program, cell = _program(ptx, target), (ctypes.c_uint32 * 1)()
+    program.launch("hides", [cell])
     assert cell[0] == 9
-    program.launch("sees", [ctypes.addressof(cell)])
+    program.launch("sees", [cell])
     assert cell[0] == 5
 
 
@@ -767,14 +782,14 @@ DONE:
 """
 
 
-def test_alloca_gives_stack_bytes_in_local_space():
+def test_alloca_gives_stack_bytes_in_local_space(target):
     """PTX `alloca` (a runtime-sized C array): stack bytes at a .local address, made generic by cvta.local."""
-    program = translate(ALLOCA, Options(target="host")).product
+    program = _program(ALLOCA, target)
     out = (ctypes.c_uint32 * 1)()
-    program.launch("alloca_sum", [ctypes.addressof(out), 37])
+    program.launch("alloca_sum", [out, 37])
     assert out[0] == sum(i * i for i in range(37))
-    for target in ("gfx942", "gfx1100"):
-        assert [k.status for k in translate(ALLOCA, Options(target=target)).kernels] == ["ok"]
+    for processor in ("gfx942", "gfx1100"):
+        assert [k.status for k in translate(ALLOCA, Options(target=processor)).kernels] == ["ok"]
 
 
 PARAM_ADDRESS = HEADER + """
@@ -798,17 +813,17 @@ PARAM_ADDRESS = HEADER + """
 """
 
 
-def test_parameter_addresses_read_through_registers():
+def test_parameter_addresses_read_through_registers(target):
     """`mov.u64 %rd, param` takes a kernel parameter's address: ld.param through it, or cvta.param and a
     generic load (CUtensorMap and large Params structs are passed this way)."""
     import struct
 
-    program = translate(PARAM_ADDRESS, Options(target="host")).product
+    program = _program(PARAM_ADDRESS, target)
     out = (ctypes.c_uint32 * 1)()
-    program.launch("param_address", [ctypes.addressof(out), struct.pack("<QII", 0, 1000, 200), 7])
+    program.launch("param_address", [out, struct.pack("<QII", 0, 1000, 200), 7])
     assert out[0] == 1207
-    for target in ("gfx942", "gfx1100", "sm_90"):
-        assert [k.status for k in translate(PARAM_ADDRESS, Options(target=target)).kernels] == ["ok"]
+    for processor in ("gfx942", "gfx1100", "sm_90"):
+        assert [k.status for k in translate(PARAM_ADDRESS, Options(target=processor)).kernels] == ["ok"]
 
 
 STACK_AND_CLUSTER_OF_ONE = HEADER + """

@@ -18,6 +18,7 @@ from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, lower, parse, passes, translate
 from fatkit.translate.targets import host
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER, M32, bits, run_table
 
 WARP = 32
@@ -26,7 +27,7 @@ RANDOM = random.Random(20261129)
 
 
 @pytest.fixture(params=[32, 64], ids=["wave32", "wave64"])
-def wave(request, monkeypatch):
+def host_wave(request, monkeypatch):
     """The host target as it is (a warp a wave), or with waves of 64 lanes holding two warps, as gfx9
     runs them: the same tests then check warp.py's per-half logic (bases, shifted masks) on the CPU."""
     if request.param == 64:
@@ -34,6 +35,17 @@ def wave(request, monkeypatch):
         monkeypatch.setattr(pipeline, "target_named",
                             lambda name: host.HostTarget(wave_size=64) if name == "host" else make(name))
     return request.param
+
+
+@pytest.fixture(params=["host-wave32", "host-wave64", "gfx1100", "gfx942"])
+def wave(request, monkeypatch) -> str:
+    """Where a warp test runs: the host target with waves of 32 or 64 lanes (as host_wave), or the AMD code
+    objects on fatkit.emulate (wave32 gfx1100, wave64 gfx942). The target name to translate for."""
+    if request.param == "host-wave64":
+        make = pipeline.target_named
+        monkeypatch.setattr(pipeline, "target_named",
+                            lambda name: host.HostTarget(wave_size=64) if name == "host" else make(name))
+    return "host" if request.param.startswith("host") else request.param
 
 
 def _inputs(n: int) -> tuple[list[int], list[int]]:
@@ -92,7 +104,7 @@ SHFL_CASES = [
 def test_shfl_sync_every_mode_clamp_and_segment_mask(n, wave):
     ops = [_with_pred(f"shfl.sync.{mode}.b32 %r11|%p1, %r2, {b}, {c}, -1;") for mode, b, c in SHFL_CASES]
     a, b_in = _inputs(n)
-    results = run_table(f"shfl{n}", ops, a, b_in)
+    results = run_table(f"shfl{n}", ops, a, b_in, target=wave)
     checked = 0
     for i in range(n):
         warp = _warp_of(i, n)
@@ -115,7 +127,7 @@ def test_shfl_without_sync_and_sink_predicate(wave):
            "shfl.idx.b32 %r10, %r2, 0, 31;"]
     n = 64
     a, b = _inputs(n)
-    results = run_table("shfl_old", ops, a, b)
+    results = run_table("shfl_old", ops, a, b, target=wave)
     for i in range(n):
         lane, first = i % WARP, i - i % WARP
         assert results[i] == [a[first + min(lane + 1, 31)] if lane < 31 else a[i], a[first + (lane ^ 2)], a[first]]
@@ -142,7 +154,7 @@ def test_vote_sync_over_full_and_partial_warps(n, wave):
     prologue = "and.b32 %r12, %r2, 1;\nsetp.ne.u32 %p3, %r1, 37;\nselp.u32 %r13, 1, 0, %p3;\nmov.u32 %r14, -1;\n"
     ops = [prologue + op for op in ops]
     a, b = _inputs(n)
-    results = run_table(f"vote{n}", ops, a, b)
+    results = run_table(f"vote{n}", ops, a, b, target=wave)
     for i in range(n):
         warp = _warp_of(i, n)
         for column, predicate in enumerate([lambda t: a[t] & 1, lambda t: t != 37]):
@@ -176,7 +188,7 @@ DONE@K:"""
                           "selp.u32 %r10, 1, 0, %p1;"),
     ]
     a, b = _inputs(n)
-    results = run_table("diverge", ops, a, b)
+    results = run_table("diverge", ops, a, b, target=wave)
     for i in range(n):
         warp = _warp_of(i, n)
         low = i % WARP < 11
@@ -210,7 +222,7 @@ def test_match_any_and_all(n, wave):
         _with_pred("cvt.u64.u32 %rd12, %r1;\nshr.u64 %rd12, %rd12, 5;\nmatch.all.sync.b64 %r11|%p1, %rd12, -1;"),
     ]
     a, b = _inputs(n)
-    results = run_table(f"match{n}", ops, a, b)
+    results = run_table(f"match{n}", ops, a, b, target=wave)
     for i in range(n):
         warp = _warp_of(i, n)
         key32 = {t: a[t] % 3 for t in warp}
@@ -253,7 +265,7 @@ def test_redux_sync_integer(n, wave):
             f"redux.sync.{op} %r10, %r2, 0x55555555;\nSKIP@K:" for op in ("add.u32", "min.s32", "xor.b32")]
     a, b = _inputs(n)
     a[: 8] = [0, M32, 0x80000000, 0x7FFFFFFF, 1, 0xFFFFFFFE, 5, 5][: n]
-    results = run_table(f"redux{n}", ops, a, b)
+    results = run_table(f"redux{n}", ops, a, b, target=wave)
     for i in range(n):
         warp = list(_warp_of(i, n))
         values = [a[t] for t in warp]
@@ -297,7 +309,7 @@ def test_redux_sync_f32_min_max_abs_nan(wave):
         [bits(RANDOM.uniform(-100, 100)) for _ in range(WARP)],
     ]
     a = [x for warp in warps for x in warp]
-    results = run_table("reduxf", ops, a, [0] * len(a))
+    results = run_table("reduxf", ops, a, [0] * len(a), target=wave)
     for i in range(len(a)):
         warp = warps[i // WARP]
         assert results[i] == [redux_f32_model(op, warp, absolute, nan) for op, absolute, nan in variants], i
@@ -315,7 +327,7 @@ def test_elect_sync_and_bar_warp_sync(wave):
         "elect.sync _|%p1, 0xffffffff;\nselp.u32 %r10, 1, 0, %p1;",
     ]
     a, b = _inputs(n)
-    results = run_table("elect", ops, a, b)
+    results = run_table("elect", ops, a, b, target=wave)
     for i in range(n):
         lane = i % WARP
         assert results[i] == [int(lane == 0) << 32, 99 if lane < 5 else 5, int(lane == 0)]
@@ -343,11 +355,11 @@ def _shared_kernel(name: str, body: str) -> str:
 """
 
 
-def _launch(text: str, name: str, n: int, launches: int = 1) -> list[int]:
-    program = translate(text, Options(target="host")).product
+def _launch(text: str, name: str, n: int, launches: int = 1, target: str = "host") -> list[int]:
+    program = amd_program(text, target)
     out = (ctypes.c_uint32 * n)()
     for _ in range(launches):
-        program.launch(name, [ctypes.addressof(out)], block=(n, 1, 1))
+        program.launch(name, [out], block=(n, 1, 1))
     return list(out)
 
 
@@ -359,7 +371,7 @@ def test_bar_warp_sync_orders_shared_memory(wave):
     shl.b32 %r6, %r6, 2;
     add.u32 %r6, %r2, %r6;
     ld.shared.u32 %r10, [%r6];"""
-    assert _launch(_shared_kernel("wsync", body), "wsync", 64) == [(i ^ 1) * 7 for i in range(64)]
+    assert _launch(_shared_kernel("wsync", body), "wsync", 64, target=wave) == [(i ^ 1) * 7 for i in range(64)]
 
 
 def test_lane_out_of_its_membermask_is_reported():
@@ -414,7 +426,7 @@ LANE_REGISTERS = [("u32", "%laneid"), ("u32", "%warpid"), ("u32", "%nwarpid"), (
                   ("u64", "%clock64"), ("u64", "%globaltimer"), ("u32", "%clock"), ("u32", "%globaltimer_hi")]
 
 
-def test_lane_and_machine_special_registers(wave):
+def test_lane_and_machine_special_registers(host_wave):
     block = (8, 6)  # 48 threads: warps of threads in linear order, x fastest
     n = block[0] * block[1]
     program = translate(_special_kernel(LANE_REGISTERS), Options(target="host")).product
@@ -516,10 +528,10 @@ def test_nvcc_warp_intrinsics_sample(wave):
     """`shuffles` of warp.cu over 16 threads (its __syncwarp(0xffff) names only lanes 0-15)."""
     n = 16
     v = [3, -1, 0, 7, 7, 12, -5, 2, 9, 1, 1, 4, -8, 6, 0, 11]
-    program = translate(WARP_SAMPLE.read_text(), Options(target="host")).product
+    program = amd_program(WARP_SAMPLE.read_text(), wave)
     source = (ctypes.c_int32 * n)(*v)
     out, fout, dout = (ctypes.c_int32 * n)(), (ctypes.c_float * n)(), (ctypes.c_double * n)()
-    program.launch("_Z8shufflesPiPKiPfPd", [ctypes.addressof(x) for x in (out, source, fout, dout)], block=(n, 1, 1))
+    program.launch("_Z8shufflesPiPKiPfPd", [out, source, fout, dout], block=(n, 1, 1))
     u = [x & M32 for x in v]
     every = (1 << n) - 1
     ballot = sum(1 << t for t in range(n) if v[t] > 0)
@@ -543,9 +555,9 @@ def test_nvcc_cooperative_groups_sample(wave):
     """`groups` of warp.cu: tiles of 32 and 8, a coalesced group inside a branch, scans; 64 threads."""
     n = 64
     v = [RANDOM.randrange(-6, 7) for _ in range(n)]
-    program = translate(WARP_SAMPLE.read_text(), Options(target="host")).product
+    program = amd_program(WARP_SAMPLE.read_text(), wave)
     source, out = (ctypes.c_int32 * n)(*v), (ctypes.c_int32 * n)()
-    program.launch("_Z6groupsPiPKi", [ctypes.addressof(out), ctypes.addressof(source)], block=(n, 1, 1))
+    program.launch("_Z6groupsPiPKi", [out, source], block=(n, 1, 1))
     for t in range(n):
         warp, tile = range(t - t % 32, t - t % 32 + 32), range(t - t % 8, t - t % 8 + 8)
         x = (v[warp[0]] + (v[t + 1] if t % 8 < 7 else v[t])

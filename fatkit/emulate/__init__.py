@@ -1,0 +1,37 @@
+"""Run AMDGPU code objects on the CPU: an executor built on the ISA tables of the `tinygrad` wheel.
+
+`launch(code_object, kernel, grid, block, args, shared=0) -> LaunchStats`. Needs `tinygrad>=0.14,<0.15`
+(the `test` extra); it is imported on first use, and its absence is a FatkitError. docs/emulate.md says what
+is modelled and what is not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fatkit.errors import FatkitError
+
+if TYPE_CHECKING:
+    from fatkit.emulate.executor import LaunchStats
+
+
+def _require_tinygrad() -> None:
+    try:
+        import tinygrad.renderer.amd
+        import tinygrad.runtime.autogen.amd.rdna3.str_pcode  # noqa: F401
+    except ImportError as exc:
+        raise FatkitError("fatkit.emulate needs the AMD ISA tables of tinygrad 0.14: pip install "
+                          f"'tinygrad>=0.14,<0.15' (or fatkit[test]) ({exc})") from None
+
+
+def launch(code_object: bytes, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+           args: list, shared: int = 0) -> LaunchStats:
+    """Run `kernel` of the code object over `grid` × `block` threads; `args` in PTX parameter order (a numpy
+    array is device memory read and written in place, a numpy scalar a by-value parameter, bytes an array
+    parameter); `shared` bytes of dynamic LDS per workgroup."""
+    _require_tinygrad()
+    from fatkit.emulate.dispatch import launch as run
+    return run(code_object, kernel, grid, block, args, shared)
+
+
+__all__ = ["launch"]

@@ -1,0 +1,201 @@
+"""Per-opcode semantics: the ISA tables' pseudocode compiled to Python once, cached on disk.
+
+The cache lives under $FATKIT_EMULATE_CACHE or ~/.cache/fatkit/emulate, in a directory named after the
+translator version and the tinygrad version whose tables were compiled, one file per (opcode, variant).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fatkit.emulate import runtime
+from fatkit.emulate.pcode import TRANSLATOR_VERSION, PcodeError, compile_pcode
+from fatkit.errors import FatkitError
+
+# Corrections to the tables, in the tables' own pseudocode language (each names what the table gets wrong).
+FIXES: dict[tuple[str, str], str] = {
+    # The table leaves D0 unset when no scaling is needed; the hardware passes S0 through.
+    ("*", "V_DIV_SCALE_F32"): "D0.f32 = S0.f32;\n",
+    ("*", "V_DIV_SCALE_F64"): "D0.f64 = S0.f64;\n",
+}
+# Whole replacements: the table's text is not what the hardware computes for these (keys without the
+# _E32/_E64 encoding suffix match both encodings).
+REPLACEMENTS: dict[tuple[str, str], str] = {
+    # `S0.f32 * 2.0F ** S1.i32` overflows the power before the product; ldexp is exact.
+    ("*", "V_LDEXP_F32"): "D0.f32 = ldexp(S0.f32, S1.i32)",
+    ("*", "V_LDEXP_F64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
+    ("*", "V_LDEXP_F16"): "D0.f16 = ldexp(S0.f16, S1.i16)",
+    # The table scales by 2**32; LLVM's division sequence (and so the hardware it targets) needs the
+    # compensation for div_scale's 2**64 scaling, upward for a large scaled quotient, downward for a small
+    # one, applied before the single rounding.
+    ("*", "V_DIV_FMAS_F32"): "if VCC.u64[laneId] then\nD0.f32 = fma_scaled(S0.f32, S1.f32, S2.f32, "
+                             "exponent(S2.f32) > 127 ? 64 : -64)\nelse\nD0.f32 = fma(S0.f32, S1.f32, S2.f32)\nendif",
+    # exponent() of the tables reads the biased field, which is 0 for denormals; frexp's exponent is that of
+    # the value (the hardware normalizes denormals)
+    ("*", "V_FREXP_EXP_I32_F32"): "if ((64'F(S0.f32) == +INF) || (64'F(S0.f32) == -INF) || isNAN(64'F(S0.f32))) then"
+                                  "\nD0.i32 = 0\nelse\nD0.i32 = frexp_exp(S0.f32)\nendif",
+    ("*", "V_FREXP_EXP_I32_F64"): "if ((S0.f64 == +INF) || (S0.f64 == -INF) || isNAN(S0.f64)) then"
+                                  "\nD0.i32 = 0\nelse\nD0.i32 = frexp_exp(S0.f64)\nendif",
+    ("*", "V_FREXP_EXP_I16_F16"): "if ((64'F(S0.f16) == +INF) || (64'F(S0.f16) == -INF) || isNAN(64'F(S0.f16))) then"
+                                  "\nD0.i16 = 16'0\nelse\nD0.i16 = frexp_exp(S0.f16)\nendif",
+    ("*", "V_DIV_FMAS_F64"): "if VCC.u64[laneId] then\nD0.f64 = fma_scaled(S0.f64, S1.f64, S2.f64, "
+                             "exponent(S2.f64) > 1023 ? 128 : -128)\nelse\nD0.f64 = fma(S0.f64, S1.f64, S2.f64)\nendif",
+    # The tables round to even as floor(x + 0.5) with a correction: +0 for a negative value that rounds to
+    # zero (the hardware keeps the sign) and a rounded x + 0.5 for large values; IEEE roundToIntegralTiesToEven
+    ("*", "V_RNDNE_F16"): "D0.f16 = rint(S0.f16)",
+    ("*", "V_RNDNE_F32"): "D0.f32 = rint(S0.f32)",
+    ("*", "V_RNDNE_F64"): "D0.f64 = rint(S0.f64)",
+    # v_perm_b32's table text is a statement lambda; the byte selector as the manual defines it
+    ("*", "V_PERM_B32"): "D0.u32 = perm_b32(S0.u32, S1.u32, S2.u32)",
+    # v_mbcnt's table counts bit by bit in a 32-step loop; the same count in one step
+    ("*", "V_MBCNT_LO_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[31 : 0].u32)",
+    ("*", "V_MBCNT_HI_U32_B32"): "D0.u32 = S1.u32 + countbits(S0.u32 & ((1ULL << laneId) - 1ULL)[63 : 32].u32)",
+}
+
+
+_ONLY_DENOMINATOR = ("== DENORM.f{w})) then\nVCC = 0x1LL;\nif S0.f{w} == S1.f{w} then\n// Only scale the "
+                     "denominator\nD0.f{w} = ldexp(S0.f{w}, {e})")
+# Substitutions in the tables' text: (opcode, old, new).
+SUBSTITUTIONS: list[tuple[str, str, str]] = [
+    # v_div_scale_f32 asks whether 1/den, computed in f64, "is DENORM.f64": no f32 operand gives an f64
+    # denormal, and the branch (den close to the largest f32) exists for f32 denormal reciprocals.
+    ("V_DIV_SCALE_F32", "== DENORM.f64", "== DENORM.f32"),
+    # A huge denominator whose quotient would be denormal is scaled down (the table scales it up, to
+    # infinity); v_div_fmas then scales the quotient back down with one rounding.
+    ("V_DIV_SCALE_F32", _ONLY_DENOMINATOR.format(w=32, e=64), _ONLY_DENOMINATOR.format(w=32, e=-64)),
+    ("V_DIV_SCALE_F64", _ONLY_DENOMINATOR.format(w=64, e=128), _ONLY_DENOMINATOR.format(w=64, e=-128)),
+]
+# Insertions into the tables' text: (opcode, the text to insert before, the inserted text).
+INSERTIONS: list[tuple[str, str, str]] = [
+    # A NaN quotient from inputs that are neither NaN nor 0/0 or inf/inf is a scaled quotient that
+    # overflowed in v_div_fmas: the quotient is infinite (assumed; the table would return the NaN).
+    ("V_DIV_FIXUP_F32", "else\nD0.f32 = sign_out ? -abs(S0.f32)",
+     "elsif isNAN(64'F(S0.f32)) then\nD0.f32 = sign_out ? -INF.f32 : +INF.f32\n"),
+    ("V_DIV_FIXUP_F64", "else\nD0.f64 = sign_out ? -abs(S0.f64)",
+     "elsif isNAN(S0.f64) then\nD0.f64 = sign_out ? -INF : +INF\n"),
+]
+
+
+@dataclass
+class Compiled:
+    code: Callable
+    params: list[str]
+    outputs: list[str]
+    reads_memory: bool
+    writes_memory: bool
+    source: str
+    extent: dict  # operand → bits written (from bit 0)
+
+
+def _tinygrad_tables(arch: str):
+    try:
+        module = importlib.import_module(f"tinygrad.runtime.autogen.amd.{arch}.str_pcode")
+    except ImportError as exc:
+        raise FatkitError("fatkit.emulate needs the AMD ISA tables of tinygrad 0.14 "
+                          f"(pip install 'tinygrad>=0.14,<0.15'): {exc}") from None
+    return {op.name: text for op, text in module.PCODE.items()}
+
+
+def _cache_dir() -> Path:
+    import tinygrad
+    root = os.environ.get("FATKIT_EMULATE_CACHE") or os.path.join(Path.home(), ".cache", "fatkit", "emulate")
+    version = getattr(tinygrad, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+        version = dist_version("tinygrad")
+    return Path(root) / f"v{TRANSLATOR_VERSION}-tinygrad{version}"
+
+
+class Semantics:
+    """Compiled semantics for one architecture's tables ("rdna3", "rdna4", "cdna")."""
+
+    def __init__(self, arch: str):
+        self.arch = arch
+        self.tables = _tinygrad_tables(arch)
+        self.memo: dict[tuple, Compiled] = {}
+        self.cache = _cache_dir() / arch
+
+    def text(self, name: str) -> str:
+        plain = name.removesuffix("_E64").removesuffix("_E32")
+        for key in ((self.arch, name), ("*", name), (self.arch, plain), ("*", plain)):
+            if key in REPLACEMENTS:
+                return REPLACEMENTS[key]
+        base = self.tables.get(name)
+        if base is None and name.endswith("_E64"):  # a VOP1/VOP2/VOPC operation in the VOP3 encoding
+            base = self.tables.get(name[:-4] + "_E32")
+        if base is None:
+            raise FatkitError(f"opcode {name} has no pseudocode in the {self.arch} tables (unlisted opcode)")
+        for opcode, old, new in SUBSTITUTIONS:
+            if opcode == plain:
+                base = base.replace(old, new)
+        for opcode, anchor, inserted in INSERTIONS:
+            if opcode == plain and anchor in base:
+                base = base.replace(anchor, inserted + anchor, 1)
+        for key in ((self.arch, name), ("*", name), (self.arch, plain), ("*", plain)):
+            if key in FIXES:
+                base = FIXES[key] + base
+                break
+        return base
+
+    def get(self, name: str, vector: bool, lane_masks: frozenset = frozenset(),
+            widths: dict | None = None) -> Compiled:
+        key = (name, vector, lane_masks, tuple(sorted((widths or {}).items())))
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        text = self.text(name)
+        digest = hashlib.sha256(repr((text, key)).encode()).hexdigest()[:16]
+        path = self.cache / f"{name}-{digest}.py"
+        source = None
+        try:
+            source = path.read_text()
+        except OSError:
+            pass
+        if source is None:
+            try:
+                src, params, outputs = compile_pcode(name, text, vector, lane_masks, widths)
+            except PcodeError as error:
+                raise FatkitError(f"opcode {name}: {error.message}") from None
+            source = f"# {name}\nPARAMS = {params!r}\nOUTPUTS = {outputs!r}\n{src}"
+            try:
+                self.cache.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(source)
+                os.replace(tmp, path)
+            except OSError:
+                pass  # a read-only cache costs speed only
+        namespace = dict(runtime.HELPERS)
+        namespace["perm_b32"] = _perm_b32
+        exec(compile(source, str(path), "exec"), namespace)  # noqa: S102  fatkit's own generated code
+        compiled = Compiled(namespace["run"], namespace["PARAMS"], namespace["OUTPUTS"],
+                            "ctx.load" in source, "ctx.store" in source, source, namespace["EXTENT"])
+        self.memo[key] = compiled
+        return compiled
+
+
+def _perm_b32(s0, s1, sel):
+    """v_perm_b32: each result byte picks a byte of {S0, S1} (selector 0–7), a sign replica (8–11), 0 (12)
+    or 0xff (13 and up)."""
+    import numpy as np
+    data = (s0 << 32) | s1
+
+    def byte(selector):
+        picked = (data >> (8 * (selector & 7))) & 0xFF
+        sign_source = {8: 15, 9: 31, 10: 47, 11: 63}
+        out = picked
+        for code, bit in sign_source.items():
+            replica = ((data >> bit) & 1) * 0xFF
+            out = runtime._sel(runtime._b(selector == code), replica, out)
+        out = runtime._sel(runtime._b(selector == 12), 0, out)
+        out = runtime._sel(runtime._b(selector >= 13), 0xFF, out)
+        return out
+    result = 0
+    for k in range(4):
+        result = result | (byte((sel >> (8 * k)) & 0xFF) << (8 * k))
+    del np
+    return result
