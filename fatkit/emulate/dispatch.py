@@ -194,7 +194,7 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
                 (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"), np.uint8)
     kernarg_address = state.memory.add(kernarg)
     dispatch = np.zeros(64, dtype=np.uint8)
-    struct.pack_into("<HHHHHHIIIIIQQ", dispatch, 0, 0, 3, block[0], block[1], block[2], 0,
+    struct.pack_into("<HHHHHHIIIIIQQ", dispatch.data, 0, 0, 3, block[0], block[1], block[2], 0,
                      grid[0] * block[0], grid[1] * block[1], grid[2] * block[2],
                      kd.private_segment_fixed_size, kd.group_segment_fixed_size + shared,
                      loaded.base + kd.offset, kernarg_address)

@@ -142,7 +142,9 @@ class Space:
         self.mode = None
 
     def _lanes(self, M) -> np.ndarray:
-        active = self.wave.exec_bool if self.kind != "scalar" else None
+        # lane by lane accesses come from vector memory instructions only, inside a wave's step
+        assert self.wave is not None and self.kind != "scalar"
+        active = self.wave.exec_bool
         if isinstance(M, np.ndarray):
             active = active & M
         return np.nonzero(active)[0]
@@ -558,7 +560,7 @@ class Preparer:
                 getters.append(lambda w, value=value: value)
             else:
                 getters.append(self.common_getter(p, name))
-        puts = []
+        puts: list[Callable[..., None] | None] = []
         for o in fn.outputs:
             if o in ("VDATA", "RETURN_DATA"):
                 if o == "RETURN_DATA" and not returns:
@@ -721,7 +723,7 @@ class Preparer:
                 reg = getattr(inst, opname)
                 if ("_DPP" in kind or "_SDWA" in kind) and i == 0:
                     reg = inst.vsrc0
-                if "_SDWA" in kind and getattr(inst, f"s{i}", 0):  # SDWA's SGPR source flag
+                if "_SDWA" in kind and bool(getattr(inst, f"s{i}", 0)):  # SDWA's SGPR source flag
                     reg = type(reg)(reg.offset - 256, reg.sz)
                 op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("src" + str(i))
                 fmt, obits = (op_info[0], op_info[1]) if op_info else (None, bits[f"s{i}"])
@@ -770,7 +772,7 @@ class Preparer:
                 getters.append(lambda w, value=literal: value)
             else:
                 getters.append(self.common_getter(param, name))
-        puts = []
+        puts: list[Callable[..., None] | None] = []
         clamp = getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0)
         omod = getattr(inst, "omod", 0)
         dfmt = ops.get("vdst", (None, 32, None))[0] if ops.get("vdst") else None
@@ -791,7 +793,7 @@ class Preparer:
                     getattr(inst, "sdst", None) or inst.vdst
                 d = 106 if kind.startswith("VOPC") and "_E64" not in name and not kind.startswith("VOP3") else \
                     (dst.offset if hasattr(dst, "offset") else dst)
-                if "_SDWA" in kind and getattr(inst, "sd", 0):
+                if "_SDWA" in kind and bool(getattr(inst, "sd", 0)):
                     d = inst.sdst.offset
                 puts.append(self.mask_put(d))
             elif out == "D0":

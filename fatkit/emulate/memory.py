@@ -124,12 +124,16 @@ class FlatArray:
 
     def read(self, addrs: np.ndarray, nbytes: int, where, lanes: np.ndarray | None = None) -> np.ndarray:
         index = self._offsets(addrs, nbytes, where)[:, None] + np.arange(nbytes)
-        return self.data[lanes[:, None], index] if self.lanes else self.data[index]
+        if self.lanes:
+            assert lanes is not None  # scratch has a row per lane: its accesses name the lanes
+            return self.data[lanes[:, None], index]
+        return self.data[index]
 
     def write(self, addrs: np.ndarray, nbytes: int, data: np.ndarray, where,
               lanes: np.ndarray | None = None) -> None:
         index = self._offsets(addrs, nbytes, where)[:, None] + np.arange(nbytes)
         if self.lanes:
+            assert lanes is not None  # scratch has a row per lane: its accesses name the lanes
             self.data[np.repeat(lanes, nbytes), index.reshape(-1)] = data.reshape(-1)
         else:
             self.data[index.reshape(-1)] = data.reshape(-1)
