@@ -82,7 +82,7 @@ def _kd_address(elf: ElfView, kernel: str) -> int:
     raise FatkitError(f"code object has no kernel descriptor {kernel}.kd")
 
 
-def _arg_bytes(kernel: str, index: int, arg, meta: dict, memory: GlobalMemory) -> bytes:
+def _arg_bytes(kernel: str, index: int, arg: object, meta: dict, memory: GlobalMemory) -> bytes:
     size = meta.get(".size")
     kind = meta.get(".value_kind")
     if isinstance(arg, np.ndarray):
@@ -105,7 +105,7 @@ def _arg_bytes(kernel: str, index: int, arg, meta: dict, memory: GlobalMemory) -
                       "memory), a numpy scalar (by value) or bytes (an array parameter)")
 
 
-def _hidden(kind: str, grid, block, shared: int, queue: int) -> int | None:
+def _hidden(kind: str, grid: tuple[int, ...], block: tuple[int, ...], shared: int, queue: int) -> int:
     axes = "xyz"
     for i, axis in enumerate(axes):
         if kind == f"hidden_block_count_{axis}":
@@ -132,14 +132,15 @@ def _hidden(kind: str, grid, block, shared: int, queue: int) -> int | None:
 class Launch:
     """The state one launch shares across its waves."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.memory = GlobalMemory()
         self.stats = LaunchStats()
         self.code_base = 0
         self.ieee = True
 
 
-def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: list, shared: int = 0) -> LaunchStats:
+def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
+           shared: int = 0) -> LaunchStats:
     started = time.perf_counter()
     data = bytes(code_object)
     co = parse_code_object(data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,11 @@ from fatkit.emulate.memory import (
 )
 from fatkit.emulate.semantics import Semantics
 from fatkit.errors import FatkitError
+
+if TYPE_CHECKING:
+    from tinygrad.renderer.amd.dsl import Inst
+
+    from fatkit.emulate.dispatch import Launch
 
 M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
@@ -64,6 +70,9 @@ class LaunchStats:
     waves: int = 0
     seconds: float = 0.0
     budget: int = 0  # wave-instructions allowed before the launch counts as hung
+    # the loaded code object and its address (its globals after the run)
+    image: np.ndarray | None = field(default=None, repr=False, compare=False)
+    image_base: int = 0
 
     def count(self, klass: str, n: int = 1) -> None:
         self.per_class[klass] = self.per_class.get(klass, 0) + n
@@ -121,7 +130,7 @@ class Wave:
             value = value | (self.v[index + k].astype(object) << (32 * k))
         return value
 
-    def vwrite(self, index: int, count: int, value, mask: np.ndarray) -> None:
+    def vwrite(self, index: int, count: int, value: int | np.ndarray, mask: np.ndarray) -> None:
         for k in range(count):
             part = (value >> (32 * k)) & M32 if count > 1 else value & M32
             if isinstance(part, np.ndarray):
@@ -133,7 +142,7 @@ class Wave:
 class Space:
     """What the compiled pseudocode calls `ctx`: loads and stores in one address space for the current wave."""
 
-    def __init__(self, launch, kind: str):
+    def __init__(self, launch: Launch | None, kind: str) -> None:
         self.launch, self.kind = launch, kind
         self.wave: Wave | None = None
         self.where: Callable[[], str] = lambda: "?"
@@ -141,7 +150,7 @@ class Space:
         self.ieee = True
         self.mode = None
 
-    def _lanes(self, M) -> np.ndarray:
+    def _lanes(self, M: bool | np.ndarray) -> np.ndarray:
         # lane by lane accesses come from vector memory instructions only, inside a wave's step
         assert self.wave is not None and self.kind != "scalar"
         active = self.wave.exec_bool
@@ -149,7 +158,7 @@ class Space:
             active = active & M
         return np.nonzero(active)[0]
 
-    def load(self, addr, width: int, M):
+    def load(self, addr: int | np.ndarray, width: int, M: bool | np.ndarray) -> int | np.ndarray:
         nbytes = width // 8
         if not isinstance(addr, np.ndarray):  # one lane (scalar memory, or an atomic lane by lane)
             return int(from_bytes(self._read(np.array([int(addr) & M64], dtype=np.uint64), nbytes,
@@ -161,7 +170,7 @@ class Space:
             out[lanes] = from_bytes(self._read(addrs, nbytes, lanes))
         return out
 
-    def store(self, addr, width: int, value, M) -> None:
+    def store(self, addr: int | np.ndarray, width: int, value: int | np.ndarray, M: bool | np.ndarray) -> None:
         nbytes = width // 8
         if not isinstance(addr, np.ndarray):
             self._write(np.array([int(addr) & M64], dtype=np.uint64), nbytes,
@@ -226,7 +235,7 @@ class Step:
     """One prepared instruction."""
     __slots__ = ("klass", "name", "pc", "run", "size")
 
-    def __init__(self, name: str, klass: str, size: int, run, pc: int):
+    def __init__(self, name: str, klass: str, size: int, run: Callable[[Wave], None] | None, pc: int) -> None:
         self.name, self.klass, self.size, self.run, self.pc = name, klass, size, run, pc
 
 
@@ -253,8 +262,8 @@ def _flip_bits(getter, mask: int):
 class Preparer:
     """Turns decoded instructions into Steps for one launch (architecture, wave size, address spaces)."""
 
-    def __init__(self, arch: str, wave32: bool, semantics: Semantics):
-        self.launch = None
+    def __init__(self, arch: str, wave32: bool, semantics: Semantics) -> None:
+        self.launch: Launch | None = None
         self.arch, self.wave32 = arch, wave32
         self.cdna = arch == "cdna"
         self.sem = semantics
@@ -265,7 +274,7 @@ class Preparer:
 
     has_sve = True  # scratch instructions carry the SVE bit (gfx11, gfx94x); gfx90a's do not
 
-    def attach(self, launch) -> None:
+    def attach(self, launch: Launch) -> None:
         """The launch whose memory and statistics the prepared instructions use from now on."""
         self.launch = launch
         for space in self.spaces.values():
@@ -332,7 +341,7 @@ class Preparer:
         return lambda: f"{name.lower()} at pc 0x{pc:x}"
 
     # --- preparation
-    def prepare(self, inst, pc: int) -> Step:
+    def prepare(self, inst: Inst, pc: int) -> Step:
         kind = type(inst).__name__
         name = inst.op_name if hasattr(inst, "op") else kind
         size = inst.size()
