@@ -428,7 +428,7 @@ class Preparer:
         return Step(name, klass, size, self._runner(fn, getters, puts, size, space, vector=False,
                                                       where=self.where_for(name, pc)), pc)
 
-    def _scalar_widths(self, inst) -> dict:
+    def _scalar_widths(self, inst: Inst) -> dict[str, int]:
         bits = inst.canonical_op_bits
         return {"D0": bits["d"], "S0": bits["s0"], "S1": bits["s1"], "EXEC": 64 if not self.wave32 else 32,
                 "VCC": 64 if not self.wave32 else 32, "SCC": 1}

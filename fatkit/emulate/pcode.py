@@ -763,8 +763,8 @@ class _Compiler:
             kind, width = "i", 1
         return Expr(ref, kind, width, text=name)
 
-    lane_masks: frozenset = frozenset()
-    widths: dict | None = None
+    lane_masks: frozenset[str] = frozenset()
+    widths: dict[str, int] | None = None
 
 
 _CHAINED = re.compile(r"^(\S+) = (\S+) = (.*)$", re.MULTILINE)
@@ -802,8 +802,8 @@ def _substitute_lambdas(text: str) -> str:
             text = text[:c.start()] + f"({expanded})" + text[i:]
 
 
-def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset = frozenset(),
-                  widths: dict | None = None) -> tuple[str, list[str], list[str]]:
+def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
+                  widths: dict[str, int] | None = None) -> tuple[str, list[str], list[str]]:
     """Python source of `def run(ctx, M, LANE, <operands>) -> (written operands)`, with the operand names it
     takes and the ones it returns, in order. `lane_masks`: operands that are per-lane bit masks in this instruction
     (a VALU write of the whole VCC/D0 sets this lane's bit); `widths`: register bits of the operands (a
