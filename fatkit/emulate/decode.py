@@ -7,6 +7,9 @@ digest, the ISA and the wave size, so relaunching a kernel decodes nothing.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+
+import numpy as np
 
 from fatkit.emulate.executor import CONTROL, Preparer, Step
 from fatkit.errors import FatkitError
@@ -15,7 +18,8 @@ _CACHE_INVALIDATES = {43: "BUFFER_GL0_INV", 44: "BUFFER_GL1_INV"}  # gfx11 MUBUF
 _PROGRAMS: dict[tuple, tuple[Preparer, dict[int, Step]]] = {}
 
 
-def program_for(data: bytes, arch: str, wave32: bool, make_preparer) -> tuple[Preparer, dict[int, Step]]:
+def program_for(data: bytes, arch: str, wave32: bool,
+                make_preparer: Callable[[], Preparer]) -> tuple[Preparer, dict[int, Step]]:
     key = (hashlib.sha256(data).digest(), arch, wave32)
     found = _PROGRAMS.get(key)
     if found is None:
@@ -23,7 +27,7 @@ def program_for(data: bytes, arch: str, wave32: bool, make_preparer) -> tuple[Pr
     return found
 
 
-def fetch(preparer: Preparer, steps: dict[int, Step], offset: int, image) -> Step:
+def fetch(preparer: Preparer, steps: dict[int, Step], offset: int, image: np.ndarray) -> Step:
     """Decode and prepare the instruction at `offset` of the loaded image."""
     from tinygrad.renderer.amd import decode_inst
     if not 0 <= offset < len(image) - 16:

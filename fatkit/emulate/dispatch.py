@@ -82,7 +82,7 @@ def _kd_address(elf: ElfView, kernel: str) -> int:
     raise FatkitError(f"code object has no kernel descriptor {kernel}.kd")
 
 
-def _arg_bytes(kernel: str, index: int, arg, meta: dict, memory: GlobalMemory) -> bytes:
+def _arg_bytes(kernel: str, index: int, arg: object, meta: dict, memory: GlobalMemory) -> bytes:
     size = meta.get(".size")
     kind = meta.get(".value_kind")
     if isinstance(arg, np.ndarray):
@@ -105,7 +105,7 @@ def _arg_bytes(kernel: str, index: int, arg, meta: dict, memory: GlobalMemory) -
                       "memory), a numpy scalar (by value) or bytes (an array parameter)")
 
 
-def _hidden(kind: str, grid, block, shared: int, queue: int) -> int | None:
+def _hidden(kind: str, grid: tuple[int, ...], block: tuple[int, ...], shared: int, queue: int) -> int:
     axes = "xyz"
     for i, axis in enumerate(axes):
         if kind == f"hidden_block_count_{axis}":
@@ -132,14 +132,15 @@ def _hidden(kind: str, grid, block, shared: int, queue: int) -> int | None:
 class Launch:
     """The state one launch shares across its waves."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.memory = GlobalMemory()
         self.stats = LaunchStats()
         self.code_base = 0
         self.ieee = True
 
 
-def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: list, shared: int = 0) -> LaunchStats:
+def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
+           shared: int = 0) -> LaunchStats:
     started = time.perf_counter()
     data = bytes(code_object)
     co = parse_code_object(data)
@@ -194,7 +195,7 @@ def launch(code_object: bytes, kernel: str, grid: tuple, block: tuple, args: lis
                 (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"), np.uint8)
     kernarg_address = state.memory.add(kernarg)
     dispatch = np.zeros(64, dtype=np.uint8)
-    struct.pack_into("<HHHHHHIIIIIQQ", dispatch, 0, 0, 3, block[0], block[1], block[2], 0,
+    struct.pack_into("<HHHHHHIIIIIQQ", dispatch.data, 0, 0, 3, block[0], block[1], block[2], 0,
                      grid[0] * block[0], grid[1] * block[1], grid[2] * block[2],
                      kd.private_segment_fixed_size, kd.group_segment_fixed_size + shared,
                      loaded.base + kd.offset, kernarg_address)

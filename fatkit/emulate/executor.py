@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,11 @@ from fatkit.emulate.memory import (
 )
 from fatkit.emulate.semantics import Semantics
 from fatkit.errors import FatkitError
+
+if TYPE_CHECKING:
+    from tinygrad.renderer.amd.dsl import Inst
+
+    from fatkit.emulate.dispatch import Launch
 
 M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
@@ -64,6 +70,9 @@ class LaunchStats:
     waves: int = 0
     seconds: float = 0.0
     budget: int = 0  # wave-instructions allowed before the launch counts as hung
+    # the loaded code object and its address (its globals after the run)
+    image: np.ndarray | None = field(default=None, repr=False, compare=False)
+    image_base: int = 0
 
     def count(self, klass: str, n: int = 1) -> None:
         self.per_class[klass] = self.per_class.get(klass, 0) + n
@@ -121,7 +130,7 @@ class Wave:
             value = value | (self.v[index + k].astype(object) << (32 * k))
         return value
 
-    def vwrite(self, index: int, count: int, value, mask: np.ndarray) -> None:
+    def vwrite(self, index: int, count: int, value: int | np.ndarray, mask: np.ndarray) -> None:
         for k in range(count):
             part = (value >> (32 * k)) & M32 if count > 1 else value & M32
             if isinstance(part, np.ndarray):
@@ -133,7 +142,7 @@ class Wave:
 class Space:
     """What the compiled pseudocode calls `ctx`: loads and stores in one address space for the current wave."""
 
-    def __init__(self, launch, kind: str):
+    def __init__(self, launch: Launch | None, kind: str) -> None:
         self.launch, self.kind = launch, kind
         self.wave: Wave | None = None
         self.where: Callable[[], str] = lambda: "?"
@@ -141,13 +150,15 @@ class Space:
         self.ieee = True
         self.mode = None
 
-    def _lanes(self, M) -> np.ndarray:
-        active = self.wave.exec_bool if self.kind != "scalar" else None
+    def _lanes(self, M: bool | np.ndarray) -> np.ndarray:
+        # lane by lane accesses come from vector memory instructions only, inside a wave's step
+        assert self.wave is not None and self.kind != "scalar"
+        active = self.wave.exec_bool
         if isinstance(M, np.ndarray):
             active = active & M
         return np.nonzero(active)[0]
 
-    def load(self, addr, width: int, M):
+    def load(self, addr: int | np.ndarray, width: int, M: bool | np.ndarray) -> int | np.ndarray:
         nbytes = width // 8
         if not isinstance(addr, np.ndarray):  # one lane (scalar memory, or an atomic lane by lane)
             return int(from_bytes(self._read(np.array([int(addr) & M64], dtype=np.uint64), nbytes,
@@ -159,7 +170,7 @@ class Space:
             out[lanes] = from_bytes(self._read(addrs, nbytes, lanes))
         return out
 
-    def store(self, addr, width: int, value, M) -> None:
+    def store(self, addr: int | np.ndarray, width: int, value: int | np.ndarray, M: bool | np.ndarray) -> None:
         nbytes = width // 8
         if not isinstance(addr, np.ndarray):
             self._write(np.array([int(addr) & M64], dtype=np.uint64), nbytes,
@@ -224,7 +235,7 @@ class Step:
     """One prepared instruction."""
     __slots__ = ("klass", "name", "pc", "run", "size")
 
-    def __init__(self, name: str, klass: str, size: int, run, pc: int):
+    def __init__(self, name: str, klass: str, size: int, run: Callable[[Wave], None] | None, pc: int) -> None:
         self.name, self.klass, self.size, self.run, self.pc = name, klass, size, run, pc
 
 
@@ -251,8 +262,8 @@ def _flip_bits(getter, mask: int):
 class Preparer:
     """Turns decoded instructions into Steps for one launch (architecture, wave size, address spaces)."""
 
-    def __init__(self, arch: str, wave32: bool, semantics: Semantics):
-        self.launch = None
+    def __init__(self, arch: str, wave32: bool, semantics: Semantics) -> None:
+        self.launch: Launch | None = None
         self.arch, self.wave32 = arch, wave32
         self.cdna = arch == "cdna"
         self.sem = semantics
@@ -263,7 +274,7 @@ class Preparer:
 
     has_sve = True  # scratch instructions carry the SVE bit (gfx11, gfx94x); gfx90a's do not
 
-    def attach(self, launch) -> None:
+    def attach(self, launch: Launch) -> None:
         """The launch whose memory and statistics the prepared instructions use from now on."""
         self.launch = launch
         for space in self.spaces.values():
@@ -330,7 +341,7 @@ class Preparer:
         return lambda: f"{name.lower()} at pc 0x{pc:x}"
 
     # --- preparation
-    def prepare(self, inst, pc: int) -> Step:
+    def prepare(self, inst: Inst, pc: int) -> Step:
         kind = type(inst).__name__
         name = inst.op_name if hasattr(inst, "op") else kind
         size = inst.size()
@@ -417,7 +428,7 @@ class Preparer:
         return Step(name, klass, size, self._runner(fn, getters, puts, size, space, vector=False,
                                                       where=self.where_for(name, pc)), pc)
 
-    def _scalar_widths(self, inst) -> dict:
+    def _scalar_widths(self, inst: Inst) -> dict[str, int]:
         bits = inst.canonical_op_bits
         return {"D0": bits["d"], "S0": bits["s0"], "S1": bits["s1"], "EXEC": 64 if not self.wave32 else 32,
                 "VCC": 64 if not self.wave32 else 32, "SCC": 1}
@@ -558,7 +569,7 @@ class Preparer:
                 getters.append(lambda w, value=value: value)
             else:
                 getters.append(self.common_getter(p, name))
-        puts = []
+        puts: list[Callable[..., None] | None] = []
         for o in fn.outputs:
             if o in ("VDATA", "RETURN_DATA"):
                 if o == "RETURN_DATA" and not returns:
@@ -721,7 +732,7 @@ class Preparer:
                 reg = getattr(inst, opname)
                 if ("_DPP" in kind or "_SDWA" in kind) and i == 0:
                     reg = inst.vsrc0
-                if "_SDWA" in kind and getattr(inst, f"s{i}", 0):  # SDWA's SGPR source flag
+                if "_SDWA" in kind and bool(getattr(inst, f"s{i}", 0)):  # SDWA's SGPR source flag
                     reg = type(reg)(reg.offset - 256, reg.sz)
                 op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("src" + str(i))
                 fmt, obits = (op_info[0], op_info[1]) if op_info else (None, bits[f"s{i}"])
@@ -770,7 +781,7 @@ class Preparer:
                 getters.append(lambda w, value=literal: value)
             else:
                 getters.append(self.common_getter(param, name))
-        puts = []
+        puts: list[Callable[..., None] | None] = []
         clamp = getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0)
         omod = getattr(inst, "omod", 0)
         dfmt = ops.get("vdst", (None, 32, None))[0] if ops.get("vdst") else None
@@ -791,7 +802,7 @@ class Preparer:
                     getattr(inst, "sdst", None) or inst.vdst
                 d = 106 if kind.startswith("VOPC") and "_E64" not in name and not kind.startswith("VOP3") else \
                     (dst.offset if hasattr(dst, "offset") else dst)
-                if "_SDWA" in kind and getattr(inst, "sd", 0):
+                if "_SDWA" in kind and bool(getattr(inst, "sd", 0)):
                     d = inst.sdst.offset
                 puts.append(self.mask_put(d))
             elif out == "D0":

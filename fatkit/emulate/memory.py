@@ -8,6 +8,7 @@ the address and the instruction, never a host access. Values cross as Python int
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,7 +25,7 @@ class MemoryFault(FatkitError):
     """An access outside every region the launch knows."""
 
 
-def to_bytes(values, nbytes: int) -> np.ndarray:
+def to_bytes(values: np.ndarray, nbytes: int) -> np.ndarray:
     """Lane values (object array of non-negative ints) as a (lanes, nbytes) little-endian byte array."""
     count = len(values)
     words = (nbytes + 7) // 8
@@ -51,7 +52,7 @@ def from_bytes(data: np.ndarray) -> np.ndarray:
 class GlobalMemory:
     """Host memory regions (start address → uint8 view over their bytes)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.starts: list[int] = []
         self.regions: list[tuple[int, int, np.ndarray]] = []
 
@@ -65,7 +66,7 @@ class GlobalMemory:
             self.regions.insert(index, (start, start + raw.size, raw))
         return start
 
-    def locate(self, lo: int, hi: int, where) -> tuple[int, np.ndarray] | None:
+    def locate(self, lo: int, hi: int, where: Callable[[], str]) -> tuple[int, np.ndarray] | None:
         index = bisect.bisect(self.starts, lo) - 1
         if index >= 0:
             start, end, raw = self.regions[index]
@@ -73,13 +74,14 @@ class GlobalMemory:
                 return start, raw
         return None
 
-    def _spans(self, addrs: np.ndarray, nbytes: int, where):
+    def _spans(self, addrs: np.ndarray, nbytes: int,
+               where: Callable[[], str]) -> list[tuple[int, np.ndarray, slice | np.ndarray]]:
         """Groups of lanes by region: [(region start, its bytes, lane indices)]."""
         lo, hi = int(addrs.min()), int(addrs.max()) + nbytes
         found = self.locate(lo, hi, where)
         if found is not None:
             return [(found[0], found[1], slice(None))]
-        groups = []
+        groups: list[tuple[int, np.ndarray, slice | np.ndarray]] = []
         starts = np.array(self.starts, dtype=np.uint64)
         index = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
         for region in np.unique(index):
@@ -93,14 +95,14 @@ class GlobalMemory:
             groups.append((start, raw, lanes))
         return groups
 
-    def read(self, addrs: np.ndarray, nbytes: int, where) -> np.ndarray:
+    def read(self, addrs: np.ndarray, nbytes: int, where: Callable[[], str]) -> np.ndarray:
         out = np.empty((len(addrs), nbytes), dtype=np.uint8)
         for start, raw, lanes in self._spans(addrs, nbytes, where):
             offsets = (addrs[lanes] - np.uint64(start)).astype(np.int64)
             out[lanes] = raw[offsets[:, None] + np.arange(nbytes)]
         return out
 
-    def write(self, addrs: np.ndarray, nbytes: int, data: np.ndarray, where) -> None:
+    def write(self, addrs: np.ndarray, nbytes: int, data: np.ndarray, where: Callable[[], str]) -> None:
         for start, raw, lanes in self._spans(addrs, nbytes, where):
             offsets = (addrs[lanes] - np.uint64(start)).astype(np.int64)
             # lanes in order: where two write one byte, the higher lane's value stays (as on hardware)
@@ -110,11 +112,11 @@ class GlobalMemory:
 class FlatArray:
     """LDS (one array) or scratch (one row per lane) bounds-checked like global memory."""
 
-    def __init__(self, name: str, size: int, lanes: int | None = None):
+    def __init__(self, name: str, size: int, lanes: int | None = None) -> None:
         self.name, self.size, self.lanes = name, size, lanes
         self.data = np.zeros((lanes, size) if lanes else size, dtype=np.uint8)
 
-    def _offsets(self, addrs: np.ndarray, nbytes: int, where) -> np.ndarray:
+    def _offsets(self, addrs: np.ndarray, nbytes: int, where: Callable[[], str]) -> np.ndarray:
         offsets = addrs.astype(np.int64)
         if len(offsets) and (int(offsets.max()) + nbytes > self.size or int(offsets.min()) < 0):
             bad = int(offsets[(offsets + nbytes > self.size) | (offsets < 0)][0])
@@ -122,14 +124,19 @@ class FlatArray:
                               f"lies outside its {self.size} bytes")
         return offsets
 
-    def read(self, addrs: np.ndarray, nbytes: int, where, lanes: np.ndarray | None = None) -> np.ndarray:
+    def read(self, addrs: np.ndarray, nbytes: int, where: Callable[[], str],
+             lanes: np.ndarray | None = None) -> np.ndarray:
         index = self._offsets(addrs, nbytes, where)[:, None] + np.arange(nbytes)
-        return self.data[lanes[:, None], index] if self.lanes else self.data[index]
+        if self.lanes:
+            assert lanes is not None  # scratch has a row per lane: its accesses name the lanes
+            return self.data[lanes[:, None], index]
+        return self.data[index]
 
-    def write(self, addrs: np.ndarray, nbytes: int, data: np.ndarray, where,
+    def write(self, addrs: np.ndarray, nbytes: int, data: np.ndarray, where: Callable[[], str],
               lanes: np.ndarray | None = None) -> None:
         index = self._offsets(addrs, nbytes, where)[:, None] + np.arange(nbytes)
         if self.lanes:
+            assert lanes is not None  # scratch has a row per lane: its accesses name the lanes
             self.data[np.repeat(lanes, nbytes), index.reshape(-1)] = data.reshape(-1)
         else:
             self.data[index.reshape(-1)] = data.reshape(-1)

@@ -52,6 +52,7 @@ def tokenize(text: str) -> list[Tok]:
             raise PcodeError(f"pseudocode: cannot read {text[pos:pos + 20]!r}")
         pos = m.end()
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind in ("ws", "comment"):
             continue
         out.append(Tok(kind, m.group()))
@@ -321,6 +322,8 @@ class _Compiler:
         if tok.kind != "name":
             raise PcodeError(f"pseudocode: cannot assign to {tok.text!r}")
         name = tok.text
+        kind: str | None
+        width: int | None
         if name in ("MEM", "VGPR", "SGPR"):
             if name != "MEM":
                 raise PcodeError(f"pseudocode: writes {name}[] (cross-lane register access)")
@@ -655,6 +658,8 @@ class _Compiler:
 
     def primary(self) -> Expr:
         tok = self.next()
+        kind: str | None
+        width: int | None
         if tok.kind == "op" and tok.text == "(":
             e = self.expr()
             self.expect(")")
@@ -686,11 +691,11 @@ class _Compiler:
                 return Expr(f"_bits({inner.code}, {inner.width})", "i", width)
             return self.typed(inner, "i", width, letter == "I")
         if tok.kind == "wfloat":
-            width, value = tok.text.split("'")
-            return Expr(repr(float(value)), "f", int(width), literal=True)
+            digits, value = tok.text.split("'")
+            return Expr(repr(float(value)), "f", int(digits), literal=True)
         if tok.kind == "wlit":
-            width, value = tok.text.split("'")
-            return Expr(str(_int_literal(value)), "i", int(width), literal=True)
+            digits, value = tok.text.split("'")
+            return Expr(str(_int_literal(value)), "i", int(digits), literal=True)
         if tok.kind == "float":
             return Expr(repr(float(tok.text.rstrip("F"))), "f", 32 if tok.text.endswith("F") else None,
                         literal=True)
@@ -758,8 +763,8 @@ class _Compiler:
             kind, width = "i", 1
         return Expr(ref, kind, width, text=name)
 
-    lane_masks: frozenset = frozenset()
-    widths: dict | None = None
+    lane_masks: frozenset[str] = frozenset()
+    widths: dict[str, int] | None = None
 
 
 _CHAINED = re.compile(r"^(\S+) = (\S+) = (.*)$", re.MULTILINE)
@@ -797,8 +802,8 @@ def _substitute_lambdas(text: str) -> str:
             text = text[:c.start()] + f"({expanded})" + text[i:]
 
 
-def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset = frozenset(),
-                  widths: dict | None = None) -> tuple[str, list[str], list[str]]:
+def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
+                  widths: dict[str, int] | None = None) -> tuple[str, list[str], list[str]]:
     """Python source of `def run(ctx, M, LANE, <operands>) -> (written operands)`, with the operand names it
     takes and the ones it returns, in order. `lane_masks`: operands that are per-lane bit masks in this instruction
     (a VALU write of the whole VCC/D0 sets this lane's bit); `widths`: register bits of the operands (a

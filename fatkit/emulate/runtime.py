@@ -27,7 +27,7 @@ def _range(lo, hi):
     return range(int(lo), int(hi) + 1)
 
 
-def _b(x):
+def _b(x: object) -> bool | np.ndarray:
     if isinstance(x, _ARR):
         return x if x.dtype == np.bool_ else x != 0
     return bool(x)
@@ -83,7 +83,7 @@ def _asg(m, new, old):
     return new if m else old
 
 
-def _pack(bits) -> int:
+def _pack(bits: np.ndarray) -> int:
     """A lane vector of conditions as an integer mask (lane 0 = bit 0)."""
     return int.from_bytes(np.packbits(np.asarray(bits, dtype=bool), bitorder="little").tobytes(), "little")
 
@@ -135,7 +135,7 @@ def _rev32(x):
     return _reverse(x, 32)
 
 
-def _sext(x, width):
+def _sext(x: int | np.ndarray, width: int) -> int | np.ndarray:
     sign = 1 << (width - 1)
     return ((x & ((1 << width) - 1)) ^ sign) - sign
 
@@ -192,14 +192,14 @@ def _width(x) -> int:
     return 64
 
 
-def _asf(x, width):
+def _asf(x: int | np.ndarray, width: int) -> np.floating | np.ndarray:
     """Bits as a float of that width."""
     if isinstance(x, _ARR):
         return (x & ((1 << width) - 1)).astype(_UINT[width]).view(_FLOAT[width])
     return _UINT[width](int(x) & ((1 << width) - 1)).view(_FLOAT[width])
 
 
-def _bits(x, width):
+def _bits(x: int | float | np.integer | np.floating | np.bool_ | np.ndarray, width: int | None) -> int | np.ndarray:
     """A float's bits (an integer passes through)."""
     if isinstance(x, _ARR):
         if x.dtype.kind == "f":

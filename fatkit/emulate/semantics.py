@@ -89,10 +89,10 @@ class Compiled:
     reads_memory: bool
     writes_memory: bool
     source: str
-    extent: dict  # operand → bits written (from bit 0)
+    extent: dict[str, int]  # operand → bits written (from bit 0)
 
 
-def _tinygrad_tables(arch: str):
+def _tinygrad_tables(arch: str) -> dict[str, str]:
     try:
         module = importlib.import_module(f"tinygrad.runtime.autogen.amd.{arch}.str_pcode")
     except ImportError as exc:
@@ -142,8 +142,8 @@ class Semantics:
                 break
         return base
 
-    def get(self, name: str, vector: bool, lane_masks: frozenset = frozenset(),
-            widths: dict | None = None) -> Compiled:
+    def get(self, name: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
+            widths: dict[str, int] | None = None) -> Compiled:
         key = (name, vector, lane_masks, tuple(sorted((widths or {}).items())))
         found = self.memo.get(key)
         if found is not None:
