@@ -606,7 +606,9 @@ class Preparer:
             return self.swizzle(inst, name, size, pc, offset)
         fn = self.sem.get(name, vector=True)
         uses_offset = any(p in fn.params for p in ("OFFSET", "OFFSET0", "OFFSET1"))
-        extra = 0 if uses_offset or self.cdna else offset
+        # where the pseudocode leaves the instruction's offset out (CDNA's DS_READ_U8/_U16, DS_WRITE_B8/_B16,
+        # DS_ADD_F64…: MEM[ADDR]), the address still includes it
+        extra = 0 if uses_offset else offset
 
         def address(w):  # LDS addresses are 32-bit: the offset wraps
             return (w.v[addr].astype(object) + extra) & M32 if extra else w.v[addr].astype(object)
