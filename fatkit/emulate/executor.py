@@ -373,6 +373,15 @@ class Preparer:
                 w.yielded = True
                 w.pc += size
             return Step(name, CONTROL, size, run, pc)
+        if name in ("S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"):
+            message, d = inst.ssrc0.offset, inst.sdst.offset
+            if message != 0x83:  # MSG_RTN_GET_REALTIME (gfx11's s_memrealtime): a clock, as S_MEMREALTIME
+                raise FatkitError(f"{name.lower()} message 0x{message:x} at pc 0x{pc:x} is not modelled")
+
+            def run(w):
+                w.swrite(d, 2 if name.endswith("B64") else 1, self.launch.stats.wave_instructions)
+                w.pc += size
+            return Step(name, SMEM, size, run, pc)
         if name in ("S_TRAP", "S_SETHALT"):
             def run(w):
                 raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: the kernel trapped")
