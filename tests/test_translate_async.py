@@ -12,23 +12,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
 from fatkit.translate.lower.mbarrier import mbarrier_word
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles
+from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 
 HEADER = ".version 8.6\n.target sm_100\n.address_size 64\n"
 RNG = np.random.default_rng(6)
 
 
-def _host(ptx: str):
-    translation = translate(ptx, Options(target="host"))
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    """The host JIT, or the gfx1100/gfx942 code object on fatkit.emulate (tests/amdrun.py)."""
+    return request.param
+
+
+def _program(ptx: str, target: str):
+    translation = translate(ptx, Options(target=target))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
-    return translation.product
-
-
-def _address(array: np.ndarray) -> int:
-    return array.ctypes.data
+    return HostProgram(translation.product) if target == "host" else EmulatedProgram(translation.product)
 
 
 def _waiting(label: str, wait: str, done: str) -> str:
@@ -146,13 +150,13 @@ def _pipeline_reference(data: np.ndarray, n: int, tiles: int) -> np.ndarray:
     return out.astype(np.uint32)
 
 
-def test_cp_async_double_buffered_pipeline_with_zero_fill_and_ignore_src():
-    program = _host(PIPELINE)
+def test_cp_async_double_buffered_pipeline_with_zero_fill_and_ignore_src(target):
+    program = _program(PIPELINE, target)
     tiles = 5
     data = RNG.integers(0, 1 << 32, tiles * 256, dtype=np.uint64).astype(np.uint32)
     for n in (tiles * 256, tiles * 256 - 37, 3 * 256 + 6):
         out = np.zeros(tiles * 64, np.uint32)
-        program.launch("pipeline", [_address(data), _address(out), n, tiles], block=(64, 1, 1))
+        program.launch("pipeline", [data, out, n, tiles], block=(64, 1, 1))
         np.testing.assert_array_equal(out, _pipeline_reference(data, n, tiles), err_msg=f"n={n}")
 
 
@@ -203,11 +207,11 @@ SIZES = HEADER + """
 
 
 @pytest.mark.parametrize("count, flag", [(11, 0), (16, 1), (0, 0)])
-def test_cp_async_sizes_src_size_and_ignore_src(count, flag):
-    program = _host(SIZES)
+def test_cp_async_sizes_src_size_and_ignore_src(count, flag, target):
+    program = _program(SIZES, target)
     data = RNG.integers(1, 256, 96, dtype=np.uint64).astype(np.uint8)
     out = np.zeros(96, np.uint8)
-    program.launch("sizes", [_address(data), _address(out), count, flag])
+    program.launch("sizes", [data, out, count, flag])
     expected = np.full(96, 0xAB, np.uint8)
     expected[0:4] = data[0:4]
     expected[16:19], expected[19:24] = data[16:19], 0
@@ -309,11 +313,16 @@ DONE:
 """
 
 
-def test_mbarrier_ring_between_producer_and_consumer_warps_by_phase_parity():
-    program = _host(RING)
+def test_mbarrier_ring_between_producer_and_consumer_warps_by_phase_parity(target, request, monkeypatch):
+    if target == "gfx942":
+        monkeypatch.setenv("FATKIT_EMULATE_BUDGET", "300000")  # it spins: fail in seconds, not at 20 M
+        request.applymarker(pytest.mark.xfail(strict=True, raises=FatkitError, reason=(
+            "fatkit bug: on wave64 the producer warp and the consumer warp share one wave; the consumer half's "
+            "mbarrier.try_wait loop runs with the producer half masked off and never lets it arrive (a hang)")))
+    program = _program(RING, target)
     rounds = 7
     out = np.full(64, 7, np.uint32)
-    program.launch("ring", [_address(out), rounds], block=(64, 1, 1))
+    program.launch("ring", [out, rounds], block=(64, 1, 1))
     lanes = np.arange(32)
     consumed = sum((r + 1) * (r * 100 + (lanes + 5) % 32) for r in range(rounds))
     np.testing.assert_array_equal(out, np.concatenate([np.zeros(32), consumed]).astype(np.uint32))
@@ -368,10 +377,10 @@ PHASE:
 """
 
 
-def test_every_thread_arrives_and_waits_on_its_state_token():
-    program = _host(ALL_ARRIVE)
+def test_every_thread_arrives_and_waits_on_its_state_token(target):
+    program = _program(ALL_ARRIVE, target)
     out = np.zeros(96, np.uint32)
-    program.launch("all_arrive", [_address(out)], block=(96, 1, 1))
+    program.launch("all_arrive", [out], block=(96, 1, 1))
     neighbour = (np.arange(96) + 1) % 96
     np.testing.assert_array_equal(out, sum(p * 1000 + neighbour for p in range(3)).astype(np.uint32))
 
@@ -460,10 +469,10 @@ STATES = HEADER + """
 """
 
 
-def test_mbarrier_counts_tokens_tx_count_and_phases():
-    program = _host(STATES)
+def test_mbarrier_counts_tokens_tx_count_and_phases(target):
+    program = _program(STATES, target)
     out = np.zeros(17, np.uint64)
-    program.launch("states", [_address(out)])
+    program.launch("states", [out])
     pending = [4, 3, 4, 2]  # each token's pending count before its arrive-on
     waits = [0, 0, 0, 1, 1, 0, 1, 1, 0, 1]
     words = [mbarrier_word(4, 4, phase=1),  # phase 0 completed by the last complete-tx
@@ -571,8 +580,8 @@ def _bfloat16(values: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def test_bulk_copies_reductions_and_st_bulk_complete_on_an_mbarrier():
-    program = _host(BULK)
+def test_bulk_copies_reductions_and_st_bulk_complete_on_an_mbarrier(target):
+    program = _program(BULK, target)
     words = RNG.integers(0, 1 << 32, 256, dtype=np.uint64).astype(np.uint32)
     f32 = RNG.integers(-64, 64, 64).astype(np.float32) / 4
     f16 = (RNG.integers(-64, 64, 64) / 8).astype(np.float16)
@@ -588,7 +597,7 @@ def test_bulk_copies_reductions_and_st_bulk_complete_on_an_mbarrier():
     zero = np.full(256, 5, np.uint32)
     shared = np.zeros(64, np.uint32)
     before = acc.copy()
-    program.launch("bulk", [_address(a) for a in (words, floats, out, acc, facc, zero, shared)], block=(64, 1, 1))
+    program.launch("bulk", [words, floats, out, acc, facc, zero, shared], block=(64, 1, 1))
     thread = np.arange(256, dtype=np.uint64) // 4
     staged = ((words.astype(np.uint64) * 3 + thread) % (1 << 32)).astype(np.uint32)
     np.testing.assert_array_equal(out, staged)
@@ -637,11 +646,11 @@ MASKED = HEADER + """
 
 
 @pytest.mark.parametrize("mask", [0xA5C3, 0xFFFF, 0])
-def test_bulk_store_with_a_byte_mask_writes_only_the_selected_bytes(mask):
-    program = _host(MASKED)
+def test_bulk_store_with_a_byte_mask_writes_only_the_selected_bytes(mask, target):
+    program = _program(MASKED, target)
     data = RNG.integers(0, 256, 64, dtype=np.uint64).astype(np.uint8)
     out = np.full(64, 0xEE, np.uint8)
-    program.launch("masked", [_address(data), _address(out), mask])
+    program.launch("masked", [data, out, mask])
     selected = np.array([(mask >> (i % 16)) & 1 for i in range(64)], bool)
     np.testing.assert_array_equal(out, np.where(selected, data, 0xEE))
 
@@ -761,16 +770,13 @@ CLUSTER_BARRIER = """
 """
 
 
-def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier():
+def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier(target):
     """barrier.cluster.arrive/wait (Hopper code pairs them with fence.mbarrier_init) in a kernel without
     cluster dimensions: every thread sees its neighbour's shared store after the wait; a kernel declaring
     clusters of two CTAs is refused with the reason."""
-    import ctypes
-
-    program = translate(CLUSTER_BARRIER, Options(target="host")).product
-    out = (ctypes.c_uint32 * 64)()
-    program.launch("k", [ctypes.addressof(out)], block=(64,))
-    assert list(out) == [(i ^ 1) + 1 for i in range(64)]
+    out = np.zeros(64, np.uint32)
+    _program(CLUSTER_BARRIER, target).launch("k", [out], block=(64, 1, 1))
+    assert out.tolist() == [(i ^ 1) + 1 for i in range(64)]
     for target in ("gfx942", "gfx1100", "sm_90"):
         assert [k.status for k in translate(CLUSTER_BARRIER, Options(target=target)).kernels] == ["ok"]
     clusters_of_two = CLUSTER_BARRIER.replace("(.param .u64 out)", "(.param .u64 out) .reqnctapercluster 2, 1, 1")
@@ -804,11 +810,11 @@ TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + """
 """
 
 
-def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes():
+def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes(target):
     """Nothing launched can be cancelled on AMD: the response is the not-cancelled one (zeros, fatkit's
     encoding) and its 16 bytes complete the mbarrier phase that expected them."""
     out = np.full(8, 7, dtype=np.uint32)
-    _host(TRY_CANCEL).launch("try_cancel", [_address(out)])
+    _program(TRY_CANCEL, target).launch("try_cancel", [out])
     assert out[:2].tolist() == [0, 1]  # the phase was waiting for the 16 bytes, and they came
     assert out[4:].tolist() == [0, 0, 0, 0]
 
@@ -857,10 +863,10 @@ LOOP:
 """
 
 
-def test_a_shared_cta_to_cluster_bulk_copy_lands_in_the_cta_of_a_cluster_of_one():
+def test_a_shared_cta_to_cluster_bulk_copy_lands_in_the_cta_of_a_cluster_of_one(target):
     """48 of 64 bytes copied from one .shared array to another: words 0-11 arrive, 12-15 keep their 7."""
     out = np.zeros(16, dtype=np.uint32)
-    _host(SHARED_TO_CLUSTER).launch("shared_to_cluster", [_address(out)], block=(8, 1, 1))
+    _program(SHARED_TO_CLUSTER, target).launch("shared_to_cluster", [out], block=(8, 1, 1))
     pairs = out.reshape(8, 2)
     source = [(t * 2654435761) & 0xFFFFFFFF for t in range(8)] + [0] * 8
     assert pairs[:, 0].tolist() == source[:8]

@@ -19,8 +19,11 @@ from fatkit.translate.pipeline import Options, lower, parse, passes, translate
 from fatkit.translate.ptx import parse_ptx
 from tests import oracles
 from tests.ptxrun import HEADER
-from tests.test_translate_warp import wave  # noqa: F401  (the wave32/wave64 host fixture, by usefixtures)
+from tests.amdrun import EmulatedProgram, HostProgram
+from tests.amdrun import program as amd_program
+from tests import test_translate_warp
 
+wave = test_translate_warp.wave  # the fixture: host wave32/wave64, gfx1100, gfx942 (its value: the target)
 WARP = 32
 RNG = np.random.default_rng(20261129)
 COUNTS = (1, 2, 4)
@@ -101,14 +104,14 @@ STORE_BODY = """mov.u32 %r2, 0;
     ld.shared.v4.u32 {%r20, %r21, %r22, %r23}, [%r8];"""
 
 
-def _launch(text: str, name: str, data: np.ndarray, perm: np.ndarray) -> np.ndarray:
-    """Run a `_kernel` over one block of len(perm) threads; out as (threads, 8) u16."""
+def _launch(text: str, name: str, data: np.ndarray, perm: np.ndarray, target: str = "host") -> np.ndarray:
+    """Run a `_kernel` over one block of len(perm) threads on `target` (tests/amdrun.py); out as (threads, 8) u16."""
     n = len(perm)
-    program = translate(text, Options(target="host")).product
+    program = amd_program(text, target)
     source = np.ascontiguousarray(data, dtype=np.uint16)
     slots = np.ascontiguousarray(perm, dtype=np.uint32)
     out = np.zeros((n, 8), dtype=np.uint16)
-    program.launch(name, [source.ctypes.data, slots.ctypes.data, out.ctypes.data], block=(n, 1, 1))
+    program.launch(name, [source, slots, out], block=(n, 1, 1))
     return out
 
 
@@ -201,26 +204,24 @@ def _cases():
 
 
 @pytest.mark.parametrize("n, count, trans", list(_cases()))
-@pytest.mark.usefixtures("wave")
-def test_ldmatrix_every_form_against_the_isa_layout(n, count, trans):
+def test_ldmatrix_every_form_against_the_isa_layout(n, count, trans, wave):
     data = RNG.integers(0, 1 << 16, size=(n, 8), dtype=np.uint16)
     perm = RNG.permutation(n).astype(np.uint32)
     expected = ldmatrix_model(data, perm, count, trans)
     for addressing in ADDRESSINGS:
         body = LOAD_BODY.replace("OP", _matrix_op("ldmatrix", count, trans, addressing))
-        out = _launch(_kernel("ld", 16 * n, body), "ld", data, perm).view(np.uint32)
+        out = _launch(_kernel("ld", 16 * n, body), "ld", data, perm, wave).view(np.uint32)
         assert np.array_equal(out[:, :count], expected), (addressing, np.argwhere(out[:, :count] != expected)[:4])
 
 
 @pytest.mark.parametrize("n, count, trans", list(_cases()))
-@pytest.mark.usefixtures("wave")
-def test_stmatrix_every_form_against_the_isa_layout(n, count, trans):
+def test_stmatrix_every_form_against_the_isa_layout(n, count, trans, wave):
     data = RNG.integers(0, 1 << 16, size=(n, 8), dtype=np.uint16)
     perm = RNG.permutation(n).astype(np.uint32)
     expected = stmatrix_model(data.view(np.uint32), perm, count, trans)
     for addressing in ADDRESSINGS:
         body = STORE_BODY.replace("OP", _matrix_op("stmatrix", count, trans, addressing))
-        out = _launch(_kernel("st", 16 * n, body), "st", data, perm)
+        out = _launch(_kernel("st", 16 * n, body), "st", data, perm, wave)
         assert np.array_equal(out, expected), (addressing, np.argwhere(out != expected)[:4])
 
 
@@ -290,8 +291,7 @@ def test_models_are_cutlass_layouts(opcode, shape, count):
 
 
 @pytest.mark.parametrize("opcode, shape, n, count", list(_eight_bit_cases()))
-@pytest.mark.usefixtures("wave")
-def test_sm100_eight_bit_forms_against_the_cutlass_layout(opcode, shape, n, count):
+def test_sm100_eight_bit_forms_against_the_cutlass_layout(opcode, shape, n, count, wave):
     """ldmatrix .m16n16.x1/.x2.trans.b8 and stmatrix .m16n8.x1/.x2/.x4.trans.b8 (sm_100) against the layouts
     of NVIDIA's CUTLASS (no sm_100 GPU runs in verification: these are checked against that model only)."""
     layout = EIGHT_BIT[opcode, shape]
@@ -300,24 +300,24 @@ def test_sm100_eight_bit_forms_against_the_cutlass_layout(opcode, shape, n, coun
     for addressing in ("shared32", "generic"):
         op = _matrix_op(opcode, count, True, addressing, shape)
         if opcode == "ldmatrix":
-            out = _launch(_kernel("ld8", 16 * n, LOAD_BODY.replace("OP", op)), "ld8", data, perm).view(np.uint32)
+            text = _kernel("ld8", 16 * n, LOAD_BODY.replace("OP", op))
+            out = _launch(text, "ld8", data, perm, wave).view(np.uint32)
             expected = gather_model(data, perm, count, layout)
             assert np.array_equal(out[:, :expected.shape[1]], expected), (addressing, count)
         else:
-            out = _launch(_kernel("st8", 16 * n, STORE_BODY.replace("OP", op)), "st8", data, perm)
+            out = _launch(_kernel("st8", 16 * n, STORE_BODY.replace("OP", op)), "st8", data, perm, wave)
             expected = scatter_model(data.view(np.uint32), perm, count, layout)
             assert np.array_equal(out.view(np.uint8), expected), (addressing, count)
 
 
-@pytest.mark.usefixtures("wave")
-def test_cutlass_modifier_order():
+def test_cutlass_modifier_order(wave):
     """CUTLASS writes the count before the shape (`ldmatrix.sync.aligned.x4.trans.m8n8.shared.b16`), as the
     corpus kernels do: the same instruction."""
     n = 64
     data = RNG.integers(0, 1 << 16, size=(n, 8), dtype=np.uint16)
     perm = RNG.permutation(n).astype(np.uint32)
     body = LOAD_BODY.replace("OP", "ldmatrix.sync.aligned.x4.trans.m8n8.shared.b16 {%r20, %r21, %r22, %r23}, [%r11];")
-    out = _launch(_kernel("cutlass", 16 * n, body), "cutlass", data, perm).view(np.uint32)
+    out = _launch(_kernel("cutlass", 16 * n, body), "cutlass", data, perm, wave).view(np.uint32)
     assert np.array_equal(out, ldmatrix_model(data, perm, 4, True))
 
 
@@ -334,16 +334,14 @@ def movmatrix_model(values: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", [32, 64, 96])
-@pytest.mark.usefixtures("wave")
-def test_movmatrix_transposes_the_warps_fragment(n):
+def test_movmatrix_transposes_the_warps_fragment(n, wave):
     body = "ld.global.u32 %r2, [%rd5];\n    movmatrix.sync.aligned.m8n8.trans.b16 %r20, %r2;"
     data = RNG.integers(0, 1 << 16, size=(n, 8), dtype=np.uint16)
-    out = _launch(_kernel("mov", 16, body), "mov", data, np.zeros(n, dtype=np.uint32)).view(np.uint32)
+    out = _launch(_kernel("mov", 16, body), "mov", data, np.zeros(n, dtype=np.uint32), wave).view(np.uint32)
     assert np.array_equal(out[:, 0], movmatrix_model(np.ascontiguousarray(data.view(np.uint32)[:, 0])))
 
 
-@pytest.mark.usefixtures("wave")
-def test_ldmatrix_trans_equals_ldmatrix_then_movmatrix():
+def test_ldmatrix_trans_equals_ldmatrix_then_movmatrix(wave):
     """The two ways a fragment of the transposed matrix is made agree (checks the models against each other)."""
     n = 64
     data = RNG.integers(0, 1 << 16, size=(n, 8), dtype=np.uint16)
@@ -351,7 +349,7 @@ def test_ldmatrix_trans_equals_ldmatrix_then_movmatrix():
     body = LOAD_BODY.replace("OP", "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r11];\n"
                              "    movmatrix.sync.aligned.m8n8.trans.b16 %r20, %r2;\n"
                              "    ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%r21}, [%r11];")
-    out = _launch(_kernel("both", 16 * n, body), "both", data, perm).view(np.uint32)
+    out = _launch(_kernel("both", 16 * n, body), "both", data, perm, wave).view(np.uint32)
     assert np.array_equal(out[:, 0], out[:, 1])
     assert np.array_equal(out[:, 1], ldmatrix_model(data, perm, 1, True)[:, 0])
 
@@ -362,25 +360,24 @@ MATRIX_CU = Path(__file__).parents[1] / "verification" / "cuda" / "matrix.cu"
 STORE_FORMS = [(1, False), (2, False), (4, False), (1, True), (2, True), (4, True)]
 
 
-def _nvcc_matrix_program(tmp_path: Path, arch: str, *flags: str):
-    """verification/cuda/matrix.cu as nvcc writes its PTX for `arch`, translated for the host."""
+def _nvcc_matrix_program(tmp_path: Path, arch: str, target: str, *flags: str):
+    """verification/cuda/matrix.cu as nvcc writes its PTX for `arch`, translated for `target`."""
     tool = shutil.which("nvcc")
     if tool is None:
         pytest.skip("nvcc not on PATH")
     ptx = tmp_path / "matrix.ptx"
     subprocess.run([tool, "-ptx", f"-arch={arch}", *flags, str(MATRIX_CU), "-o", str(ptx)], check=True,
                    capture_output=True, timeout=300)
-    translation = translate(ptx.read_text(), Options(target="host"))
+    translation = translate(ptx.read_text(), Options(target=target))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
-    return translation.product
+    return HostProgram(translation.product) if target == "host" else EmulatedProgram(translation.product)
 
 
 @pytest.mark.parametrize("arch, flags", [("compute_90", ()), ("compute_80", ()), ("compute_90", ("-G",))])
-@pytest.mark.usefixtures("wave")
-def test_nvcc_matrix_program_against_the_model(arch, flags, tmp_path):
+def test_nvcc_matrix_program_against_the_model(arch, flags, tmp_path, wave):
     """The verification program's kernels (inline-asm ldmatrix/stmatrix/movmatrix as nvcc emits them at -O3
     and -G) on blocks of 128 and 96 threads, against the models."""
-    program = _nvcc_matrix_program(tmp_path, arch, *flags)
+    program = _nvcc_matrix_program(tmp_path, arch, wave, *flags)
     blocks = 2
     for threads in (128, 96):
         n = blocks * threads
@@ -388,7 +385,7 @@ def test_nvcc_matrix_program_against_the_model(arch, flags, tmp_path):
         rows = RNG.integers(0, 1 << 32, size=n, dtype=np.uint32)
 
         def launch(kernel: str, out: np.ndarray) -> None:
-            program.launch(kernel, [data.ctypes.data, rows.ctypes.data, out.ctypes.data], grid=(blocks, 1, 1),
+            program.launch(kernel, [data, rows, out], grid=(blocks, 1, 1),
                            block=(threads, 1, 1), shared_bytes=16 * threads)
 
         loads, pairs, tiles = (np.zeros((n, 14), np.uint32), np.zeros((n, 4), np.uint32),

@@ -17,21 +17,17 @@ import pytest
 
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
-from fatkit.translate.targets import host
-from tests import oracles
+from tests import oracles, test_translate_warp
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
 
 RANDOM = random.Random(20261129)
 WARP = 32
 
 
-@pytest.fixture(params=[32, 64], ids=["wave32", "wave64"])
-def wave(request, monkeypatch):
-    if request.param == 64:
-        make = pipeline.target_named
-        monkeypatch.setattr(pipeline, "target_named",
-                            lambda name: host.HostTarget(wave_size=64) if name == "host" else make(name))
-    return request.param
+# the fixture: the host target with waves of 32 or 64 lanes, or the gfx1100/gfx942 code objects on fatkit.emulate;
+# its value is the target to translate for
+wave = test_translate_warp.wave
 
 
 # ------------------------------------------------------------------------------------------------ the ISA's tables
@@ -174,13 +170,14 @@ def mma_kernel(instruction: str, counts: tuple[int, int, int, int], widths: tupl
 
 
 def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[list[int]], d_count: int,
-            widths: tuple[int, int, int, int], metadata: list[int] | None = None) -> list[list[int]]:
-    """Run over len(a) threads (blocks of 32/64/96 threads); returns each thread's D register words."""
+            widths: tuple[int, int, int, int], metadata: list[int] | None = None,
+            target: str = "host") -> list[list[int]]:
+    """Run over len(a) threads (blocks of 32/64/96 threads) on `target`; returns each thread's D register words."""
     threads = len(a)
     counts = (len(a[0]), len(b[0]), len(c[0]), d_count)
     text = mma_kernel(instruction, counts, widths, metadata is not None)
     # the `exact` numerics, which `_dot` models (sm90's are checked against the H200 in test_translate_h200_mma.py)
-    program = translate(text, Options(target="host", mma_numerics="exact")).product
+    program = amd_program(text, target, mma_numerics="exact")
     arrays = []
     for rows, width in zip((a, b, c), widths):
         kind = ctypes.c_uint32 if width == 32 else ctypes.c_uint64
@@ -189,7 +186,7 @@ def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[li
     out = (kind * (threads * d_count))()
     meta = (ctypes.c_uint32 * threads)(*(metadata or [0] * threads))
     block = 96 if threads % 96 == 0 else 64 if threads % 64 == 0 else 32
-    program.launch("mma_test", [ctypes.addressof(x) for x in (*arrays, out, meta)], grid=(threads // block, 1, 1),
+    program.launch("mma_test", [*arrays, out, meta], grid=(threads // block, 1, 1),
                    block=(block, 1, 1))
     return [list(out[i * d_count:(i + 1) * d_count]) for i in range(threads)]
 
@@ -330,7 +327,7 @@ def _same(dtype: str, got: int, want: int) -> bool:
     return got == want
 
 
-def _check(instruction, shape, dtype, atype, btype, ctype, threads, special, extra="", seed=0):
+def _check(instruction, shape, dtype, atype, btype, ctype, threads, special, extra="", seed=0, target="host"):
     m, k = SHAPES[shape]
     rng = random.Random(seed or RANDOM.getrandbits(32))
     a = [[_word(atype, rng, special) for _ in range(_register_count(m, k, atype, "a"))] for _ in range(threads)]
@@ -339,7 +336,7 @@ def _check(instruction, shape, dtype, atype, btype, ctype, threads, special, ext
     c = [[_accumulator_word(ctype, rng, special) for _ in range(c_count)] for _ in range(threads)]
     d_count = m * 8 // 32 // (2 if dtype == "f16" else 1)
     wide = 64 if atype == "f64" else 32
-    got = run_mma(instruction, a, b, c, d_count, (wide, wide, wide, wide))
+    got = run_mma(instruction, a, b, c, d_count, (wide, wide, wide, wide), target=target)
     want = _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)
     for lane, (g, w) in enumerate(zip(got, want)):
         for r, (x, y) in enumerate(zip(g, w)):
@@ -387,18 +384,25 @@ def _instruction(shape, dtype, atype, btype, ctype, extra):
 @pytest.mark.parametrize("form", DENSE, ids=lambda f: "-".join(x for x in f if x))
 def test_dense_mma_random(form, wave):
     shape, dtype, atype, btype, ctype, extra = form
-    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=64, special=False, extra=extra)
+    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=64, special=False, extra=extra,
+           target=wave)
 
 
 EDGE = [f for f in DENSE if f[2] in ("f16", "bf16", "tf32", "e4m3", "f64") or "satfinite" in f[5]]
 
 
 @pytest.mark.parametrize("form", EDGE, ids=lambda f: "-".join(x for x in f if x))
-def test_dense_mma_edges(form, wave):
+def test_dense_mma_edges(form, wave, request):
     """NaN, ±inf, subnormals, the largest finite values (f32 overflow), integer overflow and saturation;
     three warps (96 threads: at wave64 the last wave holds one warp)."""
     shape, dtype, atype, btype, ctype, extra = form
-    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=96, special=True, extra=extra)
+    if wave != "host" and form == ("m8n8k16", "s32", "s8", "s8", "s32", "satfinite"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "fatkit bug: on gfx1100/gfx942 the code object accumulates c + sum(a*b) in a 32-bit v_dot4_i32_iu8 "
+            "chain (c as its accumulator) and sign-extends it, so .satfinite clamps a wrapped sum (0x7fffc08c "
+            "where INT_MIN is due); lower/mma.py's 64-bit sum is narrowed by LLVM's AMDGPU backend")))
+    _check(_instruction(*form), shape, dtype, atype, btype, ctype, threads=96, special=True, extra=extra,
+           target=wave)
 
 
 def test_exact_sums_equal_the_exact_result():
@@ -447,7 +451,7 @@ def test_quad_pair_m8n8k4_f16(layouts, dtype, ctype, wave):
     c_count, d_count = (4 if ctype == "f16" else 8), (4 if dtype == "f16" else 8)
     c = [[_accumulator_word(ctype, rng, False) for _ in range(c_count)] for _ in range(threads)]
     instruction = f"mma.sync.aligned.m8n8k4.{layouts[0]}.{layouts[1]}.{dtype}.f16.f16.{ctype}"
-    got = run_mma(instruction, a, b, c, d_count, (32, 32, 32, 32))
+    got = run_mma(instruction, a, b, c, d_count, (32, 32, 32, 32), target=wave)
     for first in range(0, threads, WARP):
         for pair in range(4):
             lanes = [first + 4 * pair + q for q in range(4)] + [first + 16 + 4 * pair + q for q in range(4)]
@@ -513,7 +517,7 @@ def test_sparse_mma(form, wave):
     satfinite = ".satfinite" if extra else ""
     instruction = (f"mma.sp::ordered_metadata.sync.aligned.{shape}.row.col{satfinite}.{accumulator}.{atype}.{btype}"
                    f".{accumulator}")
-    got = run_mma_sparse(instruction, a, b, c, metadata, selector)
+    got = run_mma_sparse(instruction, a, b, c, metadata, selector, wave)
 
     def logical_a(first):
         """The 16×K matrix: stored element p of chunk q of row r at column 4q + index(r, q, p)."""
@@ -534,17 +538,17 @@ def test_sparse_mma(form, wave):
     assert got == want
 
 
-def run_mma_sparse(instruction, a, b, c, metadata, selector):
+def run_mma_sparse(instruction, a, b, c, metadata, selector, target="host"):
     counts = (len(a[0]), len(b[0]), len(c[0]), len(c[0]))
     kernel = mma_kernel(instruction, counts, (32, 32, 32, 32), True)
     kernel = kernel.replace(", %e;", f", %e, {selector};")
-    program = translate(kernel, Options(target="host", mma_numerics="exact")).product
+    program = amd_program(kernel, target, mma_numerics="exact")
     threads = len(a)
     arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
     d_count = len(c[0])
     out = (ctypes.c_uint32 * (threads * d_count))()
     meta = (ctypes.c_uint32 * threads)(*metadata)
-    program.launch("mma_test", [ctypes.addressof(x) for x in (*arrays, out, meta)], grid=(threads // 32, 1, 1),
+    program.launch("mma_test", [*arrays, out, meta], grid=(threads // 32, 1, 1),
                    block=(32, 1, 1))
     return [list(out[i * d_count:(i + 1) * d_count]) for i in range(threads)]
 
@@ -734,8 +738,8 @@ def test_wmma_load_mma_store(form, wave):
             chunks.append(data + bytes(span - len(data)))
         buffers.append(ctypes.create_string_buffer(b"".join(chunks)))
     kernel = _wmma_kernel(shape, atype, ctype, dtype, layouts, strides, space)
-    program = translate(kernel, Options(target="host")).product
-    program.launch("wmma_test", [ctypes.addressof(x) for x in buffers], block=(32 * warps, 1, 1))
+    program = amd_program(kernel, wave)
+    program.launch("wmma_test", buffers, block=(32 * warps, 1, 1))
     for warp in range(warps):
         a, b, c = (matrices[slot * warps + warp] for slot in range(3))
         rows, columns = m, n
@@ -834,8 +838,8 @@ def test_wmma_sub_byte(atype, btype, operation, wave):
     ret;
 }}
 """
-    program = translate(kernel, Options(target="host")).product
-    program.launch("wmma_test", [ctypes.addressof(x) for x in (a_buffer, b_buffer, c_buffer, d_buffer)],
+    program = amd_program(kernel, wave)
+    program.launch("wmma_test", [a_buffer, b_buffer, c_buffer, d_buffer],
                    block=(32 * warps, 1, 1))
     got = np.frombuffer(d_buffer.raw, dtype=np.int32).reshape(warps, 8, 8)
     for warp, (a, b, c) in enumerate(mats):

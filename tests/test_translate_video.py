@@ -18,6 +18,8 @@ import pytest
 
 from fatkit.errors import FatkitError
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER, M32
 
 EDGES = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x807F80FF,
@@ -41,6 +43,21 @@ def _inputs() -> list[tuple[int, int, int]]:
 
 ROWS = _inputs()
 BLOCK = 128
+
+
+# cases that fail on an AMD target: fatkit bugs, each expected to fail until fixed (run_cases says when one passes)
+KNOWN_BUGS = {
+    ("gfx1100", "vsub2.s32.s32.s32.sat %r10.h10, %r1.h01, %r2.h10, %r3;"):
+        "fatkit bug: the gfx1100 code's second v_sub_nc_i16 (v2.h, v3.l, v3.h op_sel:[0,1,1] clamp) leaves the "
+        "upper half 0 where the model has a.h0 - b.h1 (e.g. a=0x1 b=0x0 c=0x1: got 0xffff, want 0x1ffff); "
+        "gfx942 and the host agree with the model",
+}
+
+
+@pytest.fixture(params=TARGETS)
+def target(request) -> str:
+    """The host JIT, or the gfx1100/gfx942 code object on fatkit.emulate (tests/amdrun.py)."""
+    return request.param
 
 
 def _kernel(name: str, snippets: list[str]) -> str:
@@ -73,20 +90,23 @@ def _kernel(name: str, snippets: list[str]) -> str:
 """
 
 
-def run_cases(name: str, cases: list[tuple[str, object]]) -> None:
-    """Run every (snippet, model) case over ROWS and compare each result with model(a, b, c)."""
-    program = translate(_kernel(name, [snippet for snippet, _ in cases]), Options(target="host")).product
+def run_cases(name: str, cases: list[tuple[str, object]], target: str = "host") -> None:
+    """Run every (snippet, model) case over ROWS on `target` and compare each result with model(a, b, c)."""
+    program = amd_program(_kernel(name, [snippet for snippet, _ in cases]), target)
     flat = [x for row in ROWS for x in row]
     inputs = (ctypes.c_uint32 * len(flat))(*flat)
     out = (ctypes.c_uint32 * (len(ROWS) * len(cases)))()
-    program.launch(name, [ctypes.addressof(inputs), ctypes.addressof(out)], grid=(len(ROWS) // BLOCK, 1, 1),
-                   block=(BLOCK, 1, 1))
-    failures = []
+    program.launch(name, [inputs, out], grid=(len(ROWS) // BLOCK, 1, 1), block=(BLOCK, 1, 1))
+    failures, known = [], set()
     for i, (a, b, c) in enumerate(ROWS):
         for k, (snippet, model) in enumerate(cases):
             want, got = model(a, b, c) & M32, out[i * len(cases) + k]
-            if want != got:
+            if want != got and (target, snippet) in KNOWN_BUGS:
+                known.add(snippet)
+            elif want != got:
                 failures.append(f"{snippet} a={a:#x} b={b:#x} c={c:#x}: got {got:#x}, want {want:#x}")
+    fixed = [s for t, s in KNOWN_BUGS if t == target and s in dict(cases) and s not in known]
+    assert not fixed, f"now right on {target}, remove from KNOWN_BUGS: {fixed}"
     assert not failures, f"{len(failures)} mismatches, first: " + "\n".join(failures[:8])
 
 
@@ -338,24 +358,24 @@ def simd_cases(rng: random.Random, lanes: int) -> list[tuple[str, object]]:
     return cases
 
 
-def test_scalar_video():
-    run_cases("scalar_video", scalar_cases(random.Random(1)))
+def test_scalar_video(target):
+    run_cases("scalar_video", scalar_cases(random.Random(1)), target)
 
 
-def test_video_shifts_and_vset():
-    run_cases("video_shift_set", shift_and_set_cases(random.Random(2)))
+def test_video_shifts_and_vset(target):
+    run_cases("video_shift_set", shift_and_set_cases(random.Random(2)), target)
 
 
-def test_vmad():
-    run_cases("video_vmad", vmad_cases(random.Random(3)))
+def test_vmad(target):
+    run_cases("video_vmad", vmad_cases(random.Random(3)), target)
 
 
 @pytest.mark.parametrize("lanes", [2, 4])
-def test_simd_video(lanes: int):
-    run_cases(f"simd_video{lanes}", simd_cases(random.Random(lanes), lanes))
+def test_simd_video(lanes: int, target):
+    run_cases(f"simd_video{lanes}", simd_cases(random.Random(lanes), lanes), target)
 
 
-def test_cvt_pack_sat():
+def test_cvt_pack_sat(target):
     cases = [(f"cvt.pack.sat.{k}.s32 %r10, %r1, %r2;", pack_model(k)) for k in ("u16", "s16")]
     cases += [(f"cvt.pack.sat.{k}.s32.b32 %r10, %r1, %r2, %r3;", pack_model(k))
               for k in ("u8", "s8", "u4", "s4", "u2", "s2")]
@@ -365,7 +385,7 @@ def test_cvt_pack_sat():
               for k in ("u8", "s8", "u4", "s4", "u2", "s2")]
     cases += [(f"shr.s32 %r11, %r1, 14;\nshr.s32 %r12, %r2, 17;\ncvt.pack.sat.{k}.s32 %r10, %r11, %r12;",
                lambda a, b, c, k=k: pack_model(k)(sx(a, 32) >> 14, sx(b, 32) >> 17, c)) for k in ("u16", "s16")]
-    run_cases("cvt_pack", cases)
+    run_cases("cvt_pack", cases, target)
 
 
 @pytest.mark.parametrize("snippet, why", [

@@ -384,6 +384,15 @@ class Preparer:
                 w.yielded = True
                 w.pc += size
             return Step(name, CONTROL, size, run, pc)
+        if name in ("S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"):
+            message, d = inst.ssrc0.offset, inst.sdst.offset
+            if message != 0x83:  # MSG_RTN_GET_REALTIME (gfx11's s_memrealtime): a clock, as S_MEMREALTIME
+                raise FatkitError(f"{name.lower()} message 0x{message:x} at pc 0x{pc:x} is not modelled")
+
+            def run(w):
+                w.swrite(d, 2 if name.endswith("B64") else 1, self.launch.stats.wave_instructions)
+                w.pc += size
+            return Step(name, SMEM, size, run, pc)
         if name in ("S_TRAP", "S_SETHALT"):
             def run(w):
                 raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: the kernel trapped")
@@ -617,7 +626,9 @@ class Preparer:
             return self.swizzle(inst, name, size, pc, offset)
         fn = self.sem.get(name, vector=True)
         uses_offset = any(p in fn.params for p in ("OFFSET", "OFFSET0", "OFFSET1"))
-        extra = 0 if uses_offset or self.cdna else offset
+        # where the pseudocode leaves the instruction's offset out (CDNA's DS_READ_U8/_U16, DS_WRITE_B8/_B16,
+        # DS_ADD_F64…: MEM[ADDR]), the address still includes it
+        extra = 0 if uses_offset else offset
 
         def address(w):  # LDS addresses are 32-bit: the offset wraps
             return (w.v[addr].astype(object) + extra) & M32 if extra else w.v[addr].astype(object)
