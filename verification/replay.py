@@ -89,7 +89,8 @@ def _ulps(expected: np.ndarray, got: np.ndarray, kind: str) -> int:
 
 
 def replay_case(case: dict, target: str, arrays) -> tuple[str, str]:
-    """One recorded case on one AMD target: ("pass" | "fail" | "error", detail). A pass that is not bit for bit
+    """One recorded case on one AMD target: ("pass" | "known" | "fail" | "error", detail); "known": f64 mma
+    outputs whose only differences are NaN bits (KNOWN_F64_MMA_NAN). A pass that is not bit for bit
     (NaN bits the ISA leaves open, an `.approx` result within its bound) says so in its detail."""
     from fatkit.emulate import launch
     from fatkit.errors import FatkitError
@@ -101,7 +102,7 @@ def replay_case(case: dict, target: str, arrays) -> tuple[str, str]:
         launch(code_object, case["kernel"], tuple(case["grid"]), tuple(case["block"]), call, shared=case["shared"])
     except FatkitError as error:
         return "error", f"{type(error).__name__}: {error}"
-    notes = []
+    notes, status = [], "pass"
     for key, out in outputs:
         expected = arrays[key]
         differ = _differing_words(expected, out)
@@ -115,11 +116,16 @@ def replay_case(case: dict, target: str, arrays) -> tuple[str, str]:
             return "fail", f"{key}: {len(bad)} of {words} words differ beyond what the ISA leaves open; first " \
                            f"[{bad[0]}] H200 {_hex(expected, bad[0])} {target} {_hex(out, bad[0])}"
         kinds = Counter(judged)
+        if KNOWN_F64_MMA_NAN in kinds:
+            status = "known"
         notes.append(f"{key}: " + ", ".join(f"{n} words {kind}" for kind, n in sorted(kinds.items()))
                      + f" (first [{first}] H200 {_hex(expected, first)} {target} {_hex(out, first)})")
-    return "pass", "; ".join(notes)
+    return status, "; ".join(notes)
 
 
+# a known departure (docs/numerics.md): an H200's DMMA gives f64 NaNs of another sign or payload than the fma
+# chain fatkit lowers f64 mma to; every non-NaN element must still agree bit for bit
+KNOWN_F64_MMA_NAN = "f64 NaN bits of DMMA (known, docs/numerics.md)"
 # the operations whose NaN results' sign and payload the PTX ISA leaves open (an H200 gives the canonical NaN,
 # AMD hardware an input NaN made quiet, or its own default NaN; the executor's default NaN is the host FPU's)
 NAN_OPEN = {"add", "sub", "mul", "fma", "div", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
@@ -139,6 +145,8 @@ def _is_nan(bits: int, width: int, exponent: int) -> bool:
 
 def _judge_word(case: dict, arrays, index: int, want: int, got: int) -> str | None:
     """Why a word that differs from the H200's still passes ("NaN bits", "within the .approx bound"), or None."""
+    if case["family"].startswith("mma") and "_f64_f64_f64_f64" in case["name"]:
+        return KNOWN_F64_MMA_NAN if _is_nan(want, 64, 11) and _is_nan(got, 64, 11) else None
     if case["family"] not in ("float", "half"):
         return None
     op, lanes = _operation(case)
@@ -286,7 +294,7 @@ def main() -> int:
     if args.results:
         args.results.write_text(json.dumps({"command": "python verification/replay.py " + " ".join(sys.argv[1:]),
                                             "seconds": round(seconds), "results": results}, indent=1))
-    return 1 if any(r["status"] != "pass" for r in results) else 0
+    return 1 if any(r["status"] not in ("pass", "known") for r in results) else 0
 
 
 def summary_table(results: list[dict]) -> str:
@@ -298,7 +306,9 @@ def summary_table(results: list[dict]) -> str:
         cells = []
         for target in targets:
             members = [r for r in results if r["target"] == target and family in ("all", r["family"])]
-            cells.append(f"{sum(r['status'] == 'pass' for r in members)} / {len(members)}")
+            known = sum(r["status"] == "known" for r in members)
+            cells.append(f"{sum(r['status'] == 'pass' for r in members)} / {len(members)}"
+                         + (f" (+{known} known)" if known else ""))
         label = "**all**" if family == "all" else family
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

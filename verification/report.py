@@ -185,6 +185,7 @@ def amd_replay_section() -> list[str]:
                   + ", ".join(f"{target} {family}: {n}" for (target, family), n in sorted(loose.items())) + ".", ""]
     failed = [r for r in results if r["status"] != "pass"]
     if failed:
+        lines += ["Known departures and failures:", ""]
         lines += [f"- `{r['name']}` on {r['target']} ({r['status']}): {r['detail']}" for r in failed]
         lines.append("")
     return lines
