@@ -4,8 +4,8 @@ on an H200 — bit for bit, except NaN bits of the operations whose NaNs the PTX
 results, judged against the ISA's error bounds (verification/replay.py says how).
 
 The subset (deterministic, documented in verification/replay.py's `ci_subset`): every table case (469 of the
-integer, float, half and convert families) and every sixteenth `mma:sm90` case in the index's order (the mma cases take seconds each), on both
-targets. `python verification/replay.py` runs all 777 cases."""
+integer, float, half and convert families) and every sixteenth `mma:sm90` case in the index's order (an mma
+case takes seconds), on both targets. `python verification/replay.py` runs all 777 cases."""
 
 from __future__ import annotations
 
