@@ -499,3 +499,37 @@ def test_arguments_are_checked(target):
         launch(co, "saxpy", (1, 1, 1), (4, 1, 1), [x, x, np.float64(1), np.uint32(4)])
     with pytest.raises(FatkitError, match="no kernel 'nope'"):
         launch(co, "nope", (1, 1, 1), (4, 1, 1), [])
+
+
+FMA_F64 = """
+.visible .entry fma64(.param .u64 pin, .param .u64 pout)
+{
+    .reg .b32 %r<2>;
+    .reg .f64 %fd<5>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [pin];
+    ld.param.u64 %rd2, [pout];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 24;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f64 %fd1, [%rd4];
+    ld.global.f64 %fd2, [%rd4+8];
+    ld.global.f64 %fd3, [%rd4+16];
+    fma.rn.f64 %fd4, %fd1, %fd2, %fd3;
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd5, %rd2, %rd3;
+    st.global.f64 [%rd5], %fd4;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f64_fma_quiets_a_signaling_nan_addend(target):
+    # an H200 and AMD hardware give the signaling NaN made quiet (payload and sign kept), also when the
+    # product is finite (found by the verification replay's f64 mma cases)
+    inputs = np.array([[1.5, 2.0, 0.0]] * 4).view(np.uint64)
+    inputs[:, 2] = [0xFFF0000000000001, 0x7FF0000000000123, 0x7FF8000000000005, 0x7FF0000000000000]
+    out = np.zeros(4, dtype=np.uint64)
+    launch(code_object(FMA_F64, target), "fma64", (1, 1, 1), (4, 1, 1), [inputs, out])
+    assert out.tolist() == [0xFFF8000000000001, 0x7FF8000000000123, 0x7FF8000000000005, 0x7FF0000000000000]

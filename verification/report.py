@@ -156,9 +156,39 @@ def main() -> None:
         lines += ["## Not translated, by reason", ""]
         lines += [f"- {count} × {reason}" for reason, count in reasons.most_common()]
         lines.append("")
+    lines += amd_replay_section()
     (HERE / "REPORT.md").write_text("\n".join(lines))
     (HERE / "results.json").write_text(json.dumps(results, indent=1))
     print("\n".join(lines[:12 + len(by_family)]))
+
+
+def amd_replay_section() -> list[str]:
+    """REPORT.md's "AMD replay" section from verification/replay_results.json (written by
+    `python verification/replay.py --results verification/replay_results.json`); nothing when it is absent."""
+    path = HERE / "replay_results.json"
+    if not path.exists():
+        return []
+    from verification.replay import summary_table
+
+    replayed = json.loads(path.read_text())
+    results = replayed["results"]
+    lines = ["## AMD replay", "",
+             "The recorded subset (verification/replay/: every table case on its first 256 threads, every `mma:sm90` case",
+             "on 4 warps, with the H200's inputs and outputs) translated for each AMD target and run on the CPU by",
+             "`fatkit.emulate`, compared with the H200 bit for bit; the PTX ISA leaves NaN signs and payloads of",
+             "arithmetic open (an H200 gives the canonical NaN), and `.approx` results are judged against the ISA's error",
+             f"bounds (verification/replay.py). Run with `{replayed['command']}` ({replayed['seconds']} s). Passed / run:", "",
+             summary_table(results), ""]
+    loose = Counter((r["target"], r["family"]) for r in results if r["status"] == "pass" and r["detail"])
+    if loose:
+        lines += ["Passes that are not bit for bit (NaN bits, or within an .approx bound), by target and family: "
+                  + ", ".join(f"{target} {family}: {n}" for (target, family), n in sorted(loose.items())) + ".", ""]
+    failed = [r for r in results if r["status"] != "pass"]
+    if failed:
+        lines += ["Known departures and failures:", ""]
+        lines += [f"- `{r['name']}` on {r['target']} ({r['status']}): {r['detail']}" for r in failed]
+        lines.append("")
+    return lines
 
 
 def _short(reason: str) -> str:

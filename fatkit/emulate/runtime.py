@@ -367,7 +367,9 @@ def _fma_exact_f32(a, b, c, scale=0):
 def _fma_exact_f64_one(a, b, c, scale=0):
     a, b, c = float(a), float(b), float(c)
     if math.isfinite(a) and math.isfinite(b) and not math.isfinite(c):
-        return c  # the exact product is finite, whatever its rounding would be
+        # the exact product is finite, whatever its rounding would be; + 0.0 quiets a signaling NaN as the
+        # hardware does (returning c itself kept its bits)
+        return c + 0.0
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return a * b + c
     exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
