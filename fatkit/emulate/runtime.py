@@ -11,6 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from fatkit.errors import FatkitError
+
 _INF = math.inf
 _NAN = math.nan
 _PI = math.pi
@@ -607,7 +609,9 @@ def _sat8(x):
 
 
 def _sad_u8(*_args):
-    raise NotImplementedError("v_sad_u8")
+    """The manuals' helper behind V_SAD_U8 / V_MSAD_U8, which fatkit's translations never select: a clear
+    refusal rather than a guess at its byte-masking rule."""
+    raise FatkitError("fatkit.emulate does not model v_sad_u8/v_msad_u8 (their pseudocode helper v_sad_u8)")
 
 
 _msad_u8 = _sad_u8
