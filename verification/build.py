@@ -162,7 +162,8 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
                 launch = launches[record.pop("label")]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
                               params=[p.manifest() for p in launch.params],
-                              ulp=launch.fast_math_ulp if "--use_fast_math" in flags else 0)
+                              ulp=launch.fast_math_ulp if "--use_fast_math" in flags else 0,
+                              f64_nan_open=launch.f64_outputs)
                 records.append(record)
     return records
 

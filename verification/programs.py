@@ -43,6 +43,7 @@ class Launch:
     block: tuple[int, int, int] = (BLOCK, 1, 1)
     shared: int = 0
     fast_math_ulp: int = 0  # f32 outputs only: the tolerance where nvcc's --use_fast_math made .approx code
+    f64_outputs: bool = False  # every output word an f64: NaN results compare as NaN (sign and payload are open)
     name: str = ""  # the case's label when one kernel is launched more than one way (default: the kernel)
 
     @property
@@ -94,7 +95,8 @@ PROGRAMS = (
         Launch("block_sum_f32", (_in("f32", **FLOATS), _out(4 * BLOCKS), _n())),
         Launch("block_minmax_i32", (_in("s32"), _out(8 * BLOCKS), _n())),
         Launch("block_scan_u32", (_in("u32", "range", 0, 1000), _out(4 * N), _n())),
-        Launch("dot_f64", (_in("f64", **FLOATS), _in("f64", **FLOATS), _out(8 * 64), _n()), grid=(64, 1, 1)),
+        Launch("dot_f64", (_in("f64", **FLOATS), _in("f64", **FLOATS), _out(8 * 64), _n()), grid=(64, 1, 1),
+               f64_outputs=True),
     )),
     Program("warp", "warp.cu", WARP_LAUNCHES),
     # the warp kernels with 160-thread blocks: five warps, so the last emulated 64-lane wave is half full

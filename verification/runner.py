@@ -134,6 +134,12 @@ def ulp_distance(x: np.ndarray, y: np.ndarray, width: int) -> np.ndarray:
     return np.where(both_nan, 0, distance)
 
 
+def f64_nan_pairs(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Where both f64 words (uint64) are NaNs: IEEE 754 and the PTX ISA leave a NaN result's sign and payload
+    open (which input NaN propagates, or the canonical one), so only NaN-ness is compared there."""
+    return np.isnan(expected.view(np.float64)) & np.isnan(got.view(np.float64))
+
+
 def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str, np.ndarray]:
     """(equal within the case's tolerance, what differs, the indices of differing 64-bit words)."""
     if expected == got:
@@ -142,6 +148,10 @@ def compare(case: dict, expected: bytes, got: bytes) -> tuple[bool, str, np.ndar
         return False, "outputs differ", np.array([], dtype=np.int64)
     e, g = np.frombuffer(expected, dtype=np.uint64), np.frombuffer(got, dtype=np.uint64)
     bad = np.nonzero(e != g)[0]
+    if case.get("f64_nan_open"):
+        open_bits = f64_nan_pairs(e[bad], g[bad])
+        if open_bits.all():
+            return True, f"NaN bits: {len(bad)} f64 NaN results of another sign or payload", bad
     ulp, kind = case.get("ulp", 0), case.get("ulp_type", "f32")
     if ulp and kind == "f64":
         distance = ulp_distance(e[bad], g[bad], 64)
@@ -228,6 +238,10 @@ def run_mma_case(case: dict, build: Path, rng: np.random.Generator) -> dict:
         detail = "" if ok else f"{len(bad)} of {outputs[0].size} words differ: " + "; ".join(
             f"[{i}] nvidia {int(outputs[0].reshape(-1)[i]):#x} fatkit {int(outputs[1].reshape(-1)[i]):#x}"
             for i in bad[:4])
+        if not ok and form["types"]["d"] == "f64" and f64_nan_pairs(outputs[0].reshape(-1)[bad],
+                                                                     outputs[1].reshape(-1)[bad]).all():
+            # DMMA's NaN against fatkit's fma chain's: both NaN, sign and payload open (docs/numerics.md)
+            ok, detail = True, f"NaN bits: {len(bad)} f64 NaN results of another sign or payload"
         record.update(status="pass" if ok else "fail", detail=detail)
         if not case["name"].endswith("@wave64"):
             key = case["name"]

@@ -375,9 +375,10 @@ def _round_result(lw, total: ir.Value, ptx_type: str) -> ir.Value:
     b = lw.builder
     if ptx_type == "f64":
         return b.bitcast(total, I64)
-    if ptx_type == "f16":
-        return round_to_format(lw, float_parts(lw, total, "f64"), FORMATS["f16"], "rn")
     nan = b.fcmp_unordered("uno", total, total)
+    if ptx_type == "f16":
+        return b.select(nan, ir.Constant(ir.IntType(16), FORMATS["f16"].nan),
+                        round_to_format(lw, float_parts(lw, total, "f64"), FORMATS["f16"], "rn"))
     return b.select(nan, ir.Constant(I32, FORMATS["f32"].nan), b.bitcast(b.fptrunc(total, F32), I32))
 
 
