@@ -262,24 +262,18 @@ def _sign_bit(b, x: ir.Value) -> ir.Value:
     return b.icmp_signed("<", pattern, ir.Constant(pattern.type, 0))
 
 
-def _pick(b, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value:
-    """min (or max) of two numbers, −0.0 below +0.0."""
-    first, second = ("<", ">") if smaller else (">", "<")
-    # equal values differ only for ±0: min takes the negative zero, max the positive one
-    tie = b.select(_sign_bit(b, x), x, y) if smaller else b.select(_sign_bit(b, x), y, x)
-    return b.select(b.fcmp_ordered(first, x, y), x, b.select(b.fcmp_ordered(second, x, y), y, tie))
-
-
-def _min_max_two(b, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Value) -> ir.Value:
-    canonical = rounding.canonical_nan(x.type)
-    core = _pick(b, smaller, x, y)
-    x_nan, y_nan = rounding.is_nan(b, x), rounding.is_nan(b, y)
+def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Value) -> ir.Value:
+    """PTX's min/max of two: IEEE 754-2019 minimumNumber/maximumNumber (one NaN: the other operand; −0.0
+    below +0.0), which AMD's v_min/v_max are, with the NaN results PTX gives: .NaN, any NaN operand; without
+    it, both: the canonical NaN (f32, the ISA), the second operand (f64, where the ISA says nothing and an
+    H200 returns it)."""
+    b = lw.builder
+    core = lw.intrinsic("llvm.minimumnum" if smaller else "llvm.maximumnum", [x, y])
     if propagate_nan:
-        return b.select(b.or_(x_nan, y_nan), canonical, core)
-    # one NaN: the other operand; both: the canonical NaN (f32, the ISA), the second operand (f64, where
-    # the ISA says nothing and an H200 returns it)
-    both = y if x.type == F64 else canonical
-    return b.select(x_nan, b.select(y_nan, both, y), b.select(y_nan, x, core))
+        return b.select(b.fcmp_unordered("uno", x, y), rounding.canonical_nan(x.type), core)
+    if x.type == F64:
+        return b.select(rounding.is_nan(b, x), y, core)
+    return b.select(rounding.is_nan(b, core), rounding.canonical_nan(x.type), core)
 
 
 @handles("min", "max", family="float")
@@ -303,7 +297,7 @@ def min_max(lw, ins):
     smaller, propagate = ins.opcode == "min", "NaN" in ins.modifiers
     result = values[0]
     for value in values[1:]:
-        result = _min_max_two(b, smaller, propagate, result, value)
+        result = _min_max_two(lw, smaller, propagate, result, value)
     if xorsign:  # the sign of a xor b, unless the result is NaN
         negative = b.fneg(result)
         result = b.select(b.and_(sign, b.not_(rounding.is_nan(b, result))), negative, result)
