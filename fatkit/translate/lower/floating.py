@@ -75,6 +75,18 @@ def _finish(lw, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> Non
     lw.write(d, value, t)
 
 
+def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
+    """d = the .approx `function` of the one source: the target's own .ftz form where it has one, else its
+    `approximate` between flushes of the source and the result."""
+    d, a = lw.operands(ins, 2)
+    b, x = lw.builder, lw.read(a, t)
+    native = lw.target.approximate_ftz(b, function, x, lambda v: rounding.flush(b, v)) if ftz else None
+    if native is not None:
+        lw.write(d, native, t)
+        return
+    _finish(lw, d, lw.target.approximate(b, function, rounding.flush(b, x) if ftz else x), t, ftz)
+
+
 def _arithmetic(lw, ins, count: int, compute) -> None:
     """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given."""
     t = _type(lw, ins)
@@ -172,9 +184,11 @@ def rcp(lw, ins):
         lw.write(d, _upper_word(lw, lw.read(a, t), "rcp", lambda x: b.fdiv(one, x)), t)
         return
     ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    if approx:
+        _approximation(lw, ins, "rcp", t, ftz)
+        return
     d, (a,) = _sources(lw, ins, t, ftz, 1)
-    value = lw.target.approximate(b, "rcp", a) if approx else rounding.div(b, mode, one, a, ftz)
-    _finish(lw, d, value, t, ftz)
+    _finish(lw, d, rounding.div(b, mode, one, a, ftz), t, ftz)
 
 
 @handles("sqrt", family="float")
@@ -185,9 +199,11 @@ def sqrt(lw, ins):
     if approx == (mode is not None) or (approx and t != "f32") or kind == "full":
         raise lw.fail("sqrt needs one of .approx (f32) or a rounding")
     ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    if approx:
+        _approximation(lw, ins, "sqrt", t, ftz)
+        return
     d, (a,) = _sources(lw, ins, t, ftz, 1)
-    value = lw.target.approximate(lw.builder, "sqrt", a) if approx else rounding.sqrt(lw.builder, mode, a)
-    _finish(lw, d, value, t, ftz)
+    _finish(lw, d, rounding.sqrt(lw.builder, mode, a), t, ftz)
 
 
 @handles("rsqrt", family="float")
@@ -206,9 +222,7 @@ def rsqrt(lw, ins):
             value = b.fdiv(one, _sqrt(b, lw.read(a, t)))
         lw.write(d, value, t)
         return
-    ftz = _ftz(lw, ins)
-    d, (a,) = _sources(lw, ins, t, ftz, 1)
-    _finish(lw, d, lw.target.approximate(b, "rsqrt", a), t, ftz)
+    _approximation(lw, ins, "rsqrt", t, _ftz(lw, ins))
 
 
 @handles("ex2", "lg2", "sin", "cos", "tanh", family="float")
@@ -218,9 +232,7 @@ def transcendental(lw, ins):
     if t != "f32" or _kind(lw, ins)[1] != "approx":
         raise lw.fail(f"{ins.opcode} exists as {ins.opcode}.approx.f32 only")
     lw.check_modifiers(ins, {"approx"} if ins.opcode == "tanh" else {"approx", "ftz"})
-    ftz = _ftz(lw, ins) and ins.opcode != "tanh"
-    d, (a,) = _sources(lw, ins, t, ftz, 1)
-    _finish(lw, d, lw.target.approximate(lw.builder, ins.opcode, a), t, ftz)
+    _approximation(lw, ins, ins.opcode, t, _ftz(lw, ins) and ins.opcode != "tanh")
 
 
 def _unary(lw, ins, compute) -> None:

@@ -83,14 +83,17 @@ def is_positive_zero(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return builder.icmp_unsigned("==", bits(builder, x), ir.Constant(_BITS[x.type], 0))
 
 
+_SUBNORMAL_CLASSES = 0x90  # llvm.is.fpclass: negative (bit 4) and positive (bit 7) subnormals
+
+
 def flush(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """.ftz: a subnormal becomes a zero of its sign (bit arithmetic, so nothing folds it away)."""
+    """.ftz: a subnormal becomes a zero of its sign. The class test (v_cmp_class on AMD) reads the bits as
+    they are, whatever denormal mode the function is compiled for, so nothing folds it away."""
     ity = _BITS[x.type]
-    pattern = bits(builder, x)
-    subnormal = builder.icmp_unsigned(
-        "==", builder.and_(pattern, ir.Constant(ity, _EXPONENT[x.type])), ir.Constant(ity, 0))
-    signed_zero = builder.and_(pattern, ir.Constant(ity, _SIGN[x.type]))
-    return builder.bitcast(builder.select(subnormal, signed_zero, pattern), x.type)
+    subnormal = builder.call(_declare(builder, f"llvm.is.fpclass.{_MANGLED[x.type]}", I1, [x.type, I32]),
+                             [x, _int(_SUBNORMAL_CLASSES)])
+    signed_zero = builder.bitcast(builder.and_(bits(builder, x), ir.Constant(ity, _SIGN[x.type])), x.type)
+    return builder.select(subnormal, signed_zero, x)
 
 
 def saturate(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
