@@ -485,6 +485,80 @@ def test_approximate_functions_special_values(target):
                 assert is_nan(got, 32) if expected is None else got == expected, (hex(a), text, hex(got))
 
 
+def _approximate_ftz_ok(function: str, x: float, got: int) -> bool:
+    """Whether `got` is what PTX allows for `function`.approx.ftz.f32 of x (already flushed): the ISA's special
+    values and error bounds, and no subnormal result (a result whose exact value is below the smallest normal
+    is a zero of its sign; within the bound of that normal, either)."""
+    if is_subnormal(got, 32):
+        return False
+    y = value(got, 32)
+    negative_zero = x == 0 and math.copysign(1, x) < 0
+    if math.isnan(x):
+        return math.isnan(y)
+    if function in ("sin", "cos"):
+        if math.isinf(x):
+            return math.isnan(y)
+        want = math.sin(x) if function == "sin" else math.cos(x)
+        if x == 0:
+            return got == pattern(x if function == "sin" else 1.0, 32)
+        bound = 2 ** -20.5 if abs(x) <= 2 * math.pi else 2 ** -14.7 if abs(x) <= 100 * math.pi else 2.0
+        return abs(y - want) <= bound
+    if function == "ex2":
+        if x == -math.inf:
+            return got == 0
+        want = 2.0 ** x if x < 128 else math.inf
+        if want < 2.0 ** -126 * (1 - 2 ** -21):
+            return got == 0
+        if want < 2.0 ** -126:
+            return got == 0 or ulps(got, want) <= 2
+        return y == want if math.isinf(want) else ulps(got, want) <= 2
+    if function == "lg2":
+        if x == 0:
+            return y == -math.inf
+        if x < 0:
+            return math.isnan(y)
+        if math.isinf(x):
+            return y == math.inf
+        log = math.log2(x)
+        return abs(y - log) <= 2 ** -22 if 0.5 < x < 2 else abs(y / log - 1) <= 2 ** -22
+    if function == "rcp":
+        if x == 0:
+            return y == (-math.inf if negative_zero else math.inf)
+        if math.isinf(x):
+            return got == (SIGN[32] if x < 0 else 0)
+        want = 1 / x
+        zero = SIGN[32] if x < 0 else 0
+        if abs(want) < 2.0 ** -126 * (1 - 2 ** -22):
+            return got == zero
+        return (abs(want) < 2.0 ** -126 and got == zero) or ulps(got, want) <= 1
+    if x == 0:  # sqrt, rsqrt
+        return got == pattern(x, 32) if function == "sqrt" else y == (-math.inf if negative_zero else math.inf)
+    if x < 0:
+        return math.isnan(y)
+    if math.isinf(x):
+        return y == (math.inf if function == "sqrt" else 0.0) and got & SIGN[32] == 0
+    root = math.sqrt(x)
+    return abs(y / root - 1) <= 2 ** -23 if function == "sqrt" else abs(y * root - 1) <= 2 ** -22.9
+
+
+def test_approximate_ftz_forms_on_bit_patterns(target):
+    """.approx.ftz on random bit patterns, subnormals, zeros, infinities and NaNs, and about the inputs where
+    a subnormal result appears (ex2 below -126, rcp above 2^126, sin of tiny angles): every result within the
+    ISA's bound and none subnormal; expected values from Python's math."""
+    rng = random.Random(18)
+    xs = random_patterns(rng, 32, 400) + edges(32) + [CANONICAL_NAN[32], 0x7FC00000 | SIGN[32]]
+    xs += [rng.getrandbits(23) | rng.choice((0, SIGN[32])) for _ in range(60)]  # subnormals (and zeros)
+    xs += [pattern(-126 + rng.uniform(-30, 2), 32) for _ in range(80)]
+    xs += [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(124, 127) * rng.choice((1, -1)), 32) for _ in range(80)]
+    xs += [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-126, -120) * rng.choice((1, -1)), 32) for _ in range(80)]
+    functions = ["rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos"]
+    rows = run(32, [f"{f}.approx.ftz.f32 {{d}}, {{a}};" for f in functions], xs, target=target)
+    for x_bits, row in zip(xs, rows):
+        x = value(flush(x_bits, 32), 32)
+        for function, got in zip(functions, row):
+            assert _approximate_ftz_ok(function, x, got), (function, hex(x_bits), hex(got))
+
+
 def test_f64_gross_approximations(target):
     rng = random.Random(5)
     xs = [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-1000, 1000) * rng.choice((1, -1)), 64) for _ in range(400)]

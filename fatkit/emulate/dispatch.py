@@ -137,6 +137,7 @@ class Launch:
         self.stats = LaunchStats()
         self.code_base = 0
         self.ieee = True
+        self.dx10_clamp = False  # the clamp modifier takes a NaN to +0 (else it passes NaN through)
 
 
 def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
@@ -171,6 +172,8 @@ def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[
         raise FatkitError(f"{kernel}: FP mode round {round32}/{round16} denorm {denorm32}/{denorm16}: only "
                           "round-to-nearest-even with denormals kept (mode 0/0, 3/3) is modelled")
     state.ieee = bool((rsrc1 >> 23) & 1) if arch == "cdna" or arch == "rdna3" else True
+    # DX10_CLAMP (rsrc1 bit 21, gfx6–gfx11; gfx12 reuses the bit): clamp turns NaN into +0
+    state.dx10_clamp = bool((rsrc1 >> 21) & 1) if arch == "cdna" or arch == "rdna3" else False
     if not 0 <= shared or kd.group_segment_fixed_size + shared > LDS_CAPACITY:
         raise FatkitError(f"{kernel}: {shared} bytes of dynamic shared memory with "
                           f"{kd.group_segment_fixed_size} static exceed the {LDS_CAPACITY} bytes of LDS")

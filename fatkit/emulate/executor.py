@@ -896,7 +896,8 @@ class Preparer:
         def put(w, v):
             if clamp:
                 f = runtime._asf(v, dwidth)
-                f = np.where(np.isnan(f), f.dtype.type(0) if False else f, np.clip(f, 0.0, 1.0))
+                nan = f.dtype.type(0) if self.launch is not None and self.launch.dx10_clamp else f
+                f = np.where(np.isnan(f), nan, np.clip(f, 0.0, 1.0))
                 v = runtime._bits(f.astype(f.dtype), dwidth)
             if bits == 16 and zero_high:
                 v = v & 0xFFFF

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from fatkit.translate.lower import rounding
 from fatkit.translate.lower.core import F16, F32, F64, I1, I16, I32, I64, handles, llvm_type
 from fatkit.translate.lower.video import cvt_pack
 from fatkit.translate.ptx import ast
@@ -310,8 +311,12 @@ def relu(lw, bits: ir.Value, fmt: Format) -> ir.Value:
 
 
 def saturate(lw, bits: ir.Value, fmt: Format) -> ir.Value:
-    """.sat: clamp to [+0.0, 1.0]; NaN becomes +0."""
+    """.sat: clamp to [+0.0, 1.0]; NaN becomes +0 (f32/f64: the float clamp of `rounding`, a v_max and a
+    v_min on AMD)."""
     b, ty = lw.builder, bits.type
+    if fmt.name in ("f32", "f64"):
+        float_type = F32 if fmt.width == 32 else F64
+        return b.bitcast(rounding.saturate(b, b.bitcast(bits, float_type)), ty)
     negative_or_nan = b.or_(b.icmp_signed("<", bits, _const(ty, 0)), _is_nan_bits(lw, bits, fmt))
     above_one = b.icmp_unsigned(">", bits, _const(ty, fmt.one()))
     return b.select(negative_or_nan, _const(ty, 0), b.select(above_one, _const(ty, fmt.one()), bits))
@@ -462,7 +467,8 @@ def _float_to_float(lw, ins, dst, src, mode, flags):
                                                and flags & {"relu", "satfinite"}):
             raise lw.fail(f"cvt.{dst}.{src} rounds with .rn/.rz/.rm/.rp (.rn/.rz with .relu/.satfinite)")
         bits = _narrow(lw, value, src, dst, mode, "satfinite" in flags)
-    bits = _nan_result(lw, value, src, dst, bits)
+    if "sat" not in flags:  # (.sat takes every NaN to +0, whatever its bits)
+        bits = _nan_result(lw, value, src, dst, bits)
     if dst == "f64" and src == "f32" and "ftz" in flags:
         # cvt.ftz.f64.f32 of any NaN is f32's canonical NaN widened on an H200 (without .ftz the NaN's sign
         # and payload are kept)

@@ -75,6 +75,18 @@ def _finish(lw, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> Non
     lw.write(d, value, t)
 
 
+def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
+    """d = the .approx `function` of the one source: the target's own .ftz form where it has one, else its
+    `approximate` between flushes of the source and the result."""
+    d, a = lw.operands(ins, 2)
+    b, x = lw.builder, lw.read(a, t)
+    native = lw.target.approximate_ftz(b, function, x, lambda v: rounding.flush(b, v)) if ftz else None
+    if native is not None:
+        lw.write(d, native, t)
+        return
+    _finish(lw, d, lw.target.approximate(b, function, rounding.flush(b, x) if ftz else x), t, ftz)
+
+
 def _arithmetic(lw, ins, count: int, compute) -> None:
     """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given."""
     t = _type(lw, ins)
@@ -172,9 +184,11 @@ def rcp(lw, ins):
         lw.write(d, _upper_word(lw, lw.read(a, t), "rcp", lambda x: b.fdiv(one, x)), t)
         return
     ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    if approx:
+        _approximation(lw, ins, "rcp", t, ftz)
+        return
     d, (a,) = _sources(lw, ins, t, ftz, 1)
-    value = lw.target.approximate(b, "rcp", a) if approx else rounding.div(b, mode, one, a, ftz)
-    _finish(lw, d, value, t, ftz)
+    _finish(lw, d, rounding.div(b, mode, one, a, ftz), t, ftz)
 
 
 @handles("sqrt", family="float")
@@ -185,9 +199,11 @@ def sqrt(lw, ins):
     if approx == (mode is not None) or (approx and t != "f32") or kind == "full":
         raise lw.fail("sqrt needs one of .approx (f32) or a rounding")
     ftz, _ = _options(lw, ins, t, _ROUNDINGS | {"approx", "ftz"})
+    if approx:
+        _approximation(lw, ins, "sqrt", t, ftz)
+        return
     d, (a,) = _sources(lw, ins, t, ftz, 1)
-    value = lw.target.approximate(lw.builder, "sqrt", a) if approx else rounding.sqrt(lw.builder, mode, a)
-    _finish(lw, d, value, t, ftz)
+    _finish(lw, d, rounding.sqrt(lw.builder, mode, a), t, ftz)
 
 
 @handles("rsqrt", family="float")
@@ -206,9 +222,7 @@ def rsqrt(lw, ins):
             value = b.fdiv(one, _sqrt(b, lw.read(a, t)))
         lw.write(d, value, t)
         return
-    ftz = _ftz(lw, ins)
-    d, (a,) = _sources(lw, ins, t, ftz, 1)
-    _finish(lw, d, lw.target.approximate(b, "rsqrt", a), t, ftz)
+    _approximation(lw, ins, "rsqrt", t, _ftz(lw, ins))
 
 
 @handles("ex2", "lg2", "sin", "cos", "tanh", family="float")
@@ -218,9 +232,7 @@ def transcendental(lw, ins):
     if t != "f32" or _kind(lw, ins)[1] != "approx":
         raise lw.fail(f"{ins.opcode} exists as {ins.opcode}.approx.f32 only")
     lw.check_modifiers(ins, {"approx"} if ins.opcode == "tanh" else {"approx", "ftz"})
-    ftz = _ftz(lw, ins) and ins.opcode != "tanh"
-    d, (a,) = _sources(lw, ins, t, ftz, 1)
-    _finish(lw, d, lw.target.approximate(lw.builder, ins.opcode, a), t, ftz)
+    _approximation(lw, ins, ins.opcode, t, _ftz(lw, ins) and ins.opcode != "tanh")
 
 
 def _unary(lw, ins, compute) -> None:
@@ -262,24 +274,18 @@ def _sign_bit(b, x: ir.Value) -> ir.Value:
     return b.icmp_signed("<", pattern, ir.Constant(pattern.type, 0))
 
 
-def _pick(b, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value:
-    """min (or max) of two numbers, −0.0 below +0.0."""
-    first, second = ("<", ">") if smaller else (">", "<")
-    # equal values differ only for ±0: min takes the negative zero, max the positive one
-    tie = b.select(_sign_bit(b, x), x, y) if smaller else b.select(_sign_bit(b, x), y, x)
-    return b.select(b.fcmp_ordered(first, x, y), x, b.select(b.fcmp_ordered(second, x, y), y, tie))
-
-
-def _min_max_two(b, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Value) -> ir.Value:
-    canonical = rounding.canonical_nan(x.type)
-    core = _pick(b, smaller, x, y)
-    x_nan, y_nan = rounding.is_nan(b, x), rounding.is_nan(b, y)
+def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Value) -> ir.Value:
+    """PTX's min/max of two: IEEE 754-2019 minimumNumber/maximumNumber (one NaN: the other operand; −0.0
+    below +0.0), which AMD's v_min/v_max are, with the NaN results PTX gives: .NaN, any NaN operand; without
+    it, both: the canonical NaN (f32, the ISA), the second operand (f64, where the ISA says nothing and an
+    H200 returns it)."""
+    b = lw.builder
+    core = lw.intrinsic("llvm.minimumnum" if smaller else "llvm.maximumnum", [x, y])
     if propagate_nan:
-        return b.select(b.or_(x_nan, y_nan), canonical, core)
-    # one NaN: the other operand; both: the canonical NaN (f32, the ISA), the second operand (f64, where
-    # the ISA says nothing and an H200 returns it)
-    both = y if x.type == F64 else canonical
-    return b.select(x_nan, b.select(y_nan, both, y), b.select(y_nan, x, core))
+        return b.select(b.fcmp_unordered("uno", x, y), rounding.canonical_nan(x.type), core)
+    if x.type == F64:
+        return b.select(rounding.is_nan(b, x), y, core)
+    return b.select(rounding.is_nan(b, core), rounding.canonical_nan(x.type), core)
 
 
 @handles("min", "max", family="float")
@@ -303,7 +309,7 @@ def min_max(lw, ins):
     smaller, propagate = ins.opcode == "min", "NaN" in ins.modifiers
     result = values[0]
     for value in values[1:]:
-        result = _min_max_two(b, smaller, propagate, result, value)
+        result = _min_max_two(lw, smaller, propagate, result, value)
     if xorsign:  # the sign of a xor b, unless the result is NaN
         negative = b.fneg(result)
         result = b.select(b.and_(sign, b.not_(rounding.is_nan(b, result))), negative, result)

@@ -21,7 +21,7 @@ from fatkit.translate.lower.convert import (
     FORMATS, bf16_to_f32, decompose, f32_to_bf16, finish, float_parts, flush_subnormal, host_half_runtime,
     round_to_format,
 )
-from fatkit.translate.lower.core import F16, F32, F64, I16, I32, I64, handles, llvm_type
+from fatkit.translate.lower.core import F16, F16X2, F32, F64, I16, I32, I64, handles, llvm_type
 from fatkit.translate.ptx import ast
 
 _LANE = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16"}
@@ -86,13 +86,31 @@ def _elementwise(lw, ins, arity: int, allowed: set[str], compute) -> None:
     _write_lanes(lw, d, results, t)
 
 
+def _packed(lw, ins, arity: int, allowed: set[str], compute, handled: frozenset = frozenset({"rn"})) -> bool:
+    """An f16x2 operation without per-lane modifiers as one operation on <2 x half>, which LLVM makes a
+    packed instruction (v_pk_* on gfx9 and gfx11; f16x2 in PTX): `compute(*pairs)`. False where the form
+    needs the lanes apart (other types; modifiers beyond `handled`: .ftz, .sat, .relu)."""
+    t = _half_type(lw, ins)
+    if t != "f16x2" or _modifiers(lw, ins, t, allowed) - handled:
+        return False
+    b = lw.builder
+    d, *sources = lw.operands(ins, arity + 1)
+    pairs = [b.bitcast(lw.read(s, "b32"), F16X2) for s in sources]
+    lw.write(d, b.bitcast(compute(*pairs), I32), "b32")
+    return True
+
+
 # ---------------------------------------------------------------------------------------- add sub mul fma
 
 def _arithmetic(lw, ins, operation: str) -> None:
+    allowed = {"rn", "ftz", "sat"}
+    if _packed(lw, ins, 2, allowed, getattr(lw.builder, operation)):
+        return
+
     def compute(lane, x, y):
         result = getattr(lw.builder, operation)(_value(lw, x, lane), _value(lw, y, lane))
         return _bits(lw, result, lane)
-    _elementwise(lw, ins, 2, {"rn", "ftz", "sat"}, compute)
+    _elementwise(lw, ins, 2, allowed, compute)
 
 
 @handles("add", family="half")
@@ -117,11 +135,15 @@ def fma(lw, ins):
     if "sat" in ins.modifiers and "relu" in ins.modifiers:
         raise lw.fail("fma takes .sat or .relu, not both")
 
+    allowed = {"rn", "ftz", "sat", "relu"}
+    if _packed(lw, ins, 3, allowed, lambda *pairs: lw.intrinsic("llvm.fma", list(pairs))):
+        return
+
     def compute(lane, x, y, z):
         if lane == "bf16":
             return _fma_bf16(lw, x, y, z)
         return lw.builder.bitcast(lw.intrinsic("llvm.fma", [lw.builder.bitcast(v, F16) for v in (x, y, z)]), I16)
-    _elementwise(lw, ins, 3, {"rn", "ftz", "sat", "relu"}, compute)
+    _elementwise(lw, ins, 3, allowed, compute)
 
 
 def _fma_bf16(lw, x, y, z) -> ir.Value:
@@ -179,6 +201,15 @@ def _min_max(lw, ins, smaller: bool) -> None:
     if xorsign != ("abs" in ins.modifiers):
         raise lw.fail(".xorsign and .abs come together")
     b = lw.builder
+    allowed = {"ftz", "NaN", "xorsign", "abs"}
+    canonical = ir.Constant(F16X2, [ir.Constant(I16, FORMATS["f16"].nan).bitcast(F16)] * 2)
+
+    def pair(u, v):  # minimumNumber/maximumNumber (v_pk_min/max_f16), PTX's NaN results added
+        core = lw.intrinsic("llvm.minimumnum" if smaller else "llvm.maximumnum", [u, v])
+        nan = b.fcmp_unordered("uno", u, v) if "NaN" in ins.modifiers else b.fcmp_unordered("uno", core, core)
+        return b.select(nan, canonical, core)
+    if not xorsign and _packed(lw, ins, 2, allowed, pair, frozenset({"NaN"})):
+        return
 
     def compute(lane, x, y):
         nan = ir.Constant(I16, FORMATS[lane].nan)
@@ -198,7 +229,7 @@ def _min_max(lw, ins, smaller: bool) -> None:
         if xorsign:  # not on a NaN result
             number = b.or_(number, sign)
         return b.select(nan_result, nan, number)
-    _elementwise(lw, ins, 2, {"ftz", "NaN", "xorsign", "abs"}, compute)
+    _elementwise(lw, ins, 2, allowed, compute)
 
 
 @handles("min", family="half")

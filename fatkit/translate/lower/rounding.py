@@ -83,21 +83,30 @@ def is_positive_zero(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return builder.icmp_unsigned("==", bits(builder, x), ir.Constant(_BITS[x.type], 0))
 
 
+_SUBNORMAL_CLASSES = 0x90  # llvm.is.fpclass: negative (bit 4) and positive (bit 7) subnormals
+
+
 def flush(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """.ftz: a subnormal becomes a zero of its sign (bit arithmetic, so nothing folds it away)."""
+    """.ftz: a subnormal becomes a zero of its sign. The class test (v_cmp_class on AMD) reads the bits as
+    they are, whatever denormal mode the function is compiled for, so nothing folds it away."""
     ity = _BITS[x.type]
-    pattern = bits(builder, x)
-    subnormal = builder.icmp_unsigned(
-        "==", builder.and_(pattern, ir.Constant(ity, _EXPONENT[x.type])), ir.Constant(ity, 0))
-    signed_zero = builder.and_(pattern, ir.Constant(ity, _SIGN[x.type]))
-    return builder.bitcast(builder.select(subnormal, signed_zero, pattern), x.type)
+    subnormal = builder.call(_declare(builder, f"llvm.is.fpclass.{_MANGLED[x.type]}", I1, [x.type, I32]),
+                             [x, _int(_SUBNORMAL_CLASSES)])
+    signed_zero = builder.bitcast(builder.and_(bits(builder, x), ir.Constant(ity, _SIGN[x.type])), x.type)
+    return builder.select(subnormal, signed_zero, x)
 
 
 def saturate(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """.sat: clamp to [0.0, 1.0]; NaN and −0.0 become +0.0."""
-    one = ir.Constant(x.type, 1.0)
-    below_one = builder.select(builder.fcmp_ordered("<", x, one), x, one)
-    return builder.select(builder.fcmp_ordered(">", x, _zero(x.type)), below_one, _zero(x.type))
+    """.sat: clamp to [0.0, 1.0]; NaN and −0.0 become +0.0. LLVM makes min(maximumNumber(x + 0.0, +0.0),
+    1.0) the clamp output modifier (folded into an arithmetic instruction before it, where there is one),
+    which AMD GPUs run with DX10_CLAMP set: NaN becomes +0. Adding +0.0 first turns −0.0 into +0.0 (IEEE
+    754, round to nearest), so the result does not depend on what the clamp does with −0.0."""
+    name = _MANGLED[x.type]
+    positive_zero = builder.fadd(x, _zero(x.type))
+    low = builder.call(_declare(builder, f"llvm.maximumnum.{name}", x.type, [x.type] * 2),
+                       [positive_zero, _zero(x.type)])
+    return builder.call(_declare(builder, f"llvm.minnum.{name}", x.type, [x.type] * 2),
+                        [low, ir.Constant(x.type, 1.0)])
 
 
 def _step(builder: ir.IRBuilder, nearest: ir.Value, above: ir.Value, below: ir.Value, mode: str) -> ir.Value:

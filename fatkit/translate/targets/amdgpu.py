@@ -135,6 +135,45 @@ class AmdgpuTarget(Target):
         reciprocal.set_metadata("fpmath", one_ulp)
         return reciprocal
 
+    def approximate_ftz(self, builder, function, value, flush):
+        # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) and only the flushes PTX's
+        # results need, each decided from the input, so that the result is right whether an instruction keeps
+        # subnormals or flushes them (LLVM takes it that these flush; fatkit.emulate keeps them):
+        # ex2 of x < -126 is the zero its subnormal result flushes to (a subnormal x gives 1 either way);
+        # lg2 of a subnormal is lg2 of 0, -inf; rcp, sqrt and rsqrt flush their input, and rcp of |x| > 2^126
+        # is the zero of x's sign its subnormal result flushes to; sin of |x| < 2^-120 is x's signed zero
+        # (within .approx's absolute error, where the turns x/2π would be subnormal); cos of a subnormal is 1.
+        f32, module = value.type, builder.module
+
+        def bare(name: str, x: ir.Value) -> ir.Value:
+            return builder.call(_intrinsic(module, f"llvm.amdgcn.{name}.f32", f32, (f32,)), [x])
+
+        def magnitude_beyond(op: str, bound: float) -> ir.Value:
+            magnitude = builder.call(_intrinsic(module, "llvm.fabs.f32", f32, (f32,)), [value])
+            return builder.fcmp_ordered(op, magnitude, ir.Constant(f32, bound))
+
+        def signed_zero() -> ir.Value:
+            i32 = ir.IntType(32)
+            sign = builder.and_(builder.bitcast(value, i32), ir.Constant(i32, 1 << 31))
+            return builder.bitcast(sign, f32)
+
+        zero = ir.Constant(f32, 0.0)
+        if function == "ex2":
+            return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
+        if function == "lg2":
+            return bare("log", builder.select(magnitude_beyond("<", 2.0 ** -126), zero, value))
+        if function in ("rcp", "sqrt", "rsqrt"):
+            result = bare({"rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}[function], flush(value))
+            if function == "rcp":
+                result = builder.select(magnitude_beyond(">", 2.0 ** 126), signed_zero(), result)
+            return result
+        if function in ("sin", "cos"):
+            result = bare(function, builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi))))
+            if function == "sin":
+                result = builder.select(magnitude_beyond("<", 2.0 ** -120), signed_zero(), result)
+            return result
+        return None
+
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
 

@@ -6,7 +6,7 @@ import hashlib
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -188,6 +188,13 @@ class Target(ABC):
             builder.module, ir.FunctionType(value.type, [value.type]), name)
         result = builder.call(intrinsic, [value])
         return builder.fdiv(one, result) if function == "rsqrt" else result
+
+    def approximate_ftz(self, builder: ir.IRBuilder, function: str, value: ir.Value,
+                        flush: Callable[[ir.Value], ir.Value]) -> ir.Value | None:
+        """`function` .approx.ftz of f32 `value` (subnormal inputs read as zeros of their sign, subnormal results
+        become them) as the target's own instructions, where these need fewer flushes (`flush` makes one
+        value's); None: lowering flushes the input and the result of `approximate` itself."""
+        return None
 
     def approximate_f64(self, builder: ir.IRBuilder, function: str, value: ir.Value) -> ir.Value | None:
         """`rcp`/`rsqrt` .approx.ftz.f64 of `value` as the target's own instruction, where it has PTX's (the

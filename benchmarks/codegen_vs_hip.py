@@ -1,0 +1,310 @@
+"""fatkit's AMD code against clang's for the same kernels: static metrics per kernel and target, and dynamic
+instruction counts on fatkit.emulate.
+
+    python benchmarks/codegen_vs_hip.py [--targets gfx942,gfx1100] [--no-dynamic] [--markdown] [KERNEL...]
+
+The kernels are written twice, in benchmarks/codegen_vs_hip/: kernels.cu (CUDA; `nvcc -arch=sm_90 -ptx -O3`
+gives the PTX fatkit translates) and kernels.hip (HIP, compiled by Debian's clang-22 for the same target with
+`-x hip -nogpulib -nogpuinc --cuda-device-only -O3` and builtins.h, a header of clang builtins). The anchor is
+clang's code object, built in the same run. Per kernel and target:
+
+- instructions: the kernel symbol's instructions (`llvm-objdump -d` over the symbol's st_value..+st_size, so
+  the s_code_end padding after it is not counted; functions the kernel calls are not counted either);
+- VGPRs (+AGPRs on gfx942), SGPRs, scratch bytes per lane and LDS bytes, from the code object metadata
+  (fatkit.formats.hsaco.parse_code_object);
+- occupancy: waves per SIMD the registers and LDS allow for the launch's block (constants below);
+- dynamic: wave-instructions one launch executes on fatkit.emulate (LaunchStats), for both code objects, where
+  both launch (the emulator does not model MFMA/WMMA or s_setreg: "—").
+
+Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
+(op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
+the difference fatkit − clang next to the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fatkit.errors import FatkitError  # noqa: E402
+from fatkit.formats.elf import ElfView  # noqa: E402
+from fatkit.formats.hsaco import parse_code_object  # noqa: E402
+from fatkit.translate.pipeline import Options, translate  # noqa: E402
+
+SOURCES = ROOT / "benchmarks" / "codegen_vs_hip"
+LLVM = Path("/usr/lib/llvm-22/bin")
+SHT_SYMTAB = 2
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Per-SIMD resources (AMD's ISA guides; LLVM's AMDGPU register-allocation granules)."""
+
+    wave: int  # lanes
+    max_waves: int  # waves one SIMD holds at most
+    vgprs: int  # VGPRs per lane in one SIMD's register file
+    vgpr_granule: int
+    sgprs: int | None  # SGPRs per SIMD, where they limit occupancy (gfx9); None: they do not (gfx10+)
+    lds_bytes: int  # LDS shared by the workgroups of one CU (gfx9) or WGP (gfx10+, WGP mode)
+    simds: int  # SIMDs sharing that LDS
+
+
+OCCUPANCY = {
+    # CDNA3: 512 VGPRs per lane (arch + AGPRs, unified), granule 8, 8 waves per SIMD, 800 SGPRs (granule 16),
+    # 64 KiB LDS per CU of 4 SIMDs
+    "gfx942": Occupancy(64, 8, 512, 8, 800, 64 * 1024, 4),
+    # RDNA3 (gfx1100/1101): 1536 VGPRs per lane in wave32, granule 24, 16 waves per SIMD, 128 KiB LDS per WGP
+    # of 4 SIMDs
+    "gfx1100": Occupancy(32, 16, 1536, 24, None, 128 * 1024, 4),
+}
+
+
+def _round_up(value: int, granule: int) -> int:
+    return -(-value // granule) * granule
+
+
+def occupancy(target: str, vgprs: int, agprs: int, sgprs: int, lds: int, block_threads: int) -> int:
+    limits = OCCUPANCY[target]
+    total = _round_up(vgprs, 4) + agprs if agprs else vgprs
+    waves = min(limits.max_waves, limits.vgprs // max(_round_up(max(total, 1), limits.vgpr_granule), 1))
+    if limits.sgprs is not None:
+        waves = min(waves, limits.sgprs // _round_up(max(sgprs, 1), 16))
+    if lds:
+        groups = limits.lds_bytes // lds
+        waves = min(waves, groups * -(-block_threads // limits.wave) // limits.simds)
+    return waves
+
+
+# ---- launches: (grid, block, arguments) for fatkit.emulate, the same for both code objects ----
+
+Args = Callable[[np.random.Generator], list]
+
+
+def _floats(rng: np.random.Generator, n: int, low: float = 0.5, high: float = 2.0) -> np.ndarray:
+    return rng.uniform(low, high, n).astype(np.float32)
+
+
+def _halves(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.uniform(0.5, 2.0, 2 * n).astype(np.float16).view(np.uint32)
+
+
+def _one_op(rng: np.random.Generator) -> list:
+    return [_floats(rng, 64), _floats(rng, 64), _floats(rng, 64), np.zeros(64, np.float32)]
+
+
+def _half_op(rng: np.random.Generator) -> list:
+    return [_halves(rng, 64), _halves(rng, 64), _halves(rng, 64), np.zeros(64, np.uint32)]
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: Args
+
+
+LAUNCHES: dict[str, Launch] = {
+    "saxpy": Launch((2, 1, 1), (128, 1, 1),
+                    lambda r: [np.float32(2.5), _floats(r, 256), _floats(r, 256), np.int32(256)]),
+    "stencil": Launch((1, 8, 1), (32, 1, 1),
+                      lambda r: [_floats(r, 256), np.zeros(256, np.float32), np.int32(32), np.int32(8)]),
+    "reduction": Launch((2, 1, 1), (256, 1, 1), lambda r: [_floats(r, 512), np.zeros(2, np.float32)]),
+    "sgemm_tile": Launch((2, 2, 1), (16, 16, 1), lambda r: [_floats(r, 1024), _floats(r, 1024),
+                                                            np.zeros(1024, np.float32), np.int32(32)]),
+    "histogram": Launch((2, 1, 1), (128, 1, 1), lambda r: [r.integers(0, 256, 1024, dtype=np.uint8),
+                                                           np.zeros(64, np.uint32), np.int32(1024)]),
+    "softmax_row": Launch((2, 1, 1), (256, 1, 1),
+                          lambda r: [_floats(r, 512, -4.0, 4.0), np.zeros(512, np.float32)]),
+    "half2_axpy": Launch((2, 1, 1), (128, 1, 1),
+                         lambda r: [_halves(r, 256), _halves(r, 256), _halves(r, 1)[0], np.int32(256)]),
+    "warp_collectives": Launch((1, 1, 1), (128, 1, 1), lambda r: [_floats(r, 128, -2.0, 2.0),
+                                                                  np.zeros(128, np.float32), np.zeros(128, np.uint32)]),
+    # sized for the largest fragments of the three (gfx1100's WMMA: 16 halves of A and B, 8 floats per lane)
+    "mma_tile": Launch((1, 1, 1), (32, 1, 1), lambda r: [_halves(r, 256), _halves(r, 256), _floats(r, 256),
+                                                         np.zeros(256, np.float32)]),
+}
+ONE_OPS = ("op_fma_rm", "op_max", "op_min", "op_sat", "op_ex2", "op_rcp", "op_sqrt", "op_rsqrt", "op_lg2",
+           "op_sin", "op_cos", "op_expf")
+for _name in ONE_OPS:
+    LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _one_op)
+for _name in ("op_add_f16x2", "op_fma_f16x2"):
+    LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _half_op)
+
+
+# ---- building ----
+
+def build_ptx(tmp: Path) -> str:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("nvcc not on PATH (pip install nvidia-cuda-nvcc)")
+    out = tmp / "kernels.ptx"
+    subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-O3", "-diag-suppress", "550", "-o", str(out),
+                    str(SOURCES / "kernels.cu")], check=True, capture_output=True, text=True)
+    return out.read_text()
+
+
+def build_hip(tmp: Path, target: str) -> bytes:
+    out = tmp / f"kernels-{target}.hsaco"
+    subprocess.run([str(LLVM / "clang"), "-x", "hip", f"--offload-arch={target}", "-nogpulib", "-nogpuinc",
+                    "--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-include", str(SOURCES / "builtins.h"),
+                    "-c", str(SOURCES / "kernels.hip"), "-o", str(out)], check=True, capture_output=True, text=True)
+    return out.read_bytes()
+
+
+def build_fatkit(ptx: str, target: str) -> tuple[bytes, dict[str, str]]:
+    """The code object and, per kernel fatkit left out, its reason."""
+    translation = translate(ptx, Options(target=target))
+    left_out = {k.name: k.reason or "unsupported" for k in translation.kernels if k.status != "ok"}
+    return translation.product, left_out
+
+
+# ---- measuring ----
+
+_INSTRUCTION = re.compile(r"//\s*([0-9A-Fa-f]+):")
+
+
+def instruction_counts(code_object: bytes, tmp: Path, names: set[str]) -> dict[str, int]:
+    """Instructions per kernel symbol: the disassembly lines whose address lies inside the symbol."""
+    elf = ElfView(code_object)
+    table = next(s for s in elf.sections if s.type == SHT_SYMTAB)
+    ranges = {s.name: (s.value, s.value + s.size) for s in elf.symbols(table) if s.name in names and s.size}
+    path = tmp / "object.hsaco"
+    path.write_bytes(code_object)
+    listing = subprocess.run([str(LLVM / "llvm-objdump"), "-d", str(path)], check=True, capture_output=True,
+                             text=True).stdout
+    addresses = [int(m.group(1), 16) for m in map(_INSTRUCTION.search, listing.splitlines()) if m]
+    return {name: sum(start <= a < end for a in addresses) for name, (start, end) in ranges.items()}
+
+
+@dataclass(frozen=True)
+class Metrics:
+    instructions: int
+    vgprs: int
+    agprs: int
+    sgprs: int
+    scratch: int
+    lds: int
+    occupancy: int
+    dynamic: int | None
+    dynamic_note: str = ""
+
+
+def _threads(block: tuple[int, int, int]) -> int:
+    return block[0] * block[1] * block[2]
+
+
+def measure(code_object: bytes, target: str, names: list[str], tmp: Path, dynamic: bool) -> dict[str, Metrics]:
+    from fatkit.emulate import launch
+
+    parsed = {k.name: k for k in parse_code_object(code_object).kernels}
+    counts = instruction_counts(code_object, tmp, set(names))
+    result = {}
+    for name in names:
+        kernel = parsed.get(name)
+        if kernel is None or name not in counts:
+            continue
+        spec = LAUNCHES[name]
+        steps, note = None, ""
+        if dynamic:
+            try:
+                steps = launch(code_object, name, spec.grid, spec.block,
+                               spec.args(np.random.default_rng(18)), 0).wave_instructions
+            except FatkitError as exc:
+                note = f"{name}: {str(exc).splitlines()[0]}"
+        vgprs, agprs, sgprs = kernel.vgpr_count or 0, kernel.agpr_count or 0, kernel.sgpr_count or 0
+        result[name] = Metrics(counts[name], vgprs, agprs, sgprs, kernel.private_segment_size,
+                               kernel.group_segment_size,
+                               occupancy(target, vgprs, agprs, sgprs, kernel.group_segment_size,
+                                         _threads(spec.block)), steps, note)
+    return result
+
+
+# ---- reporting ----
+
+def _registers(m: Metrics) -> str:
+    return f"{m.vgprs}+{m.agprs}a" if m.agprs else str(m.vgprs)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "—"
+
+
+def report(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], left_out: dict[str, str],
+           names: list[str], markdown: bool) -> None:
+    header = ["kernel", "instrs fatkit", "instrs clang", "ratio", "Δ", "VGPRs f/c", "SGPRs f/c", "scratch f/c",
+              "LDS f/c", "waves/SIMD f/c", "dyn fatkit", "dyn clang", "dyn ratio"]
+    print(f"\n### {target}\n" if markdown else f"\n== {target} ==")
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|---|" + "---:|" * (len(header) - 1))
+    else:
+        print(" ".join(f"{h:>14s}" for h in header))
+    ratios, dynamic_ratios, by_name = [], [], {}
+    for name in names:
+        f, c = fatkit.get(name), clang.get(name)
+        if f is None or c is None:
+            why = left_out.get(name, "not built")
+            cells = [name, "—", str(c.instructions) if c else "—", "—", "—"] + ["—"] * 8
+            cells[1] = f"left out: {why[:60]}" if f is None else str(f.instructions)
+        else:
+            ratios.append(f.instructions / c.instructions)
+            by_name[name] = ratios[-1]
+            if f.dynamic is not None and c.dynamic:
+                dynamic_ratios.append(f.dynamic / c.dynamic)
+            cells = [name, str(f.instructions), str(c.instructions), _ratio(f.instructions, c.instructions),
+                     f"{f.instructions - c.instructions:+d}", f"{_registers(f)}/{_registers(c)}",
+                     f"{f.sgprs}/{c.sgprs}", f"{f.scratch}/{c.scratch}", f"{f.lds}/{c.lds}",
+                     f"{f.occupancy}/{c.occupancy}", str(f.dynamic) if f.dynamic is not None else "—",
+                     str(c.dynamic) if c.dynamic is not None else "—", _ratio(f.dynamic, c.dynamic)]
+        print(("| " + " | ".join(cells) + " |") if markdown else " ".join(f"{x:>14.14s}" for x in cells))
+    if ratios:
+        print(f"\n{target}: geometric mean fatkit/clang instructions {statistics.geometric_mean(ratios):.3f} over "
+              f"{len(ratios)} kernels (max {max(ratios):.2f})"
+              + (f"; dynamic {statistics.geometric_mean(dynamic_ratios):.3f} over {len(dynamic_ratios)}"
+                 if dynamic_ratios else ""))
+        for label, part in (("workload kernels", [r for n, r in by_name.items() if not n.startswith("op_")]),
+                            ("one-op kernels", [r for n, r in by_name.items() if n.startswith("op_")])):
+            if part:
+                print(f"{target}: {label}: geometric mean {statistics.geometric_mean(part):.3f} over {len(part)}")
+    for compiler, metrics in (("fatkit", fatkit), ("clang", clang)):
+        for m in metrics.values():
+            if m.dynamic_note:
+                print(f"{'- ' if markdown else ''}{compiler}'s {m.dynamic_note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kernels", nargs="*", help="only these kernels (default: all)")
+    parser.add_argument("--targets", default="gfx942,gfx1100")
+    parser.add_argument("--no-dynamic", action="store_true", help="skip the emulator launches")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    names = args.kernels or list(LAUNCHES)
+    unknown = set(names) - LAUNCHES.keys()
+    if unknown:
+        raise SystemExit(f"unknown kernels: {', '.join(sorted(unknown))}")
+    with tempfile.TemporaryDirectory(prefix="fatkit-codegen-") as tmp_name:
+        tmp = Path(tmp_name)
+        ptx = build_ptx(tmp)
+        for target in args.targets.split(","):
+            product, left_out = build_fatkit(ptx, target)
+            fatkit = measure(product, target, names, tmp, not args.no_dynamic)
+            clang = measure(build_hip(tmp, target), target, names, tmp, not args.no_dynamic)
+            report(target, fatkit, clang, left_out, names, args.markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+// The benchmark's kernels as HIP (benchmarks/codegen_vs_hip.py), the same as kernels.cu, for clang-22 with
+// builtins.h. The one-op kernels use the AMD instruction a HIP programmer would write for the PTX form.
+
+extern "C" __global__ void saxpy(float a, const float *x, float *y, int n) {
+  int i = BID * BDIM + TID;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void stencil(const float *in, float *out, int w, int h) {
+  int x = BID * BDIM + TID, y = BID_Y;
+  if (x >= w) return;
+  int i = y * w + x;
+  if (x == 0 || y == 0 || x == w - 1 || y == h - 1) { out[i] = in[i]; return; }
+  out[i] = 0.5f * in[i] + 0.125f * (in[i - 1] + in[i + 1] + in[i - w] + in[i + w]);
+}
+
+extern "C" __global__ void reduction(const float *in, float *out) {
+  __shared__ float part[256];
+  part[TID] = in[BID * 256 + TID];
+  SYNC();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (TID < s) part[TID] += part[TID + s];
+    SYNC();
+  }
+  if (TID == 0) out[BID] = part[0];
+}
+
+extern "C" __global__ void sgemm_tile(const float *a, const float *b, float *c, int n) {
+  __shared__ float ta[16][16], tb[16][16];
+  int tx = TID, ty = TID_Y, row = BID_Y * 16 + ty, col = BID * 16 + tx;
+  float sum = 0.0f;
+  for (int k = 0; k < n; k += 16) {
+    ta[ty][tx] = a[row * n + k + tx];
+    tb[ty][tx] = b[(k + ty) * n + col];
+    SYNC();
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += ta[ty][j] * tb[j][tx];
+    SYNC();
+  }
+  c[row * n + col] = sum;
+}
+
+extern "C" __global__ void histogram(const unsigned char *data, unsigned *bins, int n) {
+  __shared__ unsigned local[64];
+  if (TID < 64) local[TID] = 0;
+  SYNC();
+  for (int i = BID * BDIM + TID; i < n; i += BDIM * GDIM) ATOMIC_ADD_SHARED(&local[data[i] & 63], 1u);
+  SYNC();
+  if (TID < 64) ATOMIC_ADD_GLOBAL(&bins[TID], local[TID]);
+}
+
+extern "C" __global__ void softmax_row(const float *in, float *out) {
+  __shared__ float part[256];
+  const float *row = in + BID * 256;
+  float x = row[TID];
+  part[TID] = x;
+  SYNC();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (TID < s) part[TID] = __builtin_fmaxf(part[TID], part[TID + s]);
+    SYNC();
+  }
+  float e = __builtin_expf(x - part[0]);
+  SYNC();
+  part[TID] = e;
+  SYNC();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (TID < s) part[TID] += part[TID + s];
+    SYNC();
+  }
+  out[BID * 256 + TID] = e / part[0];
+}
+
+extern "C" __global__ void half2_axpy(const half2 *x, half2 *y, half2 a, int n) {
+  int i = BID * BDIM + TID;
+  if (i < n) y[i] = __builtin_elementwise_max(__builtin_elementwise_fma(a, x[i], y[i]), (half2){0, 0});
+}
+
+extern "C" __global__ void warp_collectives(const float *in, float *sums, unsigned *votes) {
+  int i = BID * BDIM + TID;
+  float v = in[i];
+  for (int m = 16; m > 0; m >>= 1) v += shfl_xor32(v, m);
+  unsigned ballot = ballot32(in[i] > 0.0f);
+  int any = ballot32(in[i] < -1.0f) != 0;
+  sums[i] = v;
+  votes[i] = ballot ^ (unsigned)any;
+}
+
+// one wave, one 16×16×16 f16→f32 matrix instruction (twice the n of PTX's m16n8k16)
+#if defined(__gfx942__)
+extern "C" __global__ void mma_tile(const half4 *a, const half4 *b, const float4 *c, float4 *d) {
+  int lane = TID & 63;
+  d[lane] = __builtin_amdgcn_mfma_f32_16x16x16f16(a[lane], b[lane], c[lane], 0, 0, 0);
+}
+#else
+extern "C" __global__ void mma_tile(const half16 *a, const half16 *b, const float8 *c, float8 *d) {
+  int lane = TID & 31;
+  d[lane] = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a[lane], b[lane], c[lane]);
+}
+#endif
+
+#define ONE_OP(name, expr)                                                                       \
+  extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
+    int i = BID * BDIM + TID;                                                                    \
+    float a = pa[i], b = pb[i], c = pc[i], y;                                                    \
+    (void)b; (void)c;                                                                            \
+    expr;                                                                                        \
+    py[i] = y;                                                                                   \
+  }
+
+static constexpr float TURNS_PER_RADIAN = 0.15915494309189535f;
+
+// fma.rm: the f32 rounding mode switched to round-down around the fma (FLT_ROUNDS 3), and back (1)
+ONE_OP(op_fma_rm, __builtin_set_flt_rounds(3); y = __builtin_fmaf(a, b, c); __builtin_set_flt_rounds(1))
+ONE_OP(op_max, y = __builtin_fmaxf(a, b))
+ONE_OP(op_min, y = __builtin_fminf(a, b))
+ONE_OP(op_sat, y = __builtin_fminf(__builtin_fmaxf(a, 0.0f), 1.0f))
+ONE_OP(op_ex2, y = __builtin_amdgcn_exp2f(a))
+ONE_OP(op_rcp, y = __builtin_amdgcn_rcpf(a))
+ONE_OP(op_sqrt, y = __builtin_amdgcn_sqrtf(a))
+ONE_OP(op_rsqrt, y = __builtin_amdgcn_rsqf(a))
+ONE_OP(op_lg2, y = __builtin_amdgcn_logf(a))
+ONE_OP(op_sin, y = __builtin_amdgcn_sinf(a * TURNS_PER_RADIAN))
+ONE_OP(op_cos, y = __builtin_amdgcn_cosf(a * TURNS_PER_RADIAN))
+ONE_OP(op_expf, y = __builtin_expf(a))
+
+#define HALF2_OP(name, expr)                                                                             \
+  extern "C" __global__ void name(const half2 *pa, const half2 *pb, const half2 *pc, half2 *py) {        \
+    int i = BID * BDIM + TID;                                                                            \
+    half2 a = pa[i], b = pb[i], c = pc[i], y;                                                            \
+    (void)c;                                                                                             \
+    expr;                                                                                                \
+    py[i] = y;                                                                                           \
+  }
+HALF2_OP(op_add_f16x2, y = a + b)
+HALF2_OP(op_fma_f16x2, y = __builtin_elementwise_fma(a, b, c))
