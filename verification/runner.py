@@ -364,7 +364,11 @@ def main() -> None:
     for case in manifest["cases"]:
         if args.only and args.only not in case["name"]:
             continue
-        runs = [False] + ([True] if case.get("kind") == "program" and has_float_inputs(case) else [])
+        # an exponent-spread run for programs with float inputs, except --use_fast_math builds (`ulp`): their
+        # .approx functions have error bounds only on restricted domains (sin/cos: absolute, within ±π…), so
+        # spread arguments have no result to compare; each .approx form meets spread inputs in the table cases
+        spread_run = case.get("kind") == "program" and has_float_inputs(case) and not case.get("ulp")
+        runs = [False] + ([True] if spread_run else [])
         for spread in runs:
             record = run_case(case, args.build, args.repeat, rng, spread)
             records.append(record)
