@@ -95,9 +95,9 @@ def _geometry(lw: Lowering, ins: ast.Instruction, allowed: tuple[str, ...]) -> s
     if len(found) != 1:
         raise lw.fail("expected one geometry (.1d, .2d, .3d, .a1d, .a2d, .cube)")
     if found[0] not in allowed:
-        raise lw.fail(f"geometry .{found[0]} is not translated: AMD image instructions have no multisample "
-                      "or cube-array form that matches it" if found[0] in ("acube", "2dms", "a2dms")
-                      else f"geometry .{found[0]} is not valid here")
+        raise lw.fail(f"geometry .{found[0]} is not translated: a cube-map array needs its layer folded into "
+                      "the face index, a multisample texture a sample index, which this lowering does not derive"
+                      if found[0] in ("acube", "2dms", "a2dms") else f"geometry .{found[0]} is not valid here")
     return found[0]
 
 
@@ -162,8 +162,8 @@ _TAIL = [ir.Constant(I1, 0), ir.Constant(I32, 0), ir.Constant(I32, 0)]  # unorm 
 def tex(lw, ins):
     """tex.geom.v4.dtype.ctype d, [t, c] (+ lod for .level, dPdx, dPdy for .grad): one sample."""
     _check_target(lw)
-    lw.check_modifiers(ins, {"v4", "level", "grad", "base", *_GEOMETRY})
     geometry = _geometry(lw, ins, tuple(_GEOMETRY))
+    lw.check_modifiers(ins, {"v4", "level", "grad", "base", *_GEOMETRY})
     types = [m for m in ins.modifiers if m in ast.TYPES]
     if len(types) != 2 or types[0] not in ("f32", "s32", "u32") or types[1] not in ("f32", "s32") \
             or "v4" not in ins.modifiers:
@@ -219,8 +219,8 @@ def tld4(lw, ins):
     read, in the order both ISAs give (-u +v, +u +v, +u -v, -u -v)."""
     _check_target(lw)
     components = [c for c in ("r", "g", "b", "a") if c in ins.modifiers]
-    lw.check_modifiers(ins, {"v4", "r", "g", "b", "a", *_GEOMETRY})
     geometry = _geometry(lw, ins, ("2d", "a2d"))
+    lw.check_modifiers(ins, {"v4", "r", "g", "b", "a", *_GEOMETRY})
     types = [m for m in ins.modifiers if m in ast.TYPES]
     if len(components) != 1 or types[1:] != ["f32"] or types[0] not in ("f32", "s32", "u32"):
         raise lw.fail("expected one component (.r/.g/.b/.a), .v4, a result type and .f32 coordinates")
@@ -277,11 +277,11 @@ _SURFACE_GEOMETRY = ("1d", "2d", "3d", "a1d", "a2d")
 def _surface_access(lw: Lowering, ins: ast.Instruction, address: ast.Operand):
     """The T#, the integer coordinates (x as an element index) and the element's type of a suld/sust."""
     _check_target(lw)
-    lw.check_modifiers(ins, {"b", "v2", "v4", "trap", "clamp", "zero", "ca", "cg", "cs", "cv", "wb", "wt",
-                             *_SURFACE_GEOMETRY})
     if "b" not in ins.modifiers:
         raise lw.fail("only .b (raw bits) surface accesses are translated; .p converts through the surface's "
                       "format, which PTX defines per format and this lowering does not")
+    lw.check_modifiers(ins, {"b", "v2", "v4", "trap", "clamp", "zero", "ca", "cg", "cs", "cv", "wb", "wt",
+                             *_SURFACE_GEOMETRY})
     geometry = _geometry(lw, ins, _SURFACE_GEOMETRY)
     types = [m for m in ins.modifiers if m in _SURFACE_TYPES]
     if len(types) != 1:
