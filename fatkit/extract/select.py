@@ -77,7 +77,9 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
                                         stem, text), container.section == RELOCATABLE_SECTION))
         modules = [module for module, _ in found]
         if link_rdc is not None:
-            modules = _rdc_linked(binary.path, name, found, on_error, link_rdc, _device_links(binary))
+            # (reading the images' symbols only where there are units to link: a binary holds thousands of cubins)
+            links = _device_links(binary) if sum(relocatable for _, relocatable in found) > 1 else {}
+            modules = _rdc_linked(binary.path, name, found, on_error, link_rdc, links)
         for module in modules:
             yield replace(module, stem=_unique(module.stem, used))
 
