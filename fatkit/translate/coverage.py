@@ -11,8 +11,7 @@ the opcode no other row names), with its status:
 `Lowering` refuses a REFUSED or MISSING form with the row's reason before any handler sees it, and lint
 (hazards.py) reports the same rows with the same reasons, so the two cannot disagree. Each row carries a
 one-instruction `example` (in the registers `EXAMPLE_KERNEL` declares) that tests/test_translate_coverage.py
-lowers, so a row's status is checked against what lowering does; a row whose instruction needs what the
-example kernel cannot declare (a `.b128` register) has none.
+lowers, so a row's status is checked against what lowering does.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ EXAMPLE_KERNEL = """.version 8.7
     .reg .b64 %rd<16>;
     .reg .f32 %f<32>;
     .reg .f64 %fd<8>;
+    .reg .b128 %q<4>;
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, smem;
     mov.f32 %f1, 0f3F800000;
@@ -200,6 +200,11 @@ FORMS: tuple[Form, ...] = (
     Form("membar", (), LOWERED, "membar.gl;"),
     Form("fence", (), LOWERED, "fence.acq_rel.gpu;"),
     Form("atom", (), LOWERED, "atom.global.add.u32 %r2, [%rd1], %r3;"),
+    Form("atom", ("b128",), REFUSED, "atom.global.cas.b128 %q1, [%rd1], %q2, %q3;",
+         "a 128-bit atomic (atom.cas/.exch.b128, one 16-byte read-modify-write) has no AMD instruction: the "
+         "widest atomic AMD GPUs have is 64 bits (cmpswap_x2), and a lock taken by these atomics would not make "
+         "them atomic against other threads' 128-bit .relaxed loads and stores (single accesses on NVIDIA), "
+         "other code objects or the host"),
     Form("red", (), LOWERED, "red.shared.add.u32 [%r1], %r3;"),
     Form("vote", (), LOWERED, "vote.sync.ballot.b32 %r2, %p1, -1;"),
     Form("match", (), LOWERED, "match.any.sync.b32 %r2, %r3, -1;"),
