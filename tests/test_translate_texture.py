@@ -2,9 +2,9 @@
 
 The AMD code is checked by its disassembly (LLVM 22's llvm-objdump): which image instruction each PTX one
 became, with which dimension and channel mask, and that the descriptors come from the handle at the
-offsets HIP's ABI puts them (T# at 0, S# at 48; a .texref's object at byte 72). fatkit.emulate does not
-model the image instructions (MIMG), so what the AMD texture units compute is not run here; see
-docs/runtime.md, "Textures and surfaces".
+offsets HIP's ABI puts them (T# at 0, S# at 48; a .texref's object at byte 72). It also runs on
+fatkit.emulate's model of gfx11's image instructions (fatkit/emulate/image.py), against PTX's texturing
+rules; docs/runtime.md, "Textures and surfaces", says what that model does not settle.
 """
 
 from __future__ import annotations
