@@ -20,6 +20,7 @@ from fatkit.errors import FatkitError
 from fatkit.translate.pipeline import Options, lower, parse, passes, translate
 from tests.amdrun import program
 from tests.helpers import LLVM_BIN
+from verification import textures
 
 SAMPLE = Path(__file__).parent / "samples" / "ptx" / "texsurf.sm_80.ptx"
 OBJDUMP = LLVM_BIN / "llvm-objdump"
@@ -183,7 +184,8 @@ def test_forms_outside_the_abi_are_refused_with_the_reason(body, why):
 # built here the way HIP's runtime lays them out on gfx11 (docs/runtime.md: T# at the object, S# 48 bytes on),
 # in one buffer with the texels (256-byte aligned, as a T#'s base must be); the expected values follow the PTX
 # ISA's texturing rules (nearest texel, or bilinear filtering of the four around x - 0.5, clamp/wrap/mirror/
-# border addressing) with coordinates whose weights are exact in 8 fractional bits, NVIDIA's precision.
+# border addressing) with coordinates whose weights are exact in 8 fractional bits, NVIDIA's precision: the
+# kernels and the model are verification/textures.py's, which runs them on an H200 as well.
 
 _FLOAT32x4, _FLOAT32, _UINT32, _UINT8x4 = 63, 22, 20, 46  # AMD unified format codes
 _SEL_XYZW = 4 | 5 << 3 | 6 << 6 | 7 << 9
@@ -224,69 +226,17 @@ def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int 
     return buffer
 
 
-def _ptx_sample(texels: np.ndarray, u: float, v: float, address: str) -> np.ndarray:
-    """PTX's bilinear tex.2d of a (H, W, 4) float texture at normalised (u, v)."""
-    height, width = texels.shape[:2]
-
-    def texel(i: int, j: int) -> np.ndarray:
-        if address == "clamp":
-            i, j = min(max(i, 0), width - 1), min(max(j, 0), height - 1)
-        elif address == "wrap":
-            i, j = i % width, j % height
-        elif address == "mirror":
-            i, j = (i % (2 * width)), (j % (2 * height))
-            i, j = (i if i < width else 2 * width - 1 - i), (j if j < height else 2 * height - 1 - j)
-        elif not (0 <= i < width and 0 <= j < height):
-            return np.zeros(4)
-        return texels[j, i].astype(np.float64)
-
-    x, y = u * width - 0.5, v * height - 0.5
-    i, j = int(np.floor(x)), int(np.floor(y))
-    a, b = x - i, y - j
-    assert a * 256 == int(a * 256) and b * 256 == int(b * 256), "weights exact in 8 fractional bits"
-    return ((1 - a) * (1 - b) * texel(i, j) + a * (1 - b) * texel(i + 1, j) + (1 - a) * b * texel(i, j + 1)
-            + a * b * texel(i + 1, j + 1))
-
-
-_SAMPLING = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry sample(.param .u64 tex, .param .u64 coords, .param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    .reg .f32 %f<12>;
-    ld.param.u64 %rd1, [tex];
-    ld.param.u64 %rd2, [coords];
-    ld.param.u64 %rd3, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 8;
-    add.s64 %rd5, %rd2, %rd4;
-    ld.global.v2.f32 {%f1, %f2}, [%rd5];
-    {instruction}
-    mul.wide.u32 %rd6, %r1, 16;
-    add.s64 %rd7, %rd3, %rd6;
-    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
-    ret;
-}
-"""
-
-
 @pytest.mark.parametrize("address", ["clamp", "wrap", "mirror", "border"])
 def test_bilinear_tex_2d_on_the_emulated_gfx1100(address):
-    rng = np.random.default_rng(17)
-    texels = rng.uniform(-4, 4, size=(4, 8, 4)).astype(np.float32)
-    texels[0, 0] = [3e38, -0.0, 0.0, -3e38]  # a corner beyond which the addressing modes differ
+    texels = textures.bilinear_texels()
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, address=address)
-    # x = u*8 - 0.5 and y = v*4 - 0.5 with fractions of 1/4 and 1/2, inside and past both edges
-    us = np.array([0.0625 + k * 0.03125 * 5 for k in range(8)] + [-0.25, 1.125, 0.53125, 1.0], dtype=np.float32)
-    vs = np.array([0.125 + k * 0.0625 * 3 for k in range(8)] + [-0.125, 0.3125, 1.25, 0.0], dtype=np.float32)
-    coords = np.stack([us, vs], axis=1).reshape(-1).astype(np.float32)
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V  # weights exact in 8 fractional bits
+    coords = np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1)
     out = np.full((len(us), 4), np.nan, dtype=np.float32)
-    text = _SAMPLING.replace("{instruction}", "tex.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];")
+    text = textures.SAMPLING.replace("{instruction}", textures.TEX_2D)
     program(text, "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
     for lane, (u, v) in enumerate(zip(us, vs)):
-        expected = _ptx_sample(texels, float(u), float(v), address).astype(np.float32)
+        expected = textures.ptx_sample(texels, u, v, address).astype(np.float32)
         np.testing.assert_array_equal(out[lane], expected, err_msg=f"lane {lane}: ({u}, {v})")
 
 
@@ -295,14 +245,10 @@ def test_tld4_gathers_the_component_of_the_four_texels_in_ptx_order():
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW)
     coords = np.array([0.375, 0.375, 0.625, 0.875], dtype=np.float32)  # texel centres (1,1)…(2,2) and (2,3)…
     out = np.zeros((2, 4), dtype=np.float32)
-    text = _SAMPLING.replace("{instruction}", "tld4.g.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];")
+    text = textures.SAMPLING.replace("{instruction}", textures.TLD4_G)
     program(text, "gfx1100").launch("sample", [obj, coords, out], block=(2, 1, 1))
     for lane, (u, v) in enumerate([(0.375, 0.375), (0.625, 0.875)]):
-        i, j = int(np.floor(u * 4 - 0.5)), int(np.floor(v * 4 - 0.5))
-        clamp = lambda n: min(max(n, 0), 3)  # noqa: E731
-        # PTX: (i, j+1), (i+1, j+1), (i+1, j), (i, j), the green channel of each
-        corners = [(i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j)]
-        assert list(out[lane]) == [texels[clamp(y), clamp(x), 1] for x, y in corners]
+        assert list(out[lane]) == textures.gather_order(texels, u, v, 1)  # the green channel
 
 
 def test_tex1dfetch_reads_a_linear_texture_through_its_buffer_descriptor():
@@ -310,8 +256,7 @@ def test_tex1dfetch_reads_a_linear_texture_through_its_buffer_descriptor():
     obj = _texture_object(values.reshape(-1, 1), _FLOAT32, _SEL_X001, linear=True)
     indices = np.array([[i, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)], dtype=np.int32).reshape(-1).view(np.float32)
     out = np.full((8, 4), np.nan, dtype=np.float32)
-    text = _SAMPLING.replace("{instruction}", "mov.b32 %r2, %f1;\n    "
-                             "tex.1d.v4.f32.s32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2}];")
+    text = textures.SAMPLING.replace("{instruction}", textures.FETCH_1D)
     program(text, "gfx1100").launch("sample", [obj, indices, out], block=(8, 1, 1))
     # one channel: x is the element, y and z read 0, w 1; an index past the buffer reads 0 (all four)
     expected = [[values[i], 0, 0, 1] if i < 8 else [0, 0, 0, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)]
@@ -324,7 +269,7 @@ def test_array_layer_and_txq_sizes_on_the_emulated_gfx1100():
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=3, unnormalized=True)
     coords = np.array([2.5, 1.5, 0.5, 0.5], dtype=np.float32)
     out = np.zeros((2, 4), dtype=np.float32)
-    text = _SAMPLING.replace("{instruction}", "mov.u32 %r2, %tid.x;\n    "
+    text = textures.SAMPLING.replace("{instruction}", "mov.u32 %r2, %tid.x;\n    "
                              "tex.a2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f2}];\n    "
                              "txq.width.b32 %r3, [%rd1];\n    cvt.rn.f32.u32 %f7, %r3;")
     text = text.replace("mov.u32 %r2, %tid.x;", "add.u32 %r2, %r1, %r1;")  # layers 0 and 2
@@ -333,36 +278,12 @@ def test_array_layer_and_txq_sizes_on_the_emulated_gfx1100():
     assert list(out[0]) == [1, 1, 1, 4] and list(out[1]) == [3, 3, 3, 4]  # w: txq.width = 4
 
 
-_SURFACE = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry surface(.param .u64 surf, .param .u64 out)
-{
-    .reg .b16 %rs<8>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [surf];
-    ld.param.u64 %rd2, [out];
-    mov.u32 %r1, %tid.x;
-    shl.b32 %r2, %r1, 2;
-    {body}
-    mul.wide.u32 %rd3, %r1, 4;
-    add.s64 %rd4, %rd2, %rd3;
-    st.global.u32 [%rd4], %r5;
-    ret;
-}
-"""
-
-
 def test_surface_loads_and_stores_address_bytes_and_clamp_or_zero_outside():
     texels = np.arange(3 * 4, dtype=np.uint32).reshape(3, 4, 1) * 10 + 1
     surface = _texture_object(texels, _UINT32, _SEL_X001)
-    body = ("suld.b.2d.b32.clamp {%r3}, [%rd1, {%r2, %r1}];\n    "  # x in bytes: element tid, row tid (clamped)
-            "add.u32 %r4, %r3, 1000;\n    "
-            "sust.b.2d.b32.zero [%rd1, {%r2, 1}], {%r4};\n    "  # row 1 rewritten; x past the edge dropped
-            "suld.b.2d.b32.zero {%r5}, [%rd1, {%r2, 1}];")
     out = np.zeros(6, dtype=np.uint32)
-    program(_SURFACE.replace("{body}", body), "gfx1100").launch("surface", [surface, out], block=(6, 1, 1))
+    kernel = program(textures.SURFACE.replace("{body}", textures.CLAMP_AND_ZERO), "gfx1100")
+    kernel.launch("surface", [surface, out], block=(6, 1, 1))
     clamped = [int(texels[min(t, 2), min(t, 3), 0]) for t in range(6)]
     assert list(out) == [clamped[t] + 1000 if t < 4 else 0 for t in range(6)]
 
@@ -372,5 +293,5 @@ def test_a_surface_access_outside_traps_with_trap():
     surface = _texture_object(texels, _UINT8x4, _SEL_XYZW)
     body = "suld.b.2d.v4.b8.trap {%rs1, %rs2, %rs3, %rs4}, [%rd1, {%r2, 0}];\n    cvt.u32.u16 %r5, %rs1;"
     with pytest.raises(FatkitError, match="trapped"):
-        program(_SURFACE.replace("{body}", body), "gfx1100").launch("surface", [surface, np.zeros(4, np.uint32)],
-                                                                    block=(3, 1, 1))
+        kernel = program(textures.SURFACE.replace("{body}", body), "gfx1100")
+        kernel.launch("surface", [surface, np.zeros(4, np.uint32)], block=(3, 1, 1))
