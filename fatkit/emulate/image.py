@@ -46,6 +46,12 @@ _WRAP, _MIRROR, _CLAMP_LAST_TEXEL, _CLAMP_BORDER = 0, 1, 2, 6
 _BORDERS = {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 1.0), 2: (1.0, 1.0, 1.0, 1.0)}  # S# dword 3 bits 30-31
 
 
+def _memory(preparer: Preparer):
+    """The global memory of the launch the preparer serves."""
+    assert preparer.launch is not None, "an image instruction ran outside a launch"
+    return preparer.launch.memory
+
+
 def _bits(value: int, low: int, count: int) -> int:
     return (value >> low) & ((1 << count) - 1)
 
@@ -123,7 +129,7 @@ def _selected(values: list[float | int], selects: list[int], integer: bool) -> l
 
 
 def _register(value: float | int, integer: bool) -> int:
-    return value & 0xFFFFFFFF if integer else _f32_bits(float(value))
+    return int(value) & 0xFFFFFFFF if integer else _f32_bits(float(value))
 
 
 def _encode(value: int, bits: int, kind: str) -> int:
@@ -225,7 +231,7 @@ class _ImageStep:
             self._write(w, lane, self._masked(four))
 
     def _texel(self, w, image: _Image, x: int, y: int, z: int) -> list[float | int]:
-        raw = self.preparer.launch.memory.read(np.array([image.address(x, y, z)], dtype=np.uint64), image.bytes,
+        raw = _memory(self.preparer).read(np.array([image.address(x, y, z)], dtype=np.uint64), image.bytes,
                                                self.where)[0].tobytes()
         return _channel_values(raw, image.bits, image.channels, image.kind)
 
@@ -261,7 +267,7 @@ class _ImageStep:
             value = 0
             for index in range(image.channels):
                 value |= _encode(int(w.v[self.vdata + index][lane]), image.bits, image.kind) << (index * image.bits)
-            self.preparer.launch.memory.write(np.array([image.address(*at)], dtype=np.uint64), image.bytes,
+            _memory(self.preparer).write(np.array([image.address(*at)], dtype=np.uint64), image.bytes,
                                               np.frombuffer(value.to_bytes(image.bytes, "little"),
                                                             dtype=np.uint8).reshape(1, -1), self.where)
 
@@ -357,7 +363,7 @@ class _FormatLoad:
             if index >= records or offset + bits * channels // 8 > stride:  # outside: reads 0
                 four = [0, 0, 0, 0]
             else:
-                raw = self.preparer.launch.memory.read(np.array([base + index * stride + offset], dtype=np.uint64),
+                raw = _memory(self.preparer).read(np.array([base + index * stride + offset], dtype=np.uint64),
                                                        bits * channels // 8, self.where)[0].tobytes()
                 four = [_register(v, integer) for v in _selected(_channel_values(raw, bits, channels, kind),
                                                                   selects, integer)]

@@ -65,7 +65,7 @@ class _Parser:
 
     def peek(self) -> str | None:
         return self.tokens[self.at][1] if self.at < len(self.tokens) and self.tokens[self.at][0] == "op" \
-            else None  # type: ignore[return-value]
+            else None
 
     def take(self, op: str) -> None:
         if self.peek() != op:
@@ -112,7 +112,7 @@ class _Parser:
             return inner
         if self.at < len(self.tokens) and self.tokens[self.at][0] == "int":
             self.at += 1
-            return self.tokens[self.at - 1][1]  # type: ignore[return-value]
+            return self.tokens[self.at - 1][1]
         raise _NotConstant
 
 
