@@ -135,8 +135,9 @@ def test_array_index_comes_first_in_ptx_and_last_in_the_image_instruction():
     assert index, "the slice is the PTX array index converted to float"
 
 
-def test_texref_is_a_hip_texture_reference_global_read_at_its_texture_object_field(tmp_path):
-    text = _KERNEL.format(globals=".global .texref tex0;", body=(
+@pytest.mark.parametrize("declaration", [".global .texref tex0;", ".tex .u32 tex0;"])  # (.tex: PTX 1.x's texref)
+def test_texref_is_a_hip_texture_reference_global_read_at_its_texture_object_field(tmp_path, declaration):
+    text = _KERNEL.format(globals=declaration, body=(
         "tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [tex0, {%f1, %f1}];\n"
         "    txq.width.b32 %r2, [tex0];\n"
         "    cvt.rn.f32.u32 %f6, %r2;\n"

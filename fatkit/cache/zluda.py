@@ -223,7 +223,7 @@ class PtxFacts:
     sm_version: int
     kernels: tuple[str, ...]
     variables: tuple[str, ...]  # .visible/.weak/.common .global/.const: the module's interface, exported by name
-    textures: tuple[str, ...]  # .samplerref and .tex-space references: nothing in HIP serves them
+    textures: tuple[str, ...]  # .samplerref references: nothing in HIP serves them
 
 
 def ptx_facts(text: str) -> PtxFacts:
@@ -234,10 +234,10 @@ def ptx_facts(text: str) -> PtxFacts:
         module.address_size, int(match.group(1)) if match else 0, tuple(k.name for k in module.kernels),
         # Internal ones (no linkage directive) are left out: unused, LLVM drops them, as in ZLUDA's own objects.
         # A .texref/.surfref is looked up by name whatever its linkage (hipModuleGetTexRef).
-        tuple(v.name for v in variables if v.state_space in ("global", "const")
-              and (v.linkage in ("visible", "weak", "common") or v.type in _REFERENCE_TYPES)
+        tuple(v.name for v in variables if v.state_space in ("global", "const", "tex")
+              and (v.linkage in ("visible", "weak", "common") or v.type in _REFERENCE_TYPES or v.state_space == "tex")
               and v.type not in _UNSERVED_TEXTURE_TYPES),
-        tuple(v.name for v in variables if v.state_space == "tex" or v.type in _UNSERVED_TEXTURE_TYPES))
+        tuple(v.name for v in variables if v.type in _UNSERVED_TEXTURE_TYPES))
 
 
 @dataclass
@@ -323,8 +323,8 @@ def _row(key: ZludaKey, module: dict[str, Any], cache: Cache, text: str) -> tupl
         return None, (f".address_size {facts.address_size or 'missing (ZLUDA reads 32)'}: ZLUDA serves 32-bit PTX "
                       "with its own zluda32 metadata and hidden arguments, fatkit exports 64-bit PTX only")
     if facts.textures:
-        return None, (f"sampler or .tex-space references ({', '.join(facts.textures[:3])}): HIP has no separate "
-                      "sampler objects, and fatkit translates no .tex-space variable")
+        return None, (f"sampler references ({', '.join(facts.textures[:3])}): HIP has no separate sampler "
+                      "objects")
     cache_key = CacheKey(module["ptx_blake3"], module["stored_as"], TRANSLATOR_ABI, module["options"])
     entry = cache.get(cache_key)
     if entry is None or not entry.code_object:

@@ -3,7 +3,8 @@
 The ABI is HIP's, which ZLUDA passes through unchanged (docs/runtime.md, "Textures and surfaces"): a texture
 or surface object (a `.u64` kernel parameter, `cudaTextureObject_t`) is the address, in constant memory, of
 the image's 8-dword resource descriptor (T#), followed by 4 dwords HIP writes for queries, and — texture
-objects only — the sampler descriptor (S#, 4 dwords used) at dword 12. A `.texref`/`.surfref` is a global of
+objects only — the sampler descriptor (S#, 4 dwords used) at dword 12. A `.texref`/`.surfref` (or a `.tex`
+variable, PTX 1.x's spelling of a `.texref`) is a global of
 HIP's `textureReference` (88 bytes), whose 64-bit `textureObject` at byte 72 is such an address; HIP's
 hipModuleGetTexRef finds it by name and the runtime fills it when a texture is bound.
 
@@ -72,8 +73,11 @@ def _object(lw: Lowering, address: ast.Operand) -> ir.Value:
             raise lw.fail(f"{base.name} is a .{space} variable, not a .texref/.surfref")
         field = lw.builder.gep(pointer, [ir.Constant(I64, TEXTURE_OBJECT_OFFSET)], source_etype=I8)
         handle = lw.builder.load(field, typ=I64, align=8)
-    else:
+    elif base.name in lw.registers:
         handle = lw.read(base, "u64")
+    else:  # a .param .texref: HIP passes nothing of the kind to a kernel
+        raise lw.fail(f"{base.name} is neither a register holding a texture/surface object nor a module "
+                      ".texref/.surfref (a .texref kernel parameter has no HIP counterpart)")
     return lw.builder.inttoptr(handle, ir.PointerType(addrspace=lw.target.constant_address_space))
 
 
