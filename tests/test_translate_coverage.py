@@ -57,7 +57,7 @@ def _example_line(text: str, form) -> int:
 
 
 EXAMPLES = [f for f in FORMS if f.example is not None]
-IMAGE_OPCODES = {"tex", "tld4", "txq", "suld", "sust", "suq"}
+IMAGE_OPCODES = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq"}
 
 
 def test_only_rows_that_lower_nothing_lack_an_example():

@@ -297,3 +297,35 @@ def test_a_surface_access_outside_traps_with_trap():
     with pytest.raises(FatkitError, match="trapped"):
         kernel = program(textures.SURFACE.replace("{body}", body), "gfx1100")
         kernel.launch("surface", [surface, np.zeros(4, np.uint32)], block=(3, 1, 1))
+
+
+def test_surface_reductions_are_image_atomics_on_the_emulated_gfx1100():
+    """32 threads reduce into 4 elements: add into row 0, signed max into row 5 (.clamp: the last row, 2)."""
+    texels = np.array([[7, 0, 0, 0], [1, 2, 3, 4], [-50, 100, -1, 20]], dtype=np.int32).view(np.uint32)[..., None]
+    surface = _texture_object(texels.copy(), _UINT32, _SEL_X001)
+    text = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry reduce(.param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [surf];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 3;
+    shl.b32 %r3, %r2, 2;
+    sub.s32 %r4, 10, %r1;
+    sured.b.add.2d.u32.zero [%rd1, {%r3, 0}], %r1;
+    sured.b.max.2d.s32.clamp [%rd1, {%r3, 5}], %r4;
+    sured.b.add.2d.u32.zero [%rd1, {%r3, 7}], %r1;
+    ret;
+}
+"""
+    program(text, "gfx1100").launch("reduce", [surface], block=(32, 1, 1))
+    base = (surface.ctypes.data + 80 + 255) // 256 * 256 - surface.ctypes.data
+    after = surface[base:base + texels.nbytes].view(np.int32).reshape(3, 4)
+    start = texels[..., 0].view(np.int32)
+    added = [int(start[0, i]) + sum(t for t in range(32) if t & 3 == i) for i in range(4)]
+    maxima = [max(int(start[2, i]), max(10 - t for t in range(32) if t & 3 == i)) for i in range(4)]
+    assert after[0].tolist() == added and after[2].tolist() == maxima  # row 7 is outside: .zero drops it
+    assert after[1].tolist() == [1, 2, 3, 4]

@@ -4,7 +4,7 @@ descriptors: what translated textures and surfaces execute (fatkit/translate/low
 tinygrad's tables give these instructions no pseudocode and its decoder does not take MUBUF, so they are
 decoded here from the RDNA3 encoding and run by a model of the texture unit written from the descriptor
 layouts (docs/emulate.md, "Images"). The model covers what the translator emits on linear (swizzle mode 0),
-single-level images: loads, stores and size queries of 1D/2D/3D/array images; level-0 sampling and gathers of
+single-level images: loads, stores, 32-bit integer atomics and size queries of 1D/2D/3D/array images; level-0 sampling and gathers of
 1D/2D/2D-array images with point or bilinear filtering, wrap/mirror/clamp/border addressing and normalised
 or unnormalised coordinates. Anything else (tiled images, mip chains, cube maps, 3D sampling, anisotropy,
 16-bit data) is a FatkitError naming the instruction.
@@ -23,9 +23,19 @@ from fatkit.errors import FatkitError
 
 MIMG_ENCODING, MUBUF_ENCODING = 0b111100, 0b111000
 _LOAD, _STORE, _RESINFO, _SAMPLE_D, _SAMPLE_L, _SAMPLE_LZ, _GATHER4_LZ, _SAMPLE_D_G16 = 0, 6, 23, 28, 29, 31, 50, 57
+# 32-bit image atomics: opcode → (name, the new value from the old and the data, both as u32)
+_ATOMICS: dict[int, tuple[str, Callable[[int, int], int]]] = {
+    12: ("IMAGE_ATOMIC_ADD", lambda old, data: (old + data) & 0xFFFFFFFF),
+    14: ("IMAGE_ATOMIC_SMIN", lambda old, data: min(old - (old >> 31 << 32), data - (data >> 31 << 32)) & 0xFFFFFFFF),
+    15: ("IMAGE_ATOMIC_UMIN", min),
+    16: ("IMAGE_ATOMIC_SMAX", lambda old, data: max(old - (old >> 31 << 32), data - (data >> 31 << 32)) & 0xFFFFFFFF),
+    17: ("IMAGE_ATOMIC_UMAX", max),
+    18: ("IMAGE_ATOMIC_AND", lambda old, data: old & data),
+    19: ("IMAGE_ATOMIC_OR", lambda old, data: old | data),
+}
 _MIMG_NAMES = {_LOAD: "IMAGE_LOAD", _STORE: "IMAGE_STORE", _RESINFO: "IMAGE_GET_RESINFO", _SAMPLE_D: "IMAGE_SAMPLE_D",
                _SAMPLE_L: "IMAGE_SAMPLE_L", _SAMPLE_LZ: "IMAGE_SAMPLE_LZ", _GATHER4_LZ: "IMAGE_GATHER4_LZ",
-               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16"}
+               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16", **{op: name for op, (name, _) in _ATOMICS.items()}}
 _FORMAT_LOADS = {0: 1, 1: 2, 2: 3, 3: 4}  # buffer_load_format_x … _xyzw: channels
 # the instruction's dim field: (name, coordinates, whether the last is an array layer)
 _DIMS = {0: ("1D", 1, False), 1: ("2D", 2, False), 2: ("3D", 3, False), 3: ("CUBE", 3, False),
@@ -170,6 +180,7 @@ class _ImageStep:
         if self.op == _SAMPLE_D:
             raise FatkitError(f"{self.where()}: 32-bit gradients are not modelled")
         self.nsa, dim = _bits(w0, 0, 1), _bits(w0, 2, 3)
+        self.returns = _bits(w0, 14, 1)  # glc: an atomic returns the value before it
         self.unnormalized, self.dmask = _bits(w0, 7, 1), _bits(w0, 8, 4)
         self.a16, d16 = _bits(w0, 16, 1), _bits(w0, 17, 1)
         self.vaddr, self.vdata = _bits(w1, 0, 8), _bits(w1, 8, 8)
@@ -205,6 +216,8 @@ class _ImageStep:
             self._load(w, active, image)
         elif self.op == _STORE:
             self._store(w, active, image)
+        elif self.op in _ATOMICS:
+            self._atomic(w, active, image)
         else:
             self._sample(w, active, image, [w.s[self.ssamp + i] for i in range(4)])
         w.pc += self.size
@@ -270,6 +283,23 @@ class _ImageStep:
             _memory(self.preparer).write(np.array([image.address(*at)], dtype=np.uint64), image.bytes,
                                               np.frombuffer(value.to_bytes(image.bytes, "little"),
                                                             dtype=np.uint8).reshape(1, -1), self.where)
+
+    def _atomic(self, w, active, image: _Image) -> None:
+        """One 32-bit read-modify-write a lane, in lane order; outside the image nothing happens (0 returned)."""
+        if image.bytes != 4 or image.kind not in ("uint", "sint") or self.dmask != 1:
+            raise FatkitError(f"{self.where()}: only 32-bit integer image atomics are modelled")
+        update = _ATOMICS[self.op][1]
+        for lane in active:
+            at = self._indices(w, lane, image)
+            old = 0
+            if at is not None:
+                address = np.array([image.address(*at)], dtype=np.uint64)
+                old = int.from_bytes(_memory(self.preparer).read(address, 4, self.where)[0].tobytes(), "little")
+                new = update(old, int(w.v[self.vdata][lane]))
+                _memory(self.preparer).write(address, 4, np.frombuffer(new.to_bytes(4, "little"), dtype=np.uint8)
+                                             .reshape(1, -1), self.where)
+            if self.returns:
+                w.v[self.vdata][lane] = old
 
     def _sample(self, w, active, image: _Image, sampler: list[int]) -> None:
         if self.dim in ("3D", "CUBE"):

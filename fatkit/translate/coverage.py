@@ -181,8 +181,7 @@ FORMS: tuple[Form, ...] = (
     Form("sust", ("p",), MISSING, "sust.p.1d.v4.b32.trap [%rd1, {%r3}], {%r2, %r3, %r4, %r5};",
          "formatted surface stores convert through the surface's format by rules PTX gives per format; needs "
          "those conversions matched against the image store's"),
-    Form("sured", (), MISSING, "sured.b.add.1d.u32.trap [%rd1, {%r3}], %r2;",
-         "surface reductions need the image atomics (image_atomic_*) mapped per operation and type"),
+    Form("sured", (), LOWERED, "sured.b.add.1d.u32.trap [%rd1, {%r3}], %r2;"),
     Form("suq", (), LOWERED, "suq.width.b32 %r2, [%rd1];"),
     Form("suq", ("channel_data_type",), MISSING, "suq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
     Form("suq", ("channel_order",), MISSING, "suq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),

@@ -374,3 +374,34 @@ def sust(lw, ins):
         data = lw.builder.insert_element(data, lw.builder.bitcast(word, F32), ir.Constant(I32, index))
     _call(lw, f"llvm.amdgcn.image.store.{dim}.v4f32.i32", ir.VoidType(),
           [data, ir.Constant(I32, (1 << channels) - 1), *coords, rsrc, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+
+# sured's operation and type → the image atomic's (32-bit only: fatkit does not emit 64-bit image atomics)
+_REDUCTIONS = {("add", "u32"): "add", ("add", "s32"): "add", ("min", "u32"): "umin", ("min", "s32"): "smin",
+               ("max", "u32"): "umax", ("max", "s32"): "smax", ("and", "b32"): "and", ("or", "b32"): "or"}
+
+
+@handles("sured")
+def sured(lw, ins):
+    """sured.b.op.geom.ctype.mode [s, c], a: an atomic reduction into one 32-bit surface element (the image
+    atomics); the old value is not returned, as PTX has none."""
+    _check_target(lw)
+    if "b" not in ins.modifiers:
+        raise lw.fail("only .b surface reductions are translated; .p addresses elements of the surface's format")
+    operation = next((m for m in ins.modifiers if m in ("add", "min", "max", "and", "or")), None)
+    types = [m for m in ins.modifiers if m in ast.TYPES]
+    if operation is None or len(types) != 1 or (operation, types[0]) not in _REDUCTIONS:
+        raise lw.fail("expected .add/.min/.max on .u32/.s32 or .and/.or on .b32; 64-bit surface reductions are "
+                      "not lowered (fatkit emits only 32-bit image atomics)")
+    geometry = _geometry(lw, ins, _SURFACE_GEOMETRY)
+    lw.check_modifiers(ins, {"b", operation, "trap", "clamp", "zero", *_SURFACE_GEOMETRY})
+    address, value = lw.operands(ins, 2)
+    coords, _ = _coordinates(lw, address, geometry, "s32")
+    coords[0] = lw.builder.sdiv(coords[0], ir.Constant(I32, 4))  # bytes → element index
+    rsrc = _descriptor(lw, _object(lw, address), 0, _RSRC)
+    dim = _GEOMETRY[geometry][0]
+    mode = next((m for m in ("trap", "clamp", "zero") if m in ins.modifiers), "trap")
+    if mode != "zero":
+        coords = _out_of_range(lw, rsrc, dim, coords, mode)
+    _call(lw, f"llvm.amdgcn.image.atomic.{_REDUCTIONS[operation, types[0]]}.{dim}.i32.i32", I32,
+          [lw.read(value, types[0]), *coords, rsrc, ir.Constant(I32, 0), ir.Constant(I32, 0)])
