@@ -329,3 +329,35 @@ def test_surface_reductions_are_image_atomics_on_the_emulated_gfx1100():
     maxima = [max(int(start[2, i]), max(10 - t for t in range(32) if t & 3 == i)) for i in range(4)]
     assert after[0].tolist() == added and after[2].tolist() == maxima  # row 7 is outside: .zero drops it
     assert after[1].tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("address, unnormalized, expected", [
+    ("mirror", True, [0, 1, 2, 3]),  # x mirror, y (patched below) border; bilinear
+    ("wrap", False, [1, 1, 0, 3]),
+    ("clamp", False, [1, 1, 1, 3]),
+])
+def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized, expected):
+    obj = _texture_object(np.zeros((2, 2, 4), np.float32), _FLOAT32x4, _SEL_XYZW, address=address,
+                          unnormalized=unnormalized)
+    words = obj[:_OBJECT_BYTES].view(np.uint32)
+    words[12] = (words[12] & ~np.uint32(0x38)) | np.uint32(_ADDRESS["border"] << 3)  # y: border
+    text = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    txq.normalized_coords.b32 %r1, [%rd1];
+    txq.filter_mode.b32 %r2, [%rd1];
+    txq.addr_mode_0.b32 %r3, [%rd1];
+    txq.addr_mode_1.b32 %r4, [%rd1];
+    st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
+    ret;
+}
+"""
+    out = np.full(4, 99, dtype=np.uint32)
+    program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    assert out.tolist() == expected  # normalized, linear (1), addr_mode_0, addr_mode_1 (border: 3)

@@ -62,8 +62,6 @@ EXAMPLE_KERNEL = """.version 8.7
 
 _CHANNEL_CODES = ("HIP stores OpenCL's channel data type and order codes in the texture object (words 8 and 9), "
                   "not CUDA's; needs a map from those codes to the source language's")
-_SAMPLER_STATE = ("needs the sampler descriptor's (S#) fields read (clamp modes, filter, unnormalised "
-                  "coordinates) and checked on AMD hardware")
 
 FORMS: tuple[Form, ...] = (
     # 9.7.1 integer arithmetic (the floating-point forms of add/sub/mul/mad/div/abs/neg/min/max too)
@@ -163,13 +161,6 @@ FORMS: tuple[Form, ...] = (
     Form("txq", (), LOWERED, "txq.width.b32 %r2, [%rd1];"),
     Form("txq", ("channel_data_type",), MISSING, "txq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
     Form("txq", ("channel_order",), MISSING, "txq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
-    Form("txq", ("normalized_coords",), MISSING, "txq.normalized_coords.b32 %r2, [%rd1];", _SAMPLER_STATE),
-    Form("txq", ("filter_mode",), MISSING, "txq.filter_mode.b32 %r2, [%rd1];", _SAMPLER_STATE),
-    Form("txq", ("addr_mode_0",), MISSING, "txq.addr_mode_0.b32 %r2, [%rd1];", _SAMPLER_STATE),
-    Form("txq", ("addr_mode_1",), MISSING, "txq.addr_mode_1.b32 %r2, [%rd1];", _SAMPLER_STATE),
-    Form("txq", ("addr_mode_2",), MISSING, "txq.addr_mode_2.b32 %r2, [%rd1];", _SAMPLER_STATE),
-    Form("txq", ("force_unnormalized_coords",), MISSING, "txq.force_unnormalized_coords.b32 %r2, [%rd1];",
-         _SAMPLER_STATE),
     Form("txq", ("num_samples",), MISSING, "txq.num_samples.b32 %r2, [%rd1];",
          "multisample textures: HIP creates none (its texture objects are over arrays and linear memory), so "
          "there is no sample count to read"),

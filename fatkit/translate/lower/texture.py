@@ -262,9 +262,45 @@ def _query(lw: Lowering, ins: ast.Instruction, extra: set[str]) -> None:
     lw.write(operands[0], values[_SIZE_QUERIES[queries[0]]], "b32")
 
 
+# txq's sampler queries: the S# field (dword, first bit, bits) HIP's sampler sets
+_SAMPLER_FIELDS = {"normalized_coords": (0, 15, 1), "force_unnormalized_coords": (0, 15, 1),
+                   "filter_mode": (2, 20, 2), "addr_mode_0": (0, 0, 3), "addr_mode_1": (0, 3, 3),
+                   "addr_mode_2": (0, 6, 3)}
+# AMD's clamp codes (wrap, mirror, clamp to last texel, mirror once, half border, mirror once half border,
+# border, mirror once border) → CUDA's cudaTextureAddressMode (wrap 0, clamp 1, mirror 2, border 3); the
+# mirror-once and half-border codes, which HIP does not write, as their nearest CUDA mode
+_CUDA_ADDRESS_MODES = (0, 2, 1, 2, 3, 2, 3, 2)
+
+
+def _sampler_query(lw: Lowering, ins: ast.Instruction, query: str) -> None:
+    """txq.{normalized_coords,force_unnormalized_coords,filter_mode,addr_mode_N}.b32 d, [t]: read from the
+    texture object's S#, in CUDA's enumerations (filter: point 0, linear 1)."""
+    lw.check_modifiers(ins, {query})
+    if lw.types(ins, 1) != ["b32"]:
+        raise lw.fail("expected .b32")
+    destination, address = lw.operands(ins, 2)
+    word, low, count = _SAMPLER_FIELDS[query]
+    sampler = _descriptor(lw, _object(lw, address), SAMPLER_OFFSET, _SAMPLER)
+    b = lw.builder
+    field = b.and_(b.lshr(b.extract_element(sampler, ir.Constant(I32, word)), ir.Constant(I32, low)),
+                   ir.Constant(I32, (1 << count) - 1))
+    if query == "normalized_coords":  # the S# says whether coordinates are forced unnormalised
+        field = b.xor(field, ir.Constant(I32, 1))
+    elif query.startswith("addr_mode"):
+        packed = sum(mode << (4 * code) for code, mode in enumerate(_CUDA_ADDRESS_MODES))  # a nibble a code
+        field = b.and_(b.lshr(ir.Constant(I32, packed), b.shl(field, ir.Constant(I32, 2))), ir.Constant(I32, 15))
+    lw.write(destination, field, "b32")
+
+
 @handles("txq")
 def txq(lw, ins):
-    """txq[.level].query.b32 d, [t] (, lod): the texture's size at level 0 (or lod), its levels."""
+    """txq[.level].query.b32 d, [t] (, lod): the texture's size at level 0 (or lod), its levels; or its
+    sampler's state."""
+    sampler_query = next((m for m in ins.modifiers if m in _SAMPLER_FIELDS), None)
+    if sampler_query is not None:
+        _check_target(lw)
+        _sampler_query(lw, ins, sampler_query)
+        return
     _query(lw, ins, {"level"})
 
 
