@@ -354,10 +354,13 @@ def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized
     txq.filter_mode.b32 %r2, [%rd1];
     txq.addr_mode_0.b32 %r3, [%rd1];
     txq.addr_mode_1.b32 %r4, [%rd1];
+    suq.memory_layout.b32 %r5, [%rd1];
     st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
+    st.global.u32 [%rd2+16], %r5;
     ret;
 }
 """
-    out = np.full(4, 99, dtype=np.uint32)
+    out = np.full(5, 99, dtype=np.uint32)
     program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
-    assert out.tolist() == expected  # normalized, linear (1), addr_mode_0, addr_mode_1 (border: 3)
+    # normalized, linear filtering (1), addr_mode_0, addr_mode_1 (border: 3); the image is linear (1)
+    assert out.tolist() == expected + [1]

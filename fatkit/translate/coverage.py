@@ -176,8 +176,6 @@ FORMS: tuple[Form, ...] = (
     Form("suq", (), LOWERED, "suq.width.b32 %r2, [%rd1];"),
     Form("suq", ("channel_data_type",), MISSING, "suq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
     Form("suq", ("channel_order",), MISSING, "suq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
-    Form("suq", ("memory_layout",), MISSING, "suq.memory_layout.b32 %r2, [%rd1];",
-         "needs the T#'s tiling (swizzle mode) field read and mapped to PTX's linear/blocked answer"),
     # 9.7.12 control flow
     Form("bra", (), LOWERED, "@%p1 bra DONE;\n    add.u32 %r2, %r2, 1;\nDONE:"),
     Form("brx", (), LOWERED, "TARGETS: .branchtargets ONE, TWO;\n    brx.idx %r2, TARGETS;\nONE:\nTWO:"),

@@ -306,8 +306,20 @@ def txq(lw, ins):
 
 @handles("suq")
 def suq(lw, ins):
-    """suq.query.b32 d, [s]: the surface's size in elements."""
-    _query(lw, ins, set())
+    """suq.query.b32 d, [s]: the surface's size in elements, or whether its memory is linear (1) or tiled (0):
+    the T#'s swizzle mode (bits 20-24 of dword 3) is 0 for linear memory."""
+    if "memory_layout" not in ins.modifiers:
+        _query(lw, ins, set())
+        return
+    _check_target(lw)
+    lw.check_modifiers(ins, {"memory_layout"})
+    if lw.types(ins, 1) != ["b32"]:
+        raise lw.fail("expected .b32")
+    destination, address = lw.operands(ins, 2)
+    rsrc = _descriptor(lw, _object(lw, address), 0, _RSRC)
+    b = lw.builder
+    swizzle = b.and_(b.lshr(b.extract_element(rsrc, ir.Constant(I32, 3)), ir.Constant(I32, 20)), ir.Constant(I32, 31))
+    lw.write(destination, b.zext(b.icmp_unsigned("==", swizzle, ir.Constant(I32, 0)), I32), "b32")
 
 
 _SURFACE_TYPES = {"b8": 1, "b16": 2, "b32": 4, "b64": 8}
