@@ -364,3 +364,6 @@ def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized
     program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
     # normalized, linear filtering (1), addr_mode_0, addr_mode_1 (border: 3); the image is linear (1)
     assert out.tolist() == expected + [1]
+    words[3] |= np.uint32(9 << 20)  # a tiled swizzle mode: not linear
+    program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    assert out[4] == 0
