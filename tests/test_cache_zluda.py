@@ -516,6 +516,7 @@ def test_ptx_facts_read_the_interface_zluda_looks_up():
     facts = zluda.ptx_facts(".version 8.0\n.target sm_90a\n.address_size 64\n"
                             ".visible .global .align 4 .u32 shown;\n.global .align 1 .b8 internal[1];\n"
                             ".extern .global .align 4 .u32 elsewhere;\n.weak .const .align 4 .u32 weak_const = 1;\n"
-                            ".global .texref tex;\n" + BODY.format(name="k"))
-    assert facts == zluda.PtxFacts(64, 90, ("k",), ("shown", "weak_const", "k_count"), ("tex",))
+                            ".global .texref tex;\n.global .samplerref smp;\n" + BODY.format(name="k"))
+    # a .texref is HIP's textureReference, exported by name; a separate sampler has no HIP counterpart
+    assert facts == zluda.PtxFacts(64, 90, ("k",), ("shown", "weak_const", "tex", "k_count"), ("smp",))
     assert zluda.ptx_facts(PTX_NO_ADDRESS_SIZE).address_size is None

@@ -57,6 +57,7 @@ def _example_line(text: str, form) -> int:
 
 
 EXAMPLES = [f for f in FORMS if f.example is not None]
+IMAGE_OPCODES = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq"}
 
 
 def test_only_rows_that_lower_nothing_lack_an_example():
@@ -71,10 +72,12 @@ def test_each_row_is_what_lowering_and_lint_do(form):
     instructions = [i for i in module.kernels[0].instructions() if i.opcode == form.opcode]
     assert instructions and all(form_of(i.opcode, i.modifiers) == form for i in instructions), \
         "the example is of another row's form"
-    options = Options(target="gfx942")
+    # textures and surfaces have image instructions on RDNA only (gfx942 refuses them: test_translate_texture)
+    options = Options(target="gfx1100" if form.opcode in IMAGE_OPCODES else "gfx942")
     (report,) = lower(passes(parse(text, options), options), options).reports
     (kernel,) = analyse(module)
-    errors = {h.line for h in kernel.hazards if h.severity == ERROR}
+    wave = "wave32" if form.opcode in IMAGE_OPCODES else "wave64"  # the hazards of the family lowered for
+    errors = {h.line for h in kernel.hazards if h.severity == ERROR and wave in h.targets}
     if form.status == LOWERED:
         assert report.status == "ok", report.reason
         assert not errors & {i.line for i in instructions}
@@ -105,6 +108,7 @@ def test_llvm_compiles_every_lowered_example(processor):
     failed = [(r.name, r.reason) for r in translation.kernels if r.status != "ok"]
     refused_here = [(name, reason) for name, reason in failed if "LLVM codegen failed" not in reason]
     assert [name for name, reason in failed if "LLVM codegen failed" in reason] == []
-    # what a processor itself cannot give (gfx1100 has no 64-bit cycle counter) is all that may be refused
-    assert all("gfx1100" in reason for _, reason in refused_here), refused_here
+    # what a processor itself cannot give (gfx1100 has no 64-bit cycle counter, gfx942 no image instructions)
+    # is all that may be refused
+    assert all(processor in reason for _, reason in refused_here), refused_here
     assert len(parse_code_object(translation.product).kernels) == len(kernels) - len(failed)

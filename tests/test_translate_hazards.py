@@ -86,10 +86,11 @@ INSTRUCTIONS = [
     ("cluster-launch-control", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
                                "[%r1], [%r2];", WARNING, BOTH),
     ("multimem", "multimem.ld_reduce.relaxed.sys.global.add.u32 %r1, [%rd1];", ERROR, BOTH),
-    ("texture", "tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6}];", ERROR, BOTH),
-    ("texture", "txq.width.b32 %r1, [%rd1];", ERROR, BOTH),
-    ("surface", "suld.b.2d.b32.trap {%r1}, [%rd1, {%r2, %r3}];", ERROR, BOTH),
-    ("surface", "sust.b.1d.b32.zero [%rd1, {%r1}], {%r2};", ERROR, BOTH),
+    # image instructions: RDNA only (wave32); GCN/CDNA have none
+    ("texture", "tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6}];", ERROR, W64),
+    ("texture", "txq.width.b32 %r1, [%rd1];", ERROR, W64),
+    ("surface", "suld.b.2d.b32.trap {%r1}, [%rd1, {%r2, %r3}];", ERROR, W64),
+    ("surface", "sust.b.1d.b32.zero [%rd1, {%r1}], {%r2};", ERROR, W64),
     ("warp-shuffle", "shfl.sync.bfly.b32 %r1, %r2, 1, 31, -1;", WARNING, W64),
     ("warp-shuffle", "shfl.sync.idx.b32 %r1|%p1, %r2, 0, 31, -1;", WARNING, W64),
     ("warp-vote", "vote.sync.ballot.b32 %r1, %p1, -1;", WARNING, W64),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import json
 
+import numpy as np
 import pytest
 
 from fatkit.cache import Cache, find, find_linked, linked_ptx_hash, ptx_hash
@@ -18,6 +19,7 @@ from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.link import link_modules, linkable
 from fatkit.translate.pipeline import Options, translate
 from fatkit.translate.link import link_units
+from tests import amdrun as tests_amdrun
 from tests.helpers import sample
 
 HEADER = ".version 8.5\n.target sm_80\n.address_size 64\n"
@@ -60,6 +62,30 @@ def test_a_kernel_calling_and_reading_another_units_definitions_runs_linked():
         amd = translate(linked.text, Options(target=target))
         assert sorted(k.name for k in parse_code_object(amd.product).kernels) == ["_Z15rdc_define_onlyPi",
                                                                                 "_Z7rdc_usePfi"]
+
+
+def test_each_device_link_of_a_binary_links_its_own_units():
+    """nv_rdc_two_links holds two device links that both define rdc_lookup: each link's units are linked
+    together (the linked image of each names their symbols), never with the other link's."""
+    units = _modules("nv_rdc_two_links", link=False)
+    assert len(units) == 4
+    with pytest.raises(FatkitError, match="_Z10rdc_lookupi is defined in both"):
+        link_modules([(str(u.container), u.text) for u in units])  # as one link: nvlink's multiple definition
+    first, second = _modules("nv_rdc_two_links", link=True)
+    assert (first.linked, second.linked) == ((units[0].container, units[1].container),
+                                             (units[2].container, units[3].container))
+    assert first.stem != second.stem and ".extern" not in first.text + second.text
+    n = 29
+    table = [0.5, 1.5, 2.5, 3.5]
+    for target in ("host", "gfx1100"):
+        program = tests_amdrun.program(first.text, target)
+        out = np.full(32, -1.0, dtype=np.float32)
+        program.launch("_Z7rdc_usePfi", [out, n], block=(32, 1, 1))  # rdc_define.cu's rdc_lookup: 2i + 1000
+        assert list(out) == [(2 * i + 1000) * 3 + table[i & 3] + 2 * i for i in range(n)] + [-1.0] * 3
+        program = tests_amdrun.program(second.text, target)
+        out = np.full(32, -1.0, dtype=np.float32)
+        program.launch("_Z5b_usePfi", [out, n], block=(32, 1, 1))  # rdc_b_define.cu's: 7i, b_scale = 5
+        assert list(out) == [7 * i + 5 for i in range(n)] + [-1.0] * 3
 
 
 def test_a_unit_alone_names_the_extern_it_lacks():

@@ -137,8 +137,8 @@ def test_operand_forms_compile_for_amd(processor):
 
 
 @pytest.mark.parametrize("instruction, why", [
-    ("atom.global.cas.b128 %q1, [%rd5], %q1, %q2;", "the widest atomic read-modify-write AMD GPUs have is 64 bits"),
-    ("atom.global.exch.b128 %q1, [%rd5], %q2;", "128-bit atomic has no AMD equivalent"),
+    ("atom.global.cas.b128 %q1, [%rd5], %q1, %q2;", "the widest atomic AMD GPUs have is 64 bits"),
+    ("atom.global.exch.b128 %q1, [%rd5], %q2;", "has no AMD instruction"),
     ("ld.relaxed.gpu.global.b128 %q1, [%rd5];", "16-byte single-copy-atomic access"),
     ("mov.u32 %r10, %v.z;", "no such element of a .v2 register"),
     ("ld.global.f32 %r10, [%v];", "cannot be an address"),

@@ -51,7 +51,10 @@ PROVENANCE_MARK = b'{"fatkit_zluda":1,'
 BUSY_TIMEOUT_S = 30  # waiting for another writer's transaction (ZLUDA itself sets none)
 _SHA = re.compile(r"[0-9a-f]{40}")
 _SM = re.compile(r"sm_(\d+)[af]?$")
-_TEXTURE_TYPES = {"texref", "samplerref", "surfref"}
+# .texref/.surfref are globals of HIP's textureReference, which fatkit lays out (lower/texture.py) and exports
+# by name for hipModuleGetTexRef; HIP has no separate sampler objects, so a .samplerref has no counterpart.
+_REFERENCE_TYPES = {"texref", "surfref"}
+_UNSERVED_TEXTURE_TYPES = {"samplerref"}
 
 
 class ZludaRefusal(FatkitError):
@@ -220,7 +223,7 @@ class PtxFacts:
     sm_version: int
     kernels: tuple[str, ...]
     variables: tuple[str, ...]  # .visible/.weak/.common .global/.const: the module's interface, exported by name
-    textures: tuple[str, ...]  # .texref/.samplerref/.surfref: HIP textureReference globals fatkit does not make
+    textures: tuple[str, ...]  # .samplerref references: nothing in HIP serves them
 
 
 def ptx_facts(text: str) -> PtxFacts:
@@ -230,9 +233,11 @@ def ptx_facts(text: str) -> PtxFacts:
     return PtxFacts(
         module.address_size, int(match.group(1)) if match else 0, tuple(k.name for k in module.kernels),
         # Internal ones (no linkage directive) are left out: unused, LLVM drops them, as in ZLUDA's own objects.
-        tuple(v.name for v in variables if v.state_space in ("global", "const")
-              and v.linkage in ("visible", "weak", "common") and v.type not in _TEXTURE_TYPES),
-        tuple(v.name for v in variables if v.state_space == "tex" or v.type in _TEXTURE_TYPES))
+        # A .texref/.surfref is looked up by name whatever its linkage (hipModuleGetTexRef).
+        tuple(v.name for v in variables if v.state_space in ("global", "const", "tex")
+              and (v.linkage in ("visible", "weak", "common") or v.type in _REFERENCE_TYPES or v.state_space == "tex")
+              and v.type not in _UNSERVED_TEXTURE_TYPES),
+        tuple(v.name for v in variables if v.type in _UNSERVED_TEXTURE_TYPES))
 
 
 @dataclass
@@ -318,8 +323,8 @@ def _row(key: ZludaKey, module: dict[str, Any], cache: Cache, text: str) -> tupl
         return None, (f".address_size {facts.address_size or 'missing (ZLUDA reads 32)'}: ZLUDA serves 32-bit PTX "
                       "with its own zluda32 metadata and hidden arguments, fatkit exports 64-bit PTX only")
     if facts.textures:
-        return None, (f"texture/surface references ({', '.join(facts.textures[:3])}): ZLUDA looks them up as HIP "
-                      "textureReference globals, which fatkit does not lay out")
+        return None, (f"sampler references ({', '.join(facts.textures[:3])}): HIP has no separate sampler "
+                      "objects")
     cache_key = CacheKey(module["ptx_blake3"], module["stored_as"], TRANSLATOR_ABI, module["options"])
     entry = cache.get(cache_key)
     if entry is None or not entry.code_object:

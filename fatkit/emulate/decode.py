@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fatkit.emulate import image as image_instructions
 from fatkit.emulate.executor import CONTROL, Preparer, Step
 from fatkit.errors import FatkitError
 
@@ -38,6 +39,9 @@ def fetch(preparer: Preparer, steps: dict[int, Step], offset: int, image: np.nda
         # gfx11 buffer_gl0_inv / buffer_gl1_inv: tinygrad's formats do not decode them; host memory has no
         # caches to invalidate
         step = steps[offset] = Step(_CACHE_INVALIDATES[(word >> 18) & 0x7F], CONTROL, 8, None, offset)
+        return step
+    if preparer.arch == "rdna3" and image_instructions.handles(word):  # no tables: a model of their own
+        step = steps[offset] = image_instructions.prepare(preparer, raw, offset)
         return step
     try:
         inst = decode_inst(raw, preparer.arch)

@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 from fatkit.errors import FatkitError
 from fatkit.extract.model import Binary
 from fatkit.extract.write import safe_component
+from fatkit.formats.elf import SHT_SYMTAB, STT_FUNC, STT_OBJECT, ElfView
 
 
 @dataclass(frozen=True)
@@ -76,20 +77,66 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
                                         stem, text), container.section == RELOCATABLE_SECTION))
         modules = [module for module, _ in found]
         if link_rdc is not None:
-            modules = _rdc_linked(binary.path, name, found, on_error, link_rdc)
+            # (reading the images' symbols only where there are units to link: a binary holds thousands of cubins)
+            links = _device_links(binary) if sum(relocatable for _, relocatable in found) > 1 else {}
+            modules = _rdc_linked(binary.path, name, found, on_error, link_rdc, links)
         for module in modules:
             yield replace(module, stem=_unique(module.stem, used))
 
 
-def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
-                on_error: Callable[[str], None], link: RdcLinker) -> list[PtxModule]:
-    """`found` with the -rdc units of each compute capability linked into one module where they need it."""
-    by_arch: dict[str, list[PtxModule]] = {}
+# functions and objects; a relocatable cubin types its __device__ variables 13 (STT_LOPROC: CUDA's object)
+_SYMBOL_TYPES = (STT_FUNC, STT_OBJECT, 13)
+
+
+def _symbol_names(payload, defined: bool) -> set[str]:
+    """The function and object symbols of a CUDA ELF (those it defines, if `defined`); none if unreadable."""
+    try:
+        elf = ElfView(payload)
+        table = next((s for s in elf.sections if s.type == SHT_SYMTAB), None)
+        if table is None:
+            return set()
+        return {symbol.name for symbol in elf.symbols(table) if symbol.name and symbol.type in _SYMBOL_TYPES
+                and (symbol.shndx != 0 or not defined)}
+    except FatkitError:
+        return set()
+
+
+def _device_links(binary: Binary) -> dict[int, int]:
+    """Which device link each -rdc unit's container belongs to: unit container → the container of the linked
+    image (nvlink's output, in `.nv_fatbin`) holding most of the unit's symbols, among them the per-unit
+    `_INTERNAL_<hash>` names of its static functions. A binary made of several device links (two libraries,
+    each device-linked on its own) has one image each, and units link only with their own link's; a unit
+    no image or two images claim equally is left out (linked with the other such units, as one link)."""
+    images: dict[int, set[str]] = {}
+    units: dict[int, set[str]] = {}
+    for container in binary.containers:
+        for entry in container.entries:
+            if entry.kind != "elf":
+                continue
+            relocatable = container.section == RELOCATABLE_SECTION
+            names = _symbol_names(entry.payload, defined=relocatable)
+            (units if relocatable else images).setdefault(container.index, set()).update(names)
+    links: dict[int, int] = {}
+    for unit, names in units.items():
+        scores = sorted(((len(names & image_names), image) for image, image_names in images.items()), reverse=True)
+        if scores and scores[0][0] and (len(scores) == 1 or scores[1][0] < scores[0][0]):
+            links[unit] = scores[0][1]
+    return links
+
+
+def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]], on_error: Callable[[str], None],
+                link: RdcLinker, device_links: dict[int, int] | None = None) -> list[PtxModule]:
+    """`found` with the -rdc units of each compute capability and device link (`_device_links`; without them,
+    all units as one link) linked into one module where they need it."""
+    device_links = device_links or {}
+    by_group: dict[tuple[str, int | None], list[PtxModule]] = {}
     for module, relocatable in found:
         if relocatable and module.arch is not None:
-            by_arch.setdefault(module.arch, []).append(module)
+            group = device_links.get(module.container) if module.container is not None else None
+            by_group.setdefault((module.arch, group), []).append(module)
+    several = len({group for _, group in by_group}) > 1
     replaced: dict[int, PtxModule | None] = {}  # id of a unit → the linked module (at its first unit) or None
-    for arch, units in by_arch.items():
+    for (arch, group), units in by_group.items():
         if len(units) < 2:
             continue
         try:
@@ -102,7 +149,8 @@ def _rdc_linked(path: str, name: str, found: list[tuple[PtxModule, bool]],
         for symbol, unit in sorted(result.unresolved.items()):
             on_error(f"{path}: {symbol}, declared .extern in the -rdc unit {unit} ({arch}), is defined by no unit "
                      "of the binary: the kernels reaching it are not translated")
-        linked = PtxModule(path, None, None, arch, f"{name}.rdc.{safe_component(arch)}", result.text,
+        stem = f"{name}.rdc.c{group}.{safe_component(arch)}" if several else f"{name}.rdc.{safe_component(arch)}"
+        linked = PtxModule(path, None, None, arch, stem, result.text,
                            tuple(u.container for u in units if u.container is not None), tuple(u.text for u in units))
         replaced.update({id(u): None for u in units})
         replaced[id(units[0])] = linked

@@ -11,8 +11,7 @@ the opcode no other row names), with its status:
 `Lowering` refuses a REFUSED or MISSING form with the row's reason before any handler sees it, and lint
 (hazards.py) reports the same rows with the same reasons, so the two cannot disagree. Each row carries a
 one-instruction `example` (in the registers `EXAMPLE_KERNEL` declares) that tests/test_translate_coverage.py
-lowers, so a row's status is checked against what lowering does; a row whose instruction needs what the
-example kernel cannot declare (a `.b128` register) has none.
+lowers, so a row's status is checked against what lowering does.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ EXAMPLE_KERNEL = """.version 8.7
     .reg .b64 %rd<16>;
     .reg .f32 %f<32>;
     .reg .f64 %fd<8>;
+    .reg .b128 %q<4>;
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, smem;
     mov.f32 %f1, 0f3F800000;
@@ -60,9 +60,8 @@ EXAMPLE_KERNEL = """.version 8.7
 }
 """
 
-_TEXTURES = ("needs a texture/surface descriptor ABI between the shim and the kernel (how a .texref, "
-             ".surfref or texture-object handle reaches the kernel as an AMD image/sampler descriptor, "
-             "docs/runtime.md), which fatkit does not define yet")
+_CHANNEL_CODES = ("HIP stores OpenCL's channel data type and order codes in the texture object (words 8 and 9), "
+                  "not CUDA's; needs a map from those codes to the source language's")
 
 FORMS: tuple[Form, ...] = (
     # 9.7.1 integer arithmetic (the floating-point forms of add/sub/mul/mad/div/abs/neg/min/max too)
@@ -157,14 +156,26 @@ FORMS: tuple[Form, ...] = (
     Form("cp", ("bulk", "prefetch", "tensor"), LOWERED, "cp.async.bulk.prefetch.tensor.1d.L2.global [%rd1, {%r2}];"),
     Form("tensormap", (), LOWERED, "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;"),
     # 9.7.10 texture, 9.7.11 surface
-    Form("tex", (), MISSING, "tex.1d.v4.f32.s32 {%f2, %f3, %f4, %f5}, [%rd1, {%r2}];", _TEXTURES),
-    Form("tld4", (), MISSING, "tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];", _TEXTURES),
-    Form("txq", (), MISSING, "txq.width.b32 %r2, [%rd1];", _TEXTURES),
-    Form("istypep", (), MISSING, "istypep.texref %p2, %rd1;", _TEXTURES),
-    Form("suld", (), MISSING, "suld.b.1d.b32.trap {%r2}, [%rd1, {%r3}];", _TEXTURES),
-    Form("sust", (), MISSING, "sust.b.1d.b32.trap [%rd1, {%r3}], {%r2};", _TEXTURES),
-    Form("sured", (), MISSING, "sured.b.add.1d.u32.trap [%rd1, {%r3}], %r2;", _TEXTURES),
-    Form("suq", (), MISSING, "suq.width.b32 %r2, [%rd1];", _TEXTURES),
+    Form("tex", (), LOWERED, "tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];"),
+    Form("tld4", (), LOWERED, "tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];"),
+    Form("txq", (), LOWERED, "txq.width.b32 %r2, [%rd1];"),
+    Form("txq", ("channel_data_type",), MISSING, "txq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
+    Form("txq", ("channel_order",), MISSING, "txq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
+    Form("txq", ("num_samples",), MISSING, "txq.num_samples.b32 %r2, [%rd1];",
+         "multisample textures: HIP creates none (its texture objects are over arrays and linear memory), so "
+         "there is no sample count to read"),
+    Form("istypep", (), REFUSED, "istypep.texref %p2, %rd1;",
+         "a HIP texture, sampler or surface object is a bare address of its descriptors, tagged with no type: "
+         "nothing in it tells the three apart"),
+    Form("suld", (), LOWERED, "suld.b.1d.b32.trap {%r2}, [%rd1, {%r3}];"),
+    Form("sust", (), LOWERED, "sust.b.1d.b32.trap [%rd1, {%r3}], {%r2};"),
+    Form("sust", ("p",), MISSING, "sust.p.1d.v4.b32.trap [%rd1, {%r3}], {%r2, %r3, %r4, %r5};",
+         "formatted surface stores convert through the surface's format by rules PTX gives per format; needs "
+         "those conversions matched against the image store's"),
+    Form("sured", (), LOWERED, "sured.b.add.1d.u32.trap [%rd1, {%r3}], %r2;"),
+    Form("suq", (), LOWERED, "suq.width.b32 %r2, [%rd1];"),
+    Form("suq", ("channel_data_type",), MISSING, "suq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
+    Form("suq", ("channel_order",), MISSING, "suq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
     # 9.7.12 control flow
     Form("bra", (), LOWERED, "@%p1 bra DONE;\n    add.u32 %r2, %r2, 1;\nDONE:"),
     Form("brx", (), LOWERED, "TARGETS: .branchtargets ONE, TWO;\n    brx.idx %r2, TARGETS;\nONE:\nTWO:"),
@@ -177,6 +188,11 @@ FORMS: tuple[Form, ...] = (
     Form("membar", (), LOWERED, "membar.gl;"),
     Form("fence", (), LOWERED, "fence.acq_rel.gpu;"),
     Form("atom", (), LOWERED, "atom.global.add.u32 %r2, [%rd1], %r3;"),
+    Form("atom", ("b128",), REFUSED, "atom.global.cas.b128 %q1, [%rd1], %q2, %q3;",
+         "a 128-bit atomic (atom.cas/.exch.b128, one 16-byte read-modify-write) has no AMD instruction: the "
+         "widest atomic AMD GPUs have is 64 bits (cmpswap_x2), and a lock taken by these atomics would not make "
+         "them atomic against other threads' 128-bit .relaxed loads and stores (single accesses on NVIDIA), "
+         "other code objects or the host"),
     Form("red", (), LOWERED, "red.shared.add.u32 [%r1], %r3;"),
     Form("vote", (), LOWERED, "vote.sync.ballot.b32 %r2, %p1, -1;"),
     Form("match", (), LOWERED, "match.any.sync.b32 %r2, %r3, -1;"),

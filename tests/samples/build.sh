@@ -94,6 +94,21 @@ build_nvidia() {
     nvcc "${sm90[@]}" -dc -o "$TMP/rdc_use.o" rdc_use.cu
     nvcc "${sm90[@]}" -dc -o "$TMP/rdc_define.o" rdc_define.cu
     "${nvcc_exe[@]}" "${sm90[@]}" -rdc=true -o "$OUT/nv_rdc_var" "$TMP/rdc_use.o" "$TMP/rdc_define.o"
+    # Two device links in one library: rdc_use+rdc_define and rdc_b_use+rdc_b_define, each -dlink'ed on its
+    # own (two .nv_fatbin images); both define the __device__ function rdc_lookup, so the units link only
+    # within their own link. Each half is ld -r'ed and its host stub of rdc_lookup made local, so that the
+    # host link sees no duplicate.
+    local half
+    for half in a b; do
+        local use=rdc_use.cu define=rdc_define.cu
+        if [ $half = b ]; then use=rdc_b_use.cu define=rdc_b_define.cu; fi
+        nvcc "${sm90[@]}" -Xcompiler -fPIC -dc -o "$TMP/${half}_use.o" $use
+        nvcc "${sm90[@]}" -Xcompiler -fPIC -dc -o "$TMP/${half}_define.o" $define
+        nvcc "${sm90[@]}" -Xcompiler -fPIC -dlink -o "$TMP/${half}_link.o" "$TMP/${half}_use.o" "$TMP/${half}_define.o"
+        ld -r -o "$TMP/${half}_all.o" "$TMP/${half}_use.o" "$TMP/${half}_define.o" "$TMP/${half}_link.o"
+        objcopy --localize-symbol=_Z10rdc_lookupi "$TMP/${half}_all.o"
+    done
+    g++ -shared -o "$OUT/nv_rdc_two_links" "$TMP/a_all.o" "$TMP/b_all.o"
     rm -f "$OUT/nv_lib.a"
     (cd "$TMP" && cp "$OUT/nv_kern.o" kern.o && ar rcsD "$OUT/nv_lib.a" kern.o rdc.o)
 

@@ -191,10 +191,6 @@ def _value_type(lw, t: str) -> tuple[ir.Type, str]:
         return _HALF_TYPES[t]
     if t in _BFLOAT_TYPES:
         return llvm_type(_BFLOAT_TYPES[t]), _BFLOAT_TYPES[t]
-    if t == "b128":  # atom.cas/.exch.b128 (sm_90): one 16-byte atomic access
-        raise lw.fail("a 128-bit atomic has no AMD equivalent: the widest atomic read-modify-write AMD GPUs "
-                      "have is 64 bits (cmpswap_x2), and a lock would not make it atomic against the .relaxed "
-                      "128-bit loads and stores (one access each) other threads may make")
     if t not in ("b16", "b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64"):
         raise lw.fail(f"atomics on .{t} are not supported")
     return llvm_type(t), t

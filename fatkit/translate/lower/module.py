@@ -13,6 +13,7 @@ from fatkit.translate.passes import Prepared, Storage
 from fatkit.translate.passes.storage import function_storage
 from fatkit.translate.lower.sync import BARRIER_STATE_WORDS, BARRIERS, needs_named_barriers
 from fatkit.translate.lower.warp import COLLECTIVES
+from fatkit.translate.lower.texture import TEXTURE_TYPES, reference_global
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, LoweredKernel, Target
 
@@ -52,7 +53,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         raise Unsupported(kernel.name, sorted(hidden)[0], kernel.line,
                           "a kernel variable hides a module variable that a function it calls uses")
     module_level = [v for v in module_variables if v.name in used and v.name not in declared
-                    and v.state_space in ("global", "const", "shared")]
+                    and v.state_space in ("global", "const", "shared", "tex")]
     barrier_state = named_barriers and not target.named_barrier_calls
     shared, shared_bytes, window = _shared_variables(kernel, module, target,
                                              [v for v in module_level if v.state_space == "shared"], barrier_state)
@@ -60,7 +61,9 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     memory = {name: ("shared", pointer) for name, pointer in shared.items()}
     addresses: list[tuple[ast.Variable, ir.GlobalVariable, list]] = []  # initializers holding addresses
     for variable in module_level:
-        if variable.state_space != "shared":
+        if variable.type in TEXTURE_TYPES or variable.state_space == "tex":  # HIP's textureReference (texture.py)
+            memory[variable.name] = ("texref", reference_global(module, variable, target.global_address_space))
+        elif variable.state_space != "shared":
             memory[variable.name] = (variable.state_space,
                                      _module_variable(kernel, variable, module, target, addresses))
     function, builder, values = target.define_kernel(module, signature, param_types)

@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Callable
 
-from fatkit.translate.ptx import lexer
+from fatkit.translate.ptx import constexpr, lexer
 from fatkit.translate.ptx.ast import (
     LINKAGES,
     STATE_SPACES,
@@ -66,6 +66,9 @@ _VECTORS = {"v2": 2, "v4": 4, "v8": 8}
 # their text did not fit it.
 _LINE_DIRECTIVES = frozenset({"loc", "version", "target", "address_size", "file", "section", "entry", "func"})
 _WHITESPACE = re.compile(r"\s+")
+# `sym ± expression` or `generic(sym) ± expression`, the expression binding no looser than + and -
+_SYMBOL_PLUS_EXPR = re.compile(r"\s*(?:generic\s*\(\s*(" + lexer.IDENT + r")\s*\)|(" + lexer.IDENT + r"))\s*"
+                               r"([-+][^<>&^|?!=]*)\Z")
 
 
 class _Bad(Exception):
@@ -114,6 +117,17 @@ def _int(text: str) -> int:
     if m is None:
         raise _Bad("not an integer", text)
     return _integer(m).value
+
+
+def _dimension(text: str) -> int:
+    """An array dimension: a literal or an integer constant expression (`WARP_SZ*4`)."""
+    m = lexer.INTEGER.match(text.strip())
+    if m is not None:
+        return _integer(m).value
+    folded = constexpr.evaluate(text)
+    if folded is None or folded[0] < 0:
+        raise _Bad("not a non-negative integer constant", text)
+    return folded[0]
 
 
 def _opt_int(text: str | None) -> int | None:
@@ -397,13 +411,24 @@ class _Parser:
         if m is not None:
             generic, plain, sign, offset = m.groups()
             value = 0 if offset is None else _int(offset)
+            if generic is None and plain == "WARP_SZ" and offset is not None:  # `WARP_SZ-1`: a constant
+                return IntImm(constexpr.WARP_SIZE + (-value if sign == "-" else value), 10, False)
             if generic is None and value == 0:
                 return Name(plain)  # `sym+0`
             return SymbolRef(generic or plain, -value if sign == "-" else value, generic is not None)
         return self._expr(text)
 
-    def _expr(self, text: str) -> Expr:
-        """A constant expression: atoms and operators alternate (unary operators aside), parens balance."""
+    def _expr(self, text: str) -> Expr | IntImm:
+        """A constant expression: atoms and operators alternate (unary operators aside), parens balance; one of
+        integers and WARP_SZ alone is its value (ptx/constexpr.py)."""
+        folded = constexpr.evaluate(text)
+        if folded is not None:
+            return IntImm(folded[0], 10, folded[1])
+        m = _SYMBOL_PLUS_EXPR.match(text)
+        if m is not None and (m.group(1) or m.group(2)) != "WARP_SZ":  # `sym+WARP_SZ*4`: address + offset
+            offset = constexpr.evaluate("0" + m.group(3))
+            if offset is not None:
+                return SymbolRef(m.group(1) or m.group(2), offset[0], m.group(1) is not None)
         pos, end, depth, expect_atom = 0, len(text), 0, True
         while pos < end:
             m = lexer.EXPR_TOKEN.match(text, pos)
@@ -603,7 +628,7 @@ class _Parser:
             if d is None:
                 raise _Bad("malformed declaration", declarator.strip() or text)
             name, count, dims, init = d.groups()
-            array = tuple(_int(dim) if dim else None for dim in lexer.ARRAY_DIM.findall(dims)) if dims else ()
+            array = tuple(_dimension(dim) if dim else None for dim in lexer.ARRAY_DIM.findall(dims)) if dims else ()
             initializer = None if init is None else self._initializer(init.strip())
             fields.append(
                 (space, type_, name, linkage, align, vector, array, None if count is None else int(count),
@@ -625,16 +650,20 @@ class _Parser:
             raise _Bad("malformed declaration", text[pos:].strip())
         return pieces
 
+    def _initial_value(self, text: str) -> Initializer:
+        """One value of an initializer; WARP_SZ, a name elsewhere, is the constant here."""
+        return IntImm(constexpr.WARP_SIZE, 10, False) if text == "WARP_SZ" else self.operand[text]
+
     def _initializer(self, text: str) -> Initializer:
         if not text.startswith("{"):
-            return self.operand[text]
+            return self._initial_value(text)
         if not text.endswith("}"):
             raise _Bad("malformed initializer", text)
         inner = text[1:-1]
         if "=" in inner:
             return InitList(tuple(self._sampler_field(piece) for piece in inner.split(",")))
         if "{" not in inner:
-            return InitList(tuple(map(self.operand.__getitem__, map(str.strip, inner.split(",")))))
+            return InitList(tuple(map(self._initial_value, map(str.strip, inner.split(",")))))
         return InitList(tuple(self._initializer(piece.strip()) for piece in self._split(inner)))
 
     def _sampler_field(self, text: str) -> Expr:

@@ -1,0 +1,255 @@
+"""Texturing as an H200 does it: the PTX kernels tests/test_translate_texture.py runs on the emulated gfx1100,
+run on NVIDIA's texture units with CUDA texture and surface objects, against the model both use.
+
+    python verification/textures.py [-o OUT.json]    # on the GPU machine: numpy and cupy only
+
+The model (`ptx_sample`, `gather_order`) is the PTX ISA's texturing: the nearest texel, or bilinear filtering
+of the four texels around (x - 0.5, y - 0.5) with weights of `weight_bits` fractional bits, under the
+clamp/wrap/mirror/border addressing modes; tld4 returns one component of those four texels in the order
+(-u +v), (+u +v), (+u -v), (-u -v). Cases check, each printing what it measured:
+
+- bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
+  emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
+- tld4.g's texel order;
+- tex1Dfetch of a one-channel float linear texture (what the channels it lacks read, and an index past it);
+- suld .clamp past the edge and sust .zero past it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SAMPLING = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry sample(.param .u64 tex, .param .u64 coords, .param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %f<12>;
+    ld.param.u64 %rd1, [tex];
+    ld.param.u64 %rd2, [coords];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.v2.f32 {%f1, %f2}, [%rd5];
+    {instruction}
+    mul.wide.u32 %rd6, %r1, 16;
+    add.s64 %rd7, %rd3, %rd6;
+    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
+    ret;
+}
+"""
+TEX_2D = "tex.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];"
+TLD4_G = "tld4.g.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];"
+FETCH_1D = "mov.b32 %r2, %f1;\n    tex.1d.v4.f32.s32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2}];"
+
+SURFACE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry surface(.param .u64 surf, .param .u64 out)
+{
+    .reg .b16 %rs<8>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [surf];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    {body}
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r5;
+    ret;
+}
+"""
+CLAMP_AND_ZERO = ("suld.b.2d.b32.clamp {%r3}, [%rd1, {%r2, %r1}];\n    "  # x in bytes: element tid, row tid
+                  "add.u32 %r4, %r3, 1000;\n    "
+                  "sust.b.2d.b32.zero [%rd1, {%r2, 1}], {%r4};\n    "  # row 1 rewritten; x past the edge dropped
+                  "suld.b.2d.b32.zero {%r5}, [%rd1, {%r2, 1}];")
+
+ADDRESS_MODES = ("clamp", "wrap", "mirror", "border")
+# the bilinear cases: a 4 x 8 float4 texture, x = u*8 - 0.5 and y = v*4 - 0.5 with weights of 1/4 and 1/2,
+# inside and past both edges
+BILINEAR_U = [0.0625 + k * 0.03125 * 5 for k in range(8)] + [-0.25, 1.125, 0.53125, 1.0]
+BILINEAR_V = [0.125 + k * 0.0625 * 3 for k in range(8)] + [-0.125, 0.3125, 1.25, 0.0]
+
+
+def bilinear_texels() -> np.ndarray:
+    texels = np.random.default_rng(17).uniform(-4, 4, size=(4, 8, 4)).astype(np.float32)
+    texels[0, 0] = [3e38, -0.0, 0.0, -3e38]  # a corner beyond which the addressing modes differ
+    return texels
+
+
+def texel_at(texels: np.ndarray, i: int, j: int, address: str) -> np.ndarray:
+    """Texel (column i, row j) of a (H, W, C) texture under an addressing mode (border: zeros)."""
+    height, width = texels.shape[:2]
+    if address == "clamp":
+        i, j = min(max(i, 0), width - 1), min(max(j, 0), height - 1)
+    elif address == "wrap":
+        i, j = i % width, j % height
+    elif address == "mirror":
+        i, j = i % (2 * width), j % (2 * height)
+        i, j = (i if i < width else 2 * width - 1 - i), (j if j < height else 2 * height - 1 - j)
+    elif not (0 <= i < width and 0 <= j < height):
+        return np.zeros(texels.shape[2])
+    return texels[j, i].astype(np.float64)
+
+
+def ptx_sample(texels: np.ndarray, u: float, v: float, address: str, weight_bits: int | None = 8,
+               rounding=round) -> np.ndarray:
+    """PTX's bilinear tex.2d of a (H, W, C) float texture at normalised (u, v); weights taken to `weight_bits`
+    fractional bits by `rounding` (None: exact)."""
+    height, width = texels.shape[:2]
+    x, y = u * width - 0.5, v * height - 0.5
+    i, j = int(np.floor(x)), int(np.floor(y))
+    a, b = x - i, y - j
+    if weight_bits is not None:
+        scale = 1 << weight_bits
+        a, b = rounding(a * scale) / scale, rounding(b * scale) / scale
+    return ((1 - a) * (1 - b) * texel_at(texels, i, j, address) + a * (1 - b) * texel_at(texels, i + 1, j, address)
+            + (1 - a) * b * texel_at(texels, i, j + 1, address) + a * b * texel_at(texels, i + 1, j + 1, address))
+
+
+def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
+    """tld4's four values: `component` of texels (i, j+1), (i+1, j+1), (i+1, j), (i, j) (clamped)."""
+    height, width = texels.shape[:2]
+    i, j = int(np.floor(u * width - 0.5)), int(np.floor(v * height - 0.5))
+    return [float(texel_at(texels, x, y, "clamp")[component]) for x, y in
+            ((i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j))]
+
+
+# ------------------------------------------------------------------------------------------- on the GPU
+
+def _run(out_path: Path | None) -> int:
+    import cupy as cp
+    from cupy.cuda import runtime, texture
+
+    work = Path(tempfile.mkdtemp())
+    modes = {"wrap": runtime.cudaAddressModeWrap, "clamp": runtime.cudaAddressModeClamp,
+             "mirror": runtime.cudaAddressModeMirror, "border": runtime.cudaAddressModeBorder}
+    float4 = texture.ChannelFormatDescriptor(32, 32, 32, 32, runtime.cudaChannelFormatKindFloat)
+
+    def module(text: str, name: str):
+        path = work / f"{name}{len(list(work.iterdir()))}.ptx"  # a new name each: cupy caches modules by path
+        path.write_text(text)
+        return cp.RawModule(path=str(path))
+
+    def array_texture(texels: np.ndarray, address: str, linear_filter: bool = True, gather: bool = False):
+        height, width = texels.shape[:2]
+        # tld4 (tex2Dgather) needs an array made for gathers (cudaArrayTextureGather)
+        array = texture.CUDAarray(float4, width, height, flags=8 if gather else 0)
+        array.copy_from(np.ascontiguousarray(texels).reshape(height, -1))  # rows of width x 4 values
+        resource = texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)
+        description = texture.TextureDescriptor(
+            (modes[address], modes[address]),
+            runtime.cudaFilterModeLinear if linear_filter else runtime.cudaFilterModePoint,
+            runtime.cudaReadModeElementType, normalizedCoords=1)
+        return texture.TextureObject(resource, description), array
+
+    def sample(instruction: str, handle, coords: list[tuple[float, float]]) -> np.ndarray:
+        kernel = module(SAMPLING.replace("{instruction}", instruction), "sample").get_function("sample")
+        flat = cp.asarray(np.array(coords, dtype=np.float32).reshape(-1))
+        out = cp.full((len(coords), 4), np.nan, dtype=cp.float32)
+        kernel((1,), (len(coords),), (np.uint64(handle), flat, out))
+        return cp.asnumpy(out)
+
+    records, failures = [], 0
+
+    def record(case: str, agrees: bool, **facts) -> None:
+        nonlocal failures
+        failures += not agrees
+        records.append({"case": case, "agrees": agrees, **facts})
+        print(("ok  " if agrees else "DIFF") + f" {case}: {json.dumps(facts)[:300]}")
+
+    texels = bilinear_texels()
+    coords = list(zip(BILINEAR_U, BILINEAR_V))
+    for address in ADDRESS_MODES:
+        tex, _array = array_texture(texels, address)
+        out = sample(TEX_2D, tex.ptr, coords)
+        expected = np.array([ptx_sample(texels, u, v, address) for u, v in coords], dtype=np.float32)
+        differing = [int(k) for k in np.nonzero(~np.all(out == expected, axis=1))[0]]
+        ulps = np.abs(out.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
+        # NVIDIA filters in f32: the sum of the four weighted texels may round differently (1 ulp)
+        record(f"tex.2d bilinear {address} (within 1 ulp)", int(ulps.max()) <= 1, ulps=int(ulps.max()),
+               differing={k: {"measured": out[k].tolist(), "model": expected[k].tolist(),
+                              "exact": ptx_sample(texels, *coords[k], address, None).tolist()} for k in differing})
+    # weights not exact in 8 bits: which precision reproduces NVIDIA's result
+    rough = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
+    texels = bilinear_texels()
+    texels[0, 0] = [1.0, 2.0, 3.0, 4.0]  # no huge corner: the differences are the weights'
+    tex, _array = array_texture(texels, "clamp")
+    out = sample(TEX_2D, tex.ptr, rough)
+    precision = {}
+    for bits in (None, 6, 7, 8, 9, 10, 12):
+        for name, rounding in (("round", round), ("floor", np.floor)):
+            model = np.array([ptx_sample(texels, u, v, "clamp", bits, rounding) for u, v in rough], dtype=np.float32)
+            precision[f"{bits} {name}"] = float(np.max(np.abs(model - out)))
+            if bits is None:
+                break
+    record("tex.2d bilinear weight precision (max |model - H200| per weight bits and rounding)",
+           min(precision.values()) < 1e-5, max_difference=precision)
+
+    grid = np.arange(4 * 4 * 4, dtype=np.float32).reshape(4, 4, 4)
+    tex, _array = array_texture(grid, "clamp", gather=True)
+    points = [(0.375, 0.375), (0.625, 0.875), (0.0, 0.0)]
+    out = sample(TLD4_G, tex.ptr, points)
+    expected = np.array([gather_order(grid, u, v, 1) for u, v in points], dtype=np.float32)
+    record("tld4.g order", bool(np.array_equal(out, expected)), measured=out.tolist(), model=expected.tolist())
+
+    values = np.array([1.5, -2.0, np.inf, 7.25, 0.0, -0.0, 3.0, 1e-40], dtype=np.float32)
+    device = cp.asarray(values)
+    one = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat)
+    resource = texture.ResourceDescriptor(runtime.cudaResourceTypeLinear, arr=device, chDesc=one,
+                                          sizeInBytes=values.nbytes)
+    description = texture.TextureDescriptor((runtime.cudaAddressModeClamp,), runtime.cudaFilterModePoint,
+                                            runtime.cudaReadModeElementType)
+    linear = texture.TextureObject(resource, description)
+    indices = [0, 1, 2, 3, 7, 8, 100, 5]
+    out = sample(FETCH_1D, linear.ptr, [(np.array(i, np.int32).view(np.float32), 0.0) for i in indices])
+    # a one-channel texture's other channels read 0, w too (measured); past the end all four read 0
+    expected = np.array([[values[i], 0, 0, 0] if i < 8 else [0, 0, 0, 0] for i in indices], dtype=np.float32)
+    record("tex1Dfetch of a float1 linear texture", bool(np.array_equal(out.view(np.uint32),
+                                                                          expected.view(np.uint32))),
+           measured_bits=[[hex(int(b)) for b in row] for row in out.view(np.uint32)])
+    # the same texture read by CUDA C's tex1Dfetch (NVRTC), to tell the PTX from the texture object
+    fetch = cp.RawKernel(r'''extern "C" __global__ void fetch(cudaTextureObject_t t, const int* at, float* o) {
+        o[threadIdx.x] = tex1Dfetch<float>(t, at[threadIdx.x]); }''', "fetch")
+    got = cp.zeros(len(indices), dtype=cp.float32)
+    fetch((1,), (len(indices),), (np.uint64(linear.ptr), cp.asarray(np.array(indices, np.int32)), got))
+    record("tex1Dfetch<float> (CUDA C) of the same texture", True, measured=cp.asnumpy(got).tolist())
+
+    rows = np.arange(3 * 4, dtype=np.uint32).reshape(3, 4) * 10 + 1
+    uint1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+    array = texture.CUDAarray(uint1, 4, 3, flags=runtime.cudaArraySurfaceLoadStore)
+    array.copy_from(rows)
+    surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
+    kernel = module(SURFACE.replace("{body}", CLAMP_AND_ZERO), "surface").get_function("surface")
+    out = cp.zeros(6, dtype=cp.uint32)
+    kernel((1,), (6,), (np.uint64(surface.ptr), out))
+    measured = cp.asnumpy(out).tolist()
+    clamped = [int(rows[min(t, 2), min(t, 3)]) for t in range(6)]
+    expected = [clamped[t] + 1000 if t < 4 else 0 for t in range(6)]
+    record("suld .clamp / sust .zero", measured == expected, measured=measured, model=expected)
+
+    if out_path is not None:
+        out_path.write_text(json.dumps(records, indent=1))
+    return 1 if failures else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-o", "--out", type=Path)
+    args = parser.parse_args()
+    sys.exit(_run(args.out))
+
+
+if __name__ == "__main__":
+    main()
