@@ -301,7 +301,7 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator, spr
                       relowered_ms=timings[1])
         if not ok and case["kind"] == "table":  # the inputs of the first differing threads, to reproduce them
             a, b, c = host_inputs
-            record["inputs"] = [[hex(int(a[i])), hex(int(b[i])), hex(int(c[i]))] for i in bad[:16]]
+            record["failing_inputs"] = [[hex(int(a[i])), hex(int(b[i])), hex(int(c[i]))] for i in bad[:16]]
     except Exception as exc:  # a load or launch failure is a failed case, with the driver's words
         record.update(status="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     return record
