@@ -850,7 +850,7 @@ class Preparer:
         op = MATRIX_OPS.get(name)
         if op is None:
             raise FatkitError(f"{name}: this matrix instruction is not modelled")
-        if any(getattr(inst, field, 0) for field in ("acc", "acc_cd", "cbsz", "abid", "blgp")):
+        if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "cbsz", "abid", "blgp")):
             raise FatkitError(f"{name}: AccVGPR operands and the CBSZ/ABID/BLGP modifiers are not modelled")
         neg = getattr(inst, "neg", 0)
         if op.element != "iu8" and (neg or getattr(inst, "neg_hi", 0)):
@@ -859,14 +859,14 @@ class Preparer:
         clamp = bool(getattr(inst, "clmp", 0))
         inputs = op.input_registers
         registers = []
-        for field, count in (("src0", inputs), ("src1", inputs), ("src2", op.output_registers)):
-            offset = getattr(inst, field).offset
+        for operand, count in (("src0", inputs), ("src1", inputs), ("src2", op.output_registers)):
+            offset = getattr(inst, operand).offset
             if 256 <= offset < 512:
                 registers.append((offset - 256, count))
-            elif 128 <= offset <= 208 and field == "src2":  # an inline integer constant as every C element
+            elif 128 <= offset <= 208 and operand == "src2":  # an inline integer constant as every C element
                 registers.append((None, offset - 128 if offset <= 192 else (192 - offset) & M32))
             else:
-                raise FatkitError(f"{name}: operand {field} encoding {offset} is not modelled")
+                raise FatkitError(f"{name}: operand {operand} encoding {offset} is not modelled")
         vdst = inst.vdst.offset - 256
         wmma = op.layout == "rdna3"
 
