@@ -60,15 +60,15 @@ def add_mma_numerics(parser: argparse.ArgumentParser) -> None:
     """--mma-numerics, onto Options.mma_numerics (translation_options maps it by name)."""
     parser.add_argument("--mma-numerics", type=_mma_numerics, default="sm90", metavar="MODEL",
                         help="Tensor-core arithmetic of mma/wmma (docs/numerics.md): sm90 (H100/H200 bit for bit, "
-                             "the default) or exact (exact sum, one rounding; the most accurate).")
+                             "the default), exact (exact sum, one rounding; the most accurate) or native (the AMD "
+                             "target's MFMA/WMMA where a form maps onto them, within a stated bound; else sm90).")
 
 
 def _mma_numerics(value: str) -> str:
     from fatkit.translate.pipeline import MMA_NUMERICS  # deferred: the translator is heavy to import
 
     if value not in MMA_NUMERICS:
-        reserved = " ('native' is reserved for AMD matrix instructions, not available yet)" if value == "native" else ""
-        raise argparse.ArgumentTypeError(f"one of {', '.join(MMA_NUMERICS)}, not {value!r}{reserved}")
+        raise argparse.ArgumentTypeError(f"one of {', '.join(MMA_NUMERICS)}, not {value!r}")
     return value
 
 

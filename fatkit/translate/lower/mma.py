@@ -41,7 +41,7 @@ from llvmlite import ir
 from fatkit.translate.lower.convert import (
     FORMATS, bf16_to_f32, decompose, float_parts, host_half_runtime, round_to_format,
 )
-from fatkit.translate.lower.core import F16, F32, F64, I32, I64, handles
+from fatkit.translate.lower.core import F16, F32, F64, I32, I64
 from fatkit.translate.lower.warp import M32, WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -436,8 +436,9 @@ def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -
 
 # ------------------------------------------------------------------------------------------------ mma
 
-@handles("mma")
 def mma(lw, ins):
+    """mma/mma.sp computed lane by lane (module docstring); lower/mma_native.py's handler calls it for what it
+    does not run on matrix instructions."""
     form = _form(lw, ins)
     if form.a == "f16" or form.c == "f16" or form.d == "f16":
         host_half_runtime(lw)
