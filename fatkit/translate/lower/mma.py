@@ -231,8 +231,13 @@ def _lane_function(table: list[int]) -> tuple[int, tuple[int, ...]] | None:
 
 
 def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]]) -> ir.Value:
-    """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance."""
+    """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance. The
+    constant's bits that no lane bit reaches are added last, so that functions differing only there share
+    one computation (and the target can fold the constant into an address offset)."""
     constant, vectors = function
+    reached = 0
+    for vector in vectors:
+        reached |= vector
     shifts: dict[int, int] = {}
     terms = []
     for i, vector in enumerate(vectors):
@@ -251,10 +256,15 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
         elif distance < 0:
             bits = builder.lshr(bits, ir.Constant(I32, -distance))
         terms.append(bits)
-    result = ir.Constant(I32, constant) if constant or not terms else terms.pop(0)
-    for term in terms:
+    if not terms:
+        return ir.Constant(I32, constant)
+    result = terms[0]
+    for term in terms[1:]:
         result = builder.xor(result, term)
-    return result
+    flipped, apart = constant & reached, constant & ~reached
+    if flipped:
+        result = builder.xor(result, ir.Constant(I32, flipped))
+    return builder.add(result, ir.Constant(I32, apart)) if apart else result
 
 
 LaneFunction = tuple[int, tuple[int, ...]]

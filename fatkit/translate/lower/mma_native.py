@@ -73,13 +73,15 @@ def _pi(x: int) -> int:
 def _mfma_plan(lw, form: Form) -> Plan:
     eight_bit = form.a in ("s8", "u8")
     steps = []
-    if eight_bit:  # one word (4 k) per operand and step
-        groups = [[4 * (s % 4) + 16 * (s // 4)] for s in range(form.k // 4)]
-    else:
-        groups = [[2 * s, 2 * s + 8] for s in range(4)]
-    for group in groups:
-        first = [("b", lambda lane, k=k: (k, 4 * ((lane >> 2) & 1) + (lane & 3))) for k in group]
-        second = [("a", lambda lane, k=k: (4 * (lane >> 3) + (lane & 3), k)) for k in group]
+    for s in range(form.k // 4):  # 4 k per instruction
+        # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
+        # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
+        def k(lane, s=s, word=0):
+            t = (s % 4) ^ (lane >> 4)
+            return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
+        words = (0,) if eight_bit else (0, 1)
+        first = [("b", lambda lane, w=w, k=k: (k(lane, word=w), 4 * ((lane >> 2) & 1) + (lane & 3))) for w in words]
+        second = [("p", lambda lane, w=w, k=k: (4 * (lane >> 3) + (lane & 3), k(lane, word=w))) for w in words]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
@@ -134,6 +136,16 @@ def _wmma_plan(lw, form: Form) -> Plan:
     return Plan(call, accumulator, steps, result)
 
 
+def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tuple[list[ir.Value], dict]:
+    """A's registers with those of rows g and g+8 (registers 2m and 2m+1) exchanged in the odd thread columns,
+    and where each element is then: in thread column t, register r holds the row half (r mod 2) XOR (t mod 2)."""
+    b = lw.builder
+    odd = b.trunc(warp.lane, I1)
+    swapped = [b.select(odd, words[r ^ 1], words[r]) for r in range(len(words))]
+    return swapped, {place: (lane, register ^ (lane & 1), position)
+                     for place, (lane, register, position) in where.items()}
+
+
 def _declare(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
     function = module.globals.get(name)
     if function is None:
@@ -179,9 +191,11 @@ def mma(lw, ins):
                  "b": portable._read_fragment(lw, b, b_fragment, "B")}
     plan = (_mfma_plan if cores == "mfma" else _wmma_plan)(lw, form)
     where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
+    warp = WarpPosition(lw)
+    if cores == "mfma":
+        registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
     steps = [[[_word(lw, operand, where[operand], place) for operand, place in words] for words in step]
              for step in plan.steps]
-    warp = WarpPosition(lw)
     gather = Gather(lw, warp, registers)
     gather.fetch([source for step in steps for words in step for source in words])
     builder = lw.builder
