@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
-from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _source
+from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
 from fatkit.translate.lower.warp import WARP, WarpPosition
 
 # (row, column) of a PTX element, or None: a word of zeros
@@ -52,6 +52,7 @@ class Plan:
     accumulator: ir.Type  # the native result's vector type
     steps: list[tuple[list[tuple[str, Placement]], list[tuple[str, Placement]]]]  # per instruction, its words
     result: dict[tuple[int, int], tuple[int, int]]  # PTX D (row, column) → (PTX lane, native result register)
+    initial: ir.Constant  # the first instruction's accumulator: zero where the result is read, else undef
 
 
 def native_form(form: Form, matrix_cores: str | None) -> bool:
@@ -99,7 +100,7 @@ def _mfma_plan(lw, form: Form) -> Plan:
 
     def call(b, first, second, acc):
         return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, zero, zero, zero])
-    return Plan(call, accumulator, steps, result)
+    return Plan(call, accumulator, steps, result, ir.Constant(accumulator, None))
 
 
 def _wmma_plan(lw, form: Form) -> Plan:
@@ -108,7 +109,7 @@ def _wmma_plan(lw, form: Form) -> Plan:
     steps = []
     for base in range(0, form.k, 16):
         first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
-        second = [("a", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
+        second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
@@ -125,7 +126,7 @@ def _wmma_plan(lw, form: Form) -> Plan:
         def call(b, first, second, acc):
             return b.call(function, [signs[0], _pack(b, first, operand), signs[1], _pack(b, second, operand), acc,
                                      ir.Constant(I1, 0)])
-        return Plan(call, accumulator, steps, result)
+        return Plan(call, accumulator, steps, result, _half_zero(accumulator))
     half = F16 if form.a == "f16" else I16
     operand, accumulator = ir.VectorType(half, 16), ir.VectorType(F32, 8)
     name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
@@ -133,7 +134,14 @@ def _wmma_plan(lw, form: Form) -> Plan:
 
     def call(b, first, second, acc):
         return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc])
-    return Plan(call, accumulator, steps, result)
+    return Plan(call, accumulator, steps, result, _half_zero(accumulator))
+
+
+def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
+    """Registers 0–3 zero, 4–7 undef: the rows r ≥ 8 of the transposed WMMA result repeat the others and are
+    never read."""
+    element = accumulator.element
+    return ir.Constant(accumulator, [ir.Constant(element, 0)] * 4 + [ir.Constant(element, ir.Undefined)] * 4)
 
 
 def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tuple[list[ir.Value], dict]:
@@ -166,12 +174,39 @@ def _pack(b: ir.IRBuilder, words: list[ir.Value], operand: ir.Type) -> ir.Value:
 
 
 def _word(lw, operand: str, where: dict, place: Placement) -> Source | Choice:
-    """The PTX register word holding the `per` consecutive-k elements that start at `place(lane)`."""
+    """The PTX register word holding the consecutive-k elements that start at `place(lane)`."""
     source = _source(lw, operand, where, place)
     alternatives = source.sources if type(source) is Choice else (source,)
     if any(alternative.position for alternative in alternatives):
         raise lw.fail("internal: a native matrix word does not start a PTX register")
     return source
+
+
+def _paired(words: list[Source | Choice], where: dict, places: list[Placement], operand: str) -> list:
+    """`words` with each Choice between two registers replaced, where possible, by one that shares its reads
+    with another word's: the lanes that take register r of word j read it at the lanes word j' needs for
+    its own register-r lanes (j' a word whose other lanes take r), one bit-affine function for both; the
+    two words' selects then take the same two reads (gfx11: A's rows g and g+8 share a thread's registers)."""
+    located = [[where[place(lane)] for lane in range(WARP)] for place in places]
+    paired = list(words)
+    for j, word in enumerate(words):
+        if type(word) is not Choice or len(word.sources) != 2:
+            continue
+        alternatives = []
+        for source in word.sources:
+            mine = [lane for lane in range(WARP) if located[j][lane][1] == source.register]
+            for partner in sorted(range(len(words)), key=lambda other: other != j ^ 1):  # j ^ 1 first: mutual
+                others = [lane for lane in range(WARP) if lane not in mine]
+                if partner == j or any(located[partner][lane][1] != source.register for lane in others):
+                    continue
+                table = [located[j if lane in mine else partner][lane][0] for lane in range(WARP)]
+                function = _lane_function(table)
+                if function is not None:
+                    alternatives.append(Source(operand, function, source.register, 0))
+                    break
+        if len(alternatives) == 2:
+            paired[j] = Choice(tuple(alternatives), word.selector)
+    return paired
 
 
 @handles("mma")
@@ -192,14 +227,21 @@ def mma(lw, ins):
     plan = (_mfma_plan if cores == "mfma" else _wmma_plan)(lw, form)
     where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
     warp = WarpPosition(lw)
-    if cores == "mfma":
-        registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
-    steps = [[[_word(lw, operand, where[operand], place) for operand, place in words] for words in step]
-             for step in plan.steps]
+    registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
+    steps = []
+    for step in plan.steps:
+        operands = []
+        for words in step:
+            sources = [_word(lw, operand, where[operand], place) for operand, place in words]
+            operand = words[0][0]
+            if all(o == operand for o, _ in words):
+                sources = _paired(sources, where[operand], [place for _, place in words], operand)
+            operands.append(sources)
+        steps.append(operands)
     gather = Gather(lw, warp, registers)
     gather.fetch([source for step in steps for words in step for source in words])
     builder = lw.builder
-    accumulator = ir.Constant(plan.accumulator, None)
+    accumulator = plan.initial
     for first, second in steps:
         accumulator = plan.call(builder, [gather.element(s, 32) for s in first],
                                 [gather.element(s, 32) for s in second], accumulator)
