@@ -502,6 +502,23 @@ def test_native_mma(form, target, special, request):
                     assert abs(Fraction(value) - exact) <= bound, where
 
 
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("form", [("m16n8k8", "f32", "f16", "f16", "f32", ""), ("m16n8k16", "f16", "f16", "f16", "f16", ""),
+                                  ("m16n8k8", "f32", "tf32", "tf32", "f32", "")], ids=lambda f: "-".join(x for x in f if x))
+def test_native_leaves_other_forms_to_sm90(form, target):
+    """Forms without a native mapping compute sm90's bits under `native` (random edge inputs, one warp)."""
+    shape, dtype, atype, btype, ctype, extra = form
+    m, k = SHAPES[shape]
+    rng = random.Random(zlib.crc32(repr((form, target)).encode()))
+    a = [[_word(atype, rng, True) for _ in range(_register_count(m, k, atype, "a"))] for _ in range(WARP)]
+    b = [[_word(btype, rng, True) for _ in range(_register_count(m, k, btype, "b"))] for _ in range(WARP)]
+    count = m * 8 // 32 // (2 if ctype == "f16" else 1)
+    c = [[_accumulator_word(ctype, rng, True) for _ in range(count)] for _ in range(WARP)]
+    runs = [run_mma(_instruction(*form), a, b, c, count, (32,) * 4, target=target, numerics=numerics)
+            for numerics in ("native", "sm90")]
+    assert runs[0] == runs[1]
+
+
 @pytest.mark.parametrize("target,instruction", [("gfx942", "v_mfma_f32_4x4x4_16b_f16"),
                                                 ("gfx1100", "v_wmma_f32_16x16x16_f16")])
 def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):

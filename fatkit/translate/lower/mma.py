@@ -446,6 +446,12 @@ def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -
 
 # ------------------------------------------------------------------------------------------------ mma
 
+def portable_model(lw) -> str:
+    """The arithmetic computed here: the module's mma numerics, "sm90" for what `native` leaves to this path."""
+    numerics = getattr(lw.callees, "mma_numerics", "sm90")
+    return "sm90" if numerics == "native" else numerics
+
+
 def mma(lw, ins):
     """mma/mma.sp computed lane by lane (module docstring); lower/mma_native.py's handler calls it for what it
     does not run on matrix instructions."""
@@ -478,7 +484,7 @@ def mma(lw, ins):
         plans = _dense_plan(lw, form.k, a_fragment, b_fragment, d_fragment, k_base)
     fragments = {"a": a_fragment, "b": b_fragment, "c": c_fragment, "d": d_fragment}
     name = (".".join(("fatkit", ins.opcode, *ins.modifiers)) + (f".selector{selector.value}" if form.sparse else "")
-            + f".{getattr(lw.callees, 'mma_numerics', 'sm90')}")
+            + f".{portable_model(lw)}")
     _write_words(lw, d, d_fragment, product_words(lw, name, form, registers, plans, fragments))
 
 
@@ -593,7 +599,7 @@ def _accumulate(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.V
         for x, y in products:
             total = b.add(total, b.mul(_to_i64(lw, x, form.a), _to_i64(lw, y, form.b)))
         return _integer_result(lw, total, form.satfinite)
-    if form.a != "f64" and getattr(lw.callees, "mma_numerics", "sm90") == "sm90":
+    if form.a != "f64" and portable_model(lw) == "sm90":
         return _sm90(lw, form, c, products)
     total = _to_f64(lw, c, form.c)
     for x, y in products:
