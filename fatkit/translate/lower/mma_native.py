@@ -14,9 +14,12 @@ hardware lanes 4b–4b+3, so warp w's data only meet in its own blocks 8w–8w+7
 inactive or elsewhere computes the same. Lane L of a block supplies row L%4 of the block's A (4 k) and
 column L%4 of its B, and receives column L%4 of D (register i: row i). The plan computes D transposed:
 the block's A rows are PTX B columns 4C+i, its B columns PTX A rows 4R+l, for the warp's tile (R, C) =
-(b >> 1, b & 1); so lane L ends with PTX D row 4R+(L%4), columns 4C..4C+3. Step s takes the k of PTX
-thread column t = s ({2s, 2s+1, 2s+8, 2s+9} for f16: four instructions chained through the accumulator;
-the 8-bit forms: 4 consecutive k per step).
+(b mod 4, b div 4) (b = L div 4 within the warp); so lane L ends with PTX D row L mod 16, columns 4C..4C+3.
+Step s takes the k of PTX thread column t = s XOR h, h = 1 for the rows 8-15 ({2t, 2t+1, 2t+8, 2t+9} for
+f16: four instructions chained through the accumulator; the 8-bit forms: 4 consecutive k per step): with A's
+registers of rows g and g+8 swapped in the odd thread columns (`_swapped`), every lane then reads the same
+register in a step. (Of the six ways to give the block's three bits to R and C this one needs the fewest
+instructions for the lanes' addresses, measured.)
 
 WMMA, wave32 (one warp). The 16x16x16 instruction wants A's row L%16 and B's column L%16 with all 16 k in
 lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed again:
@@ -78,16 +81,16 @@ def _mfma_plan(lw, form: Form) -> Plan:
         # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
         # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
         def k(lane, s=s, word=0):
-            t = (s % 4) ^ (lane >> 4)
+            t = (s % 4) ^ ((lane >> 3) & 1)
             return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
         words = (0,) if eight_bit else (0, 1)
-        first = [("b", lambda lane, w=w, k=k: (k(lane, word=w), 4 * ((lane >> 2) & 1) + (lane & 3))) for w in words]
-        second = [("p", lambda lane, w=w, k=k: (4 * (lane >> 3) + (lane & 3), k(lane, word=w))) for w in words]
+        first = [("b", lambda lane, w=w, k=k: (k(lane, word=w), 4 * (lane >> 4) + (lane & 3))) for w in words]
+        second = [("p", lambda lane, w=w, k=k: (lane & 15, k(lane, word=w))) for w in words]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
         for i in range(4):
-            result[4 * (lane >> 3) + (lane & 3), 4 * ((lane >> 2) & 1) + i] = (lane, i)
+            result[lane & 15, 4 * (lane >> 4) + i] = (lane, i)
     module = lw.builder.module
     if eight_bit:
         accumulator, operand, name = ir.VectorType(I32, 4), I32, "llvm.amdgcn.mfma.i32.4x4x4i8"
