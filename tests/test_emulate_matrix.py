@@ -27,13 +27,14 @@ INSTRUCTIONS = {
 }
 
 
-def _kernel_ir(name: str, signed: tuple[int, int] = (1, 1)) -> str:
+def _kernel_ir(name: str, signed: tuple[int, int] = (1, 1), broadcast: tuple[int, int] = (0, 0)) -> str:
     _, _, (ab, ab_regs), (cd, cd_regs) = INSTRUCTIONS[name]
     words = f"<{ab_regs} x i32>" if ab_regs > 1 else "i32"
     c_words = f"<{cd_regs} x i32>"
     if name.startswith("mfma"):
         declaration = f"{cd} @llvm.amdgcn.{name}({ab}, {ab}, {cd}, i32, i32, i32)"
-        call = f"call {cd} @llvm.amdgcn.{name}({ab} %a, {ab} %b, {cd} %c, i32 0, i32 0, i32 0)"
+        call = (f"call {cd} @llvm.amdgcn.{name}({ab} %a, {ab} %b, {cd} %c, i32 {broadcast[0]}, i32 {broadcast[1]}, "
+                "i32 0)")
     elif name.endswith("iu8"):
         declaration = f"{cd} @llvm.amdgcn.{name}.v8i32.v4i32(i1, {ab}, i1, {ab}, {cd}, i1)"
         call = (f"call {cd} @llvm.amdgcn.{name}.v8i32.v4i32(i1 {signed[0]}, {ab} %a, i1 {signed[1]}, {ab} %b, "
@@ -65,12 +66,12 @@ define amdgpu_kernel void @k(ptr addrspace(1) %pa, ptr addrspace(1) %pb, ptr add
 """
 
 
-def _run(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, signed=(1, 1)) -> np.ndarray:
+def _run(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, signed=(1, 1), broadcast=(0, 0)) -> np.ndarray:
     """a, b: uint32 [lane][register]; c: uint32 [lane][register]; returns D the same way."""
     from llvmlite import binding as llvm
     processor, lanes, _, (_, cd_regs) = INSTRUCTIONS[name]
     machine = target_machine(processor)
-    module = llvm.parse_assembly(_kernel_ir(name, signed))
+    module = llvm.parse_assembly(_kernel_ir(name, signed, broadcast))
     code_object = link([machine.emit_object(module)])
     d = np.zeros((lanes, cd_regs), dtype=np.uint32)
     launch(code_object, "k", (1, 1, 1), (lanes, 1, 1), [a.copy(), b.copy(), c.copy(), d], 0)
@@ -108,7 +109,7 @@ def _value(bits: int, kind: str, signed: bool = True):
     return bits - 256 if signed and bits >= 128 else bits
 
 
-def _model(name: str, a, b, c, signed=(True, True)) -> np.ndarray:
+def _model(name: str, a, b, c, signed=(True, True), broadcast=(0, 0)) -> np.ndarray:
     blocks, m, k, a_place, d_place = _places(name)
     kind = "bf16" if "bf16" in name else "f16" if "f16" in name else "i8"
     bits = 8 if kind == "i8" else 16
@@ -118,7 +119,9 @@ def _model(name: str, a, b, c, signed=(True, True)) -> np.ndarray:
             for j in range(m):
                 total = 0
                 for kk in range(k):
-                    a_lane, a_index = a_place(block, i, kk)
+                    # CBSZ/ABID: the A of block ABID of the block's group of 2^CBSZ
+                    group = 1 << broadcast[0]
+                    a_lane, a_index = a_place(block - block % group + broadcast[1], i, kk)
                     b_lane, b_index = a_place(block, j, kk)
                     total += (_value(_element(a, a_lane, a_index, bits), kind, signed[0])
                               * _value(_element(b, b_lane, b_index, bits), kind, signed[1]))
@@ -157,6 +160,13 @@ def test_matrix_instruction_against_the_layout_model(name):
     a, b, c = _inputs(name)
     got = _run(name, a, b, c)
     assert np.array_equal(got, _model(name, a, b, c))
+
+
+@pytest.mark.parametrize("broadcast", [(1, 0), (1, 1), (2, 3)])
+@pytest.mark.parametrize("name", ["mfma.f32.4x4x4f16", "mfma.i32.4x4x4i8"])
+def test_mfma_broadcasts_a_block_of_a(name, broadcast):
+    a, b, c = _inputs(name)
+    assert np.array_equal(_run(name, a, b, c, broadcast=broadcast), _model(name, a, b, c, broadcast=broadcast))
 
 
 @pytest.mark.parametrize("signed", [(0, 0), (0, 1), (1, 0)])

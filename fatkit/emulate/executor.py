@@ -845,15 +845,19 @@ class Preparer:
 
     def matrix(self, inst, name, size, pc) -> Step:
         """An MFMA/WMMA (semantics.MATRIX_OPS): A, B and C read from VGPRs (C may be an inline constant),
-        D written to the active lanes. AccVGPR operands and the broadcast modifiers (CBSZ, ABID, BLGP) are
-        not modelled; WMMA runs with every lane active, as the ISA requires."""
+        D written to the active lanes. AccVGPR operands and BLGP (B's lane patterns) are not modelled,
+        CBSZ/ABID (one block's A broadcast to its group) are; WMMA runs with every lane active, as the ISA
+        requires."""
         op = MATRIX_OPS.get(name)
         if op is None:
             raise FatkitError(f"{name}: this matrix instruction is not modelled")
-        if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "cbsz", "abid", "blgp")):
-            raise FatkitError(f"{name}: AccVGPR operands and the CBSZ/ABID/BLGP modifiers are not modelled")
-        neg = getattr(inst, "neg", 0)
-        if op.element != "iu8" and (neg or getattr(inst, "neg_hi", 0)):
+        if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "blgp")):
+            raise FatkitError(f"{name}: AccVGPR operands and the BLGP modifier are not modelled")
+        broadcast = (getattr(inst, "cbsz", 0), getattr(inst, "abid", 0))
+        if broadcast[0] and (op.blocks < 1 << broadcast[0] or broadcast[1] >= 1 << broadcast[0]):
+            raise FatkitError(f"{name}: CBSZ {broadcast[0]} / ABID {broadcast[1]} out of range")
+        neg = getattr(inst, "neg", 0) if op.layout != "cdna" else 0  # MFMA's encoding has BLGP/CBSZ there
+        if op.element != "iu8" and op.layout != "cdna" and (neg or getattr(inst, "neg_hi", 0)):
             raise FatkitError(f"{name}: NEG modifiers are not modelled")
         signs = (bool(neg & 1), bool(neg & 2)) if op.element == "iu8" else (True, True)
         clamp = bool(getattr(inst, "clmp", 0))
@@ -880,7 +884,7 @@ class Preparer:
                     values.append(np.full((op.output_registers, w.lanes), count, dtype=np.uint32))
                 else:
                     values.append(w.v[index:index + count].copy())
-            result = matrix_multiply(op, *values, signs=signs, clamp=clamp)
+            result = matrix_multiply(op, *values, signs=signs, clamp=clamp, broadcast=broadcast)
             for r in range(op.output_registers):
                 np.copyto(w.v[vdst + r], result[r], where=active)
             w.pc += size

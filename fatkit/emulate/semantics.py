@@ -283,8 +283,10 @@ def _element_values(bits, op: MatrixOp, signed: bool):
 
 
 def matrix_multiply(op: MatrixOp, a_regs, b_regs, c_regs, signs: tuple[bool, bool] = (True, True),
-                    clamp: bool = False):
-    """D's registers (uint32 arrays [register][lane]) from A's, B's and C's, as `op` lays them out."""
+                    clamp: bool = False, broadcast: tuple[int, int] = (0, 0)):
+    """D's registers (uint32 arrays [register][lane]) from A's, B's and C's, as `op` lays them out.
+    `broadcast` is MFMA's (CBSZ, ABID): within each group of 2^CBSZ consecutive blocks, every block takes
+    the A of the group's block ABID."""
     import numpy as np
     lanes = a_regs.shape[1]
     if op.layout == "rdna3":
@@ -300,6 +302,9 @@ def matrix_multiply(op: MatrixOp, a_regs, b_regs, c_regs, signs: tuple[bool, boo
                 lane, register, offset = op.input_place(block, index, k)
                 a_bits[block, index, k] = (int(a_regs[register, lane]) >> offset) & mask
                 b_bits[block, index, k] = (int(b_regs[register, lane]) >> offset) & mask
+    size, chosen = broadcast
+    if size:
+        a_bits = a_bits[[(block >> size << size) + chosen for block in range(op.blocks)]]
     a = _element_values(a_bits, op, signs[0])
     b = _element_values(b_bits, op, signs[1])
     d_regs = np.zeros((op.output_registers, lanes), dtype=np.uint32)
