@@ -19,7 +19,9 @@ Step s takes the k of PTX thread column t = s XOR h, h = 1 for the rows 8-15 ({2
 f16: four instructions chained through the accumulator; the 8-bit forms: 4 consecutive k per step): with A's
 registers of rows g and g+8 swapped in the odd thread columns (`_swapped`), every lane then reads the same
 register in a step. (Of the six ways to give the block's three bits to R and C this one needs the fewest
-instructions for the lanes' addresses, measured.)
+instructions for the lanes' addresses, measured.) Blocks 2m and 2m+1 (the same C and h) need the same B
+words, so one read serves two steps: the even blocks' lanes get step s's, the odd blocks' step s ^ 2's, and
+each instruction broadcasts one block of the pair (CBSZ 1, ABID).
 
 WMMA, wave32 (one warp). The 16x16x16 instruction wants A's row L%16 and B's column L%16 with all 16 k in
 lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed again:
@@ -51,7 +53,8 @@ Placement = Callable[[int], "tuple[int, int] | None"]
 class Plan:
     """The native instructions of one mma form on one kind of matrix core."""
 
-    call: Callable[[ir.IRBuilder, list[ir.Value], list[ir.Value], ir.Value], ir.Value]  # first, second words, acc
+    # (builder, step, first operand's words, second's, accumulator) → the instruction's result
+    call: Callable[[ir.IRBuilder, int, list[ir.Value], list[ir.Value], ir.Value], ir.Value]
     accumulator: ir.Type  # the native result's vector type
     steps: list[tuple[list[tuple[str, Placement]], list[tuple[str, Placement]]]]  # per instruction, its words
     result: dict[tuple[int, int], tuple[int, int]]  # PTX D (row, column) → (PTX lane, native result register)
@@ -80,12 +83,19 @@ def _mfma_plan(lw, form: Form) -> Plan:
     for s in range(form.k // 4):  # 4 k per instruction
         # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
         # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
-        def k(lane, s=s, word=0):
+        def k(lane, s, word):
             t = (s % 4) ^ ((lane >> 3) & 1)
             return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
+
+        # B's words: blocks 2m and 2m+1 need the same, so the even blocks hold those of step s & ~2 and the
+        # odd ones those of step s | 2, and each instruction takes them from one of the two (CBSZ 1, ABID
+        # bit 1 of s; pairing s with s ^ 2, not s ^ 1, keeps the block bit and h on two bits of t)
+        def paired(lane, s=s):
+            return (s & ~2) | ((lane >> 2) & 1) << 1
         words = (0,) if eight_bit else (0, 1)
-        first = [("b", lambda lane, w=w, k=k: (k(lane, word=w), 4 * (lane >> 4) + (lane & 3))) for w in words]
-        second = [("p", lambda lane, w=w, k=k: (lane & 15, k(lane, word=w))) for w in words]
+        first = [("b", lambda lane, w=w, paired=paired: (k(lane, paired(lane), w), 4 * (lane >> 4) + (lane & 3)))
+                 for w in words]
+        second = [("p", lambda lane, w=w, s=s: (lane & 15, k(lane, s, w))) for w in words]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
@@ -101,8 +111,9 @@ def _mfma_plan(lw, form: Form) -> Plan:
     function = _declare(module, name, accumulator, [operand, operand, accumulator, I32, I32, I32])
     zero = ir.Constant(I32, 0)
 
-    def call(b, first, second, acc):
-        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, zero, zero, zero])
+    def call(b, step, first, second, acc):
+        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, ir.Constant(I32, 1),
+                                 ir.Constant(I32, step >> 1 & 1), zero])
     return Plan(call, accumulator, steps, result, ir.Constant(accumulator, None))
 
 
@@ -126,7 +137,7 @@ def _wmma_plan(lw, form: Form) -> Plan:
         # the WMMA's A is PTX B and its B is PTX A
         signs = [ir.Constant(I1, int(form.b == "s8")), ir.Constant(I1, int(form.a == "s8"))]
 
-        def call(b, first, second, acc):
+        def call(b, step, first, second, acc):
             return b.call(function, [signs[0], _pack(b, first, operand), signs[1], _pack(b, second, operand), acc,
                                      ir.Constant(I1, 0)])
         return Plan(call, accumulator, steps, result, _half_zero(accumulator))
@@ -135,7 +146,7 @@ def _wmma_plan(lw, form: Form) -> Plan:
     name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
     function = _declare(module, name, accumulator, [operand, operand, accumulator])
 
-    def call(b, first, second, acc):
+    def call(b, step, first, second, acc):
         return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc])
     return Plan(call, accumulator, steps, result, _half_zero(accumulator))
 
@@ -245,8 +256,8 @@ def mma(lw, ins):
     gather.fetch([source for step in steps for words in step for source in words])
     builder = lw.builder
     accumulator = plan.initial
-    for first, second in steps:
-        accumulator = plan.call(builder, [gather.element(s, 32) for s in first],
+    for step, (first, second) in enumerate(steps):
+        accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
                                 [gather.element(s, 32) for s in second], accumulator)
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
