@@ -137,10 +137,10 @@ def _wmma_plan(lw, form: Form) -> Plan:
         # the WMMA's A is PTX B and its B is PTX A
         signs = [ir.Constant(I1, int(form.b == "s8")), ir.Constant(I1, int(form.a == "s8"))]
 
-        def call(b, step, first, second, acc):
+        def integer_call(b, step, first, second, acc):
             return b.call(function, [signs[0], _pack(b, first, operand), signs[1], _pack(b, second, operand), acc,
                                      ir.Constant(I1, 0)])
-        return Plan(call, accumulator, steps, result, _half_zero(accumulator))
+        return Plan(integer_call, accumulator, steps, result, _half_zero(accumulator))
     half = F16 if form.a == "f16" else I16
     operand, accumulator = ir.VectorType(half, 16), ir.VectorType(F32, 8)
     name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
