@@ -86,7 +86,7 @@ def test_key_fields_separate_targets_abi_and_options():
     assert base.abi >= 1
     assert base == make_key(ptx(1), Options(target="gfx942", jobs=8))  # jobs cannot change the code
     llvm, lld = (f"{name}={version}" for name, version in toolchain.versions())
-    assert base.options == f"opt_level=2;emit=hsaco;mma_numerics=sm90;{llvm};{lld}"
+    assert base.options == f"opt_level=2;emit=hsaco;mma_numerics=default;{llvm};{lld}"
     exact = make_key(ptx(1), Options(target="gfx942", mma_numerics="exact"))
     assert exact != base and "mma_numerics=exact" in exact.options
 

@@ -164,12 +164,14 @@ def test_unsupported_reasons_are_grouped_without_kernel_and_line():
 
 
 def test_mma_numerics_flag(tmp_path):
-    """--mma-numerics takes sm90 and exact; native is reserved and refused with its reason (translate and
+    """--mma-numerics takes sm90, exact and native; anything else is refused with the choices (translate and
     precompile alike)."""
     source = tmp_path / "k.ptx"
     source.write_text(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n    ret;\n}\n")
-    fatkit("translate", "--target", "gfx942", "--mma-numerics", "exact", "-o", str(tmp_path / "out"), str(source))
-    assert (tmp_path / "out").is_dir() and any((tmp_path / "out").iterdir())
+    for numerics in ("exact", "native"):
+        out = tmp_path / f"out-{numerics}"
+        fatkit("translate", "--target", "gfx942", "--mma-numerics", numerics, "-o", str(out), str(source))
+        assert out.is_dir() and any(out.iterdir())
     for command in (["translate", "-o", str(tmp_path / "o2")], ["precompile", "--cache", str(tmp_path / "c")]):
-        refused = fatkit(*command, "--target", "gfx942", "--mma-numerics", "native", str(source), check=2)
-        assert "native" in refused.stderr and "reserved" in refused.stderr
+        refused = fatkit(*command, "--target", "gfx942", "--mma-numerics", "sm80", str(source), check=2)
+        assert "sm90, exact, native" in refused.stderr

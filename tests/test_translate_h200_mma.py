@@ -87,8 +87,9 @@ def test_wmma_sm90_matches_h200(form):
     assert not wrong, f"tiles differing from the H200 (distribution, warp): {wrong[:6]}"
 
 
-def test_native_numerics_is_refused():
+def test_unknown_numerics_are_refused_naming_the_models():
     from fatkit.errors import UsageError
 
-    with pytest.raises(UsageError, match="native"):
-        Options(mma_numerics="native")
+    assert Options(mma_numerics="native").mma_numerics == "native"
+    with pytest.raises(UsageError, match="sm90, exact, native"):
+        Options(mma_numerics="sm80")

@@ -58,17 +58,19 @@ def add_jobs(parser: argparse.ArgumentParser, help: str = "Translations run in p
 
 def add_mma_numerics(parser: argparse.ArgumentParser) -> None:
     """--mma-numerics, onto Options.mma_numerics (translation_options maps it by name)."""
-    parser.add_argument("--mma-numerics", type=_mma_numerics, default="sm90", metavar="MODEL",
-                        help="Tensor-core arithmetic of mma/wmma (docs/numerics.md): sm90 (H100/H200 bit for bit, "
-                             "the default) or exact (exact sum, one rounding; the most accurate).")
+    parser.add_argument("--mma-numerics", type=_mma_numerics, default="default", metavar="MODEL",
+                        help="Tensor-core arithmetic of mma/wmma (docs/numerics.md): sm90 (H100/H200 bit for bit), "
+                             "exact (exact sum, one rounding; the most accurate) or native (the AMD target's "
+                             "MFMA/WMMA where a form maps onto them, within a stated bound; else sm90). Default: "
+                             "native on targets with matrix instructions (gfx90a, gfx942, gfx950, gfx11, gfx12), "
+                             "else sm90.")
 
 
 def _mma_numerics(value: str) -> str:
-    from fatkit.translate.pipeline import MMA_NUMERICS  # deferred: the translator is heavy to import
+    from fatkit.translate.pipeline import DEFAULT_MMA_NUMERICS, MMA_NUMERICS  # deferred: a heavy import
 
-    if value not in MMA_NUMERICS:
-        reserved = " ('native' is reserved for AMD matrix instructions, not available yet)" if value == "native" else ""
-        raise argparse.ArgumentTypeError(f"one of {', '.join(MMA_NUMERICS)}, not {value!r}{reserved}")
+    if value not in MMA_NUMERICS and value != DEFAULT_MMA_NUMERICS:
+        raise argparse.ArgumentTypeError(f"one of {', '.join(MMA_NUMERICS)}, not {value!r}")
     return value
 
 

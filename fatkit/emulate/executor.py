@@ -24,7 +24,7 @@ from fatkit.emulate.memory import (
     from_bytes,
     to_bytes,
 )
-from fatkit.emulate.semantics import Semantics
+from fatkit.emulate.semantics import MATRIX_OPS, Semantics, matrix_multiply
 from fatkit.errors import FatkitError
 
 if TYPE_CHECKING:
@@ -709,7 +709,7 @@ class Preparer:
                     "V_WRITELANE_B32", "V_READFIRSTLANE_B32"):
             return self.lane_access(inst, name, size, pc)
         if "MFMA" in name or "WMMA" in name or "SMFMAC" in name:
-            raise FatkitError(f"{name}: matrix instructions are not modelled yet")
+            return self.matrix(inst, name, size, pc)
         ops = inst.operands
         bits = inst.canonical_op_bits
         literal = getattr(inst, "literal", None)
@@ -842,6 +842,53 @@ class Preparer:
                     put(w, value)
             w.pc += size
         return Step(name, klass, size, run, pc)
+
+    def matrix(self, inst, name, size, pc) -> Step:
+        """An MFMA/WMMA (semantics.MATRIX_OPS): A, B and C read from VGPRs (C may be an inline constant),
+        D written to the active lanes. AccVGPR operands and BLGP (B's lane patterns) are not modelled,
+        CBSZ/ABID (one block's A broadcast to its group) are; WMMA runs with every lane active, as the ISA
+        requires."""
+        op = MATRIX_OPS.get(name)
+        if op is None:
+            raise FatkitError(f"{name}: this matrix instruction is not modelled")
+        if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "blgp")):
+            raise FatkitError(f"{name}: AccVGPR operands and the BLGP modifier are not modelled")
+        broadcast = (getattr(inst, "cbsz", 0), getattr(inst, "abid", 0))
+        if broadcast[0] and (op.blocks < 1 << broadcast[0] or broadcast[1] >= 1 << broadcast[0]):
+            raise FatkitError(f"{name}: CBSZ {broadcast[0]} / ABID {broadcast[1]} out of range")
+        neg = getattr(inst, "neg", 0) if op.layout != "cdna" else 0  # MFMA's encoding has BLGP/CBSZ there
+        if op.element != "iu8" and op.layout != "cdna" and (neg or getattr(inst, "neg_hi", 0)):
+            raise FatkitError(f"{name}: NEG modifiers are not modelled")
+        signs = (bool(neg & 1), bool(neg & 2)) if op.element == "iu8" else (True, True)
+        clamp = bool(getattr(inst, "clmp", 0))
+        inputs = op.input_registers
+        registers = []
+        for operand, count in (("src0", inputs), ("src1", inputs), ("src2", op.output_registers)):
+            offset = getattr(inst, operand).offset
+            if 256 <= offset < 512:
+                registers.append((offset - 256, count))
+            elif 128 <= offset <= 208 and operand == "src2":  # an inline integer constant as every C element
+                registers.append((None, offset - 128 if offset <= 192 else (192 - offset) & M32))
+            else:
+                raise FatkitError(f"{name}: operand {operand} encoding {offset} is not modelled")
+        vdst = inst.vdst.offset - 256
+        wmma = op.layout == "rdna3"
+
+        def run(w):
+            active = w.exec_bool
+            if wmma and not active.all():
+                raise FatkitError(f"{name} at pc 0x{pc:x}: WMMA needs every lane of the wave active")
+            values = []
+            for index, count in registers:
+                if index is None:
+                    values.append(np.full((op.output_registers, w.lanes), count, dtype=np.uint32))
+                else:
+                    values.append(w.v[index:index + count].copy())
+            result = matrix_multiply(op, *values, signs=signs, clamp=clamp, broadcast=broadcast)
+            for r in range(op.output_registers):
+                np.copyto(w.v[vdst + r], result[r], where=active)
+            w.pc += size
+        return Step(name, MATRIX, size, run, pc)
 
     def saturating(self, inst, name, size, pc, getters, fn):
         """Integer add/sub with the clamp bit: the exact result saturated to the destination type."""

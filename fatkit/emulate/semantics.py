@@ -199,3 +199,128 @@ def _perm_b32(s0, s1, sel):
         result = result | (byte((sel >> (8 * k)) & 0xFF) << (8 * k))
     del np
     return result
+
+
+# ------------------------------------------------------------------------------------------------ matrix ops
+# The ISA tables give MFMA/WMMA as one line ("D = A (16x16) * B (16x16) + C (16x16)"); their lane layouts
+# come from AMD's matrix instruction calculator (which register and lane hold which element), written here
+# as formulas, and the arithmetic is a model: every product exact, the sum of one instruction's products and
+# C in f64, rounded once to f32 to nearest even (integers: exact, wrapped to 32 bits, or clamped where the
+# instruction's clamp bit asks). Hardware sums in its own order with its own rounding (docs/numerics.md);
+# subnormal inputs are kept.
+
+@dataclass(frozen=True)
+class MatrixOp:
+    """One MFMA/WMMA opcode: D (m×n per block, `blocks` blocks) = A (m×k) · B (k×n) + C."""
+
+    m: int
+    n: int
+    k: int
+    blocks: int
+    element: str  # "f16", "bf16", "i8" (signed), "iu8" (signedness from the NEG bits)
+    accumulator: str  # "f32" or "i32"
+    layout: str  # "cdna" (gfx9 MFMA, wave64) or "rdna3" (gfx11 WMMA, wave32)
+
+    @property
+    def element_bits(self) -> int:
+        return 8 if self.element in ("i8", "iu8") else 16
+
+    @property
+    def input_registers(self) -> int:
+        lanes = 64 if self.layout == "cdna" else 16
+        return self.m * self.k * self.blocks * self.element_bits // (32 * lanes)
+
+    @property
+    def output_registers(self) -> int:
+        return self.m * self.n * self.blocks // (64 if self.layout == "cdna" else 32)
+
+    def input_place(self, block: int, index: int, k: int) -> tuple[int, int, int]:
+        """(lane, register, bit offset) of A[index][k] (index a row) or B[k][index] (a column) of `block`."""
+        if self.layout == "rdna3":  # lanes 16-31 hold the same as lanes 0-15
+            per = 32 // self.element_bits
+            return index, k // per, (k % per) * self.element_bits
+        per_lane = max(1, self.m * self.k * self.blocks // 64)  # k values one lane holds
+        lane = self.m * block + index
+        if self.m * self.blocks < 64:
+            lane += self.m * self.blocks * (k // per_lane)
+        offset = (k % per_lane) * self.element_bits
+        return lane, offset // 32, offset % 32
+
+    def output_place(self, block: int, i: int, j: int) -> tuple[int, int]:
+        """(lane, register) of D[i][j] of `block`."""
+        if self.layout == "rdna3":
+            return 16 * (i % 2) + j, i // 2
+        if self.m == 4:
+            return 4 * block + j, i
+        if self.m == 16 and self.blocks == 1:
+            return 16 * (i // 4) + j, i % 4
+        raise FatkitError(f"the D layout of a {self.m}x{self.n} MFMA with {self.blocks} blocks is not modelled")
+
+
+MATRIX_OPS: dict[str, MatrixOp] = {
+    "V_MFMA_F32_4X4X4_16B_F16": MatrixOp(4, 4, 4, 16, "f16", "f32", "cdna"),
+    "V_MFMA_F32_4X4X4_16B_BF16": MatrixOp(4, 4, 4, 16, "bf16", "f32", "cdna"),
+    "V_MFMA_I32_4X4X4_16B_I8": MatrixOp(4, 4, 4, 16, "i8", "i32", "cdna"),
+    "V_MFMA_F32_16X16X16_F16": MatrixOp(16, 16, 16, 1, "f16", "f32", "cdna"),
+    "V_MFMA_F32_16X16X16_BF16": MatrixOp(16, 16, 16, 1, "bf16", "f32", "cdna"),
+    "V_MFMA_I32_16X16X32_I8": MatrixOp(16, 16, 32, 1, "i8", "i32", "cdna"),
+    "V_WMMA_F32_16X16X16_F16": MatrixOp(16, 16, 16, 1, "f16", "f32", "rdna3"),
+    "V_WMMA_F32_16X16X16_BF16": MatrixOp(16, 16, 16, 1, "bf16", "f32", "rdna3"),
+    "V_WMMA_I32_16X16X16_IU8": MatrixOp(16, 16, 16, 1, "iu8", "i32", "rdna3"),
+}
+
+
+def _element_values(bits, op: MatrixOp, signed: bool):
+    """Raw element bits (an integer array) as float64 or int64 values."""
+    import numpy as np
+    bits = np.asarray(bits, dtype=np.uint32)
+    if op.element == "f16":
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if op.element == "bf16":
+        return (bits << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+    values = bits.astype(np.int64)
+    return np.where(values >= 128, values - 256, values) if signed else values
+
+
+def matrix_multiply(op: MatrixOp, a_regs, b_regs, c_regs, signs: tuple[bool, bool] = (True, True),
+                    clamp: bool = False, broadcast: tuple[int, int] = (0, 0)):
+    """D's registers (uint32 arrays [register][lane]) from A's, B's and C's, as `op` lays them out.
+    `broadcast` is MFMA's (CBSZ, ABID): within each group of 2^CBSZ consecutive blocks, every block takes
+    the A of the group's block ABID."""
+    import numpy as np
+    lanes = a_regs.shape[1]
+    if op.layout == "rdna3":
+        for name, regs in (("A", a_regs), ("B", b_regs)):
+            if not np.array_equal(regs[:, :16], regs[:, 16:32]):
+                raise FatkitError(f"WMMA {name} operand: lanes 16-31 must hold what lanes 0-15 hold")
+    mask = (1 << op.element_bits) - 1
+    shape = (op.blocks, op.m, op.k)  # [block][row of A or column of B][k]
+    a_bits, b_bits = np.zeros(shape, dtype=np.uint32), np.zeros(shape, dtype=np.uint32)
+    for block in range(op.blocks):
+        for index in range(op.m):
+            for k in range(op.k):
+                lane, register, offset = op.input_place(block, index, k)
+                a_bits[block, index, k] = (int(a_regs[register, lane]) >> offset) & mask
+                b_bits[block, index, k] = (int(b_regs[register, lane]) >> offset) & mask
+    size, chosen = broadcast
+    if size:
+        a_bits = a_bits[[(block >> size << size) + chosen for block in range(op.blocks)]]
+    a = _element_values(a_bits, op, signs[0])
+    b = _element_values(b_bits, op, signs[1])
+    d_regs = np.zeros((op.output_registers, lanes), dtype=np.uint32)
+    for block in range(op.blocks):
+        for i in range(op.m):
+            for j in range(op.n):
+                lane, register = op.output_place(block, i, j)
+                c = int(c_regs[register, lane])
+                if op.accumulator == "i32":
+                    total = (c - (1 << 32) if c >> 31 else c) + int(np.dot(a[block, i], b[block, j]))
+                    if clamp:
+                        total = max(-(1 << 31), min((1 << 31) - 1, total))
+                    d_regs[register, lane] = total & 0xFFFFFFFF
+                else:
+                    c_value = np.uint32(c).view(np.float32).astype(np.float64)
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        total = np.float32(c_value + np.sum(a[block, i] * b[block, j]))
+                    d_regs[register, lane] = total.view(np.uint32)
+    return d_regs

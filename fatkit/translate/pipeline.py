@@ -30,7 +30,8 @@ EMIT_KINDS = ("hsaco", "obj", "asm", "llvm")  # the linked, validated product; o
 Status = Literal["ok", "unsupported"]
 
 
-MMA_NUMERICS = ("sm90", "exact")  # what `Options.mma_numerics` takes ("native" is reserved)
+MMA_NUMERICS = ("sm90", "exact", "native")  # what `Options.mma_numerics` takes, besides DEFAULT_MMA_NUMERICS
+DEFAULT_MMA_NUMERICS = "default"  # the target's choice: `Options.mma_model`
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,11 @@ class Options:
     # processes lowering kernels and compiling groups of them at once; the output is the same for any value
     jobs: int = field(default=1, compare=False, metadata={CHANGES_CODE: False})
     # the arithmetic of mma/mma.sp/wmma (docs/numerics.md): "sm90" reproduces the H100/H200 tensor cores bit for
-    # bit, "exact" sums exactly and rounds once; "native" (AMD matrix instructions) is reserved
-    mma_numerics: str = "sm90"
+    # bit, "exact" sums exactly and rounds once, "native" runs the forms it can on the AMD target's MFMA/WMMA
+    # (their rounding, within the bound docs/numerics.md states) and the rest as "sm90". "default": the
+    # target's (`mma_model`), left unresolved so that commands that set the target afterwards (a copy per
+    # target) and the runtime's lookups agree on the cache key
+    mma_numerics: str = DEFAULT_MMA_NUMERICS
 
     def __post_init__(self) -> None:
         if isinstance(self.target, str):
@@ -60,11 +64,18 @@ class Options:
             raise UsageError(f"emit one of {', '.join(EMIT_KINDS)}, not {self.emit!r}")
         if self.jobs < 1:
             raise UsageError(f"jobs must be at least 1, not {self.jobs}")
-        if self.mma_numerics == "native":
-            raise UsageError("mma numerics 'native' (AMD matrix instructions) is not available yet: "
-                             "use 'sm90' or 'exact'")
-        if self.mma_numerics not in MMA_NUMERICS:
+        if self.mma_numerics != DEFAULT_MMA_NUMERICS and self.mma_numerics not in MMA_NUMERICS:
             raise UsageError(f"mma numerics must be one of {', '.join(MMA_NUMERICS)}, not {self.mma_numerics!r}")
+
+
+    @property
+    def mma_model(self) -> str:
+        """The mma arithmetic this translation uses: `mma_numerics`, or for "default" "native" on a target
+        with matrix instructions (gfx90a, gfx942, gfx950, gfx11, gfx12: TargetId.matrix_cores) and "sm90"
+        elsewhere."""
+        if self.mma_numerics != DEFAULT_MMA_NUMERICS:
+            return self.mma_numerics
+        return "native" if self.target.matrix_cores else "sm90"
 
 
 @dataclass(frozen=True)
@@ -118,10 +129,10 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     if options.jobs > 1 and count > 1:
         with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
                                  initializer=_adopt, initargs=(prepared, target, functions,
-                                                               options.mma_numerics)) as pool:
+                                                               options.mma_model)) as pool:
             outcomes = list(pool.map(_lower_adopted, range(count)))
     else:
-        outcomes = [_lower_one(prepared, target, functions, options.mma_numerics, index) for index in range(count)]
+        outcomes = [_lower_one(prepared, target, functions, options.mma_model, index) for index in range(count)]
     kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
     return Lowered(target, kernels, tuple(report for _, report in outcomes))
 

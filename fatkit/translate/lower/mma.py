@@ -41,7 +41,7 @@ from llvmlite import ir
 from fatkit.translate.lower.convert import (
     FORMATS, bf16_to_f32, decompose, float_parts, host_half_runtime, round_to_format,
 )
-from fatkit.translate.lower.core import F16, F32, F64, I32, I64, handles
+from fatkit.translate.lower.core import F16, F32, F64, I32, I64
 from fatkit.translate.lower.warp import M32, WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -231,8 +231,13 @@ def _lane_function(table: list[int]) -> tuple[int, tuple[int, ...]] | None:
 
 
 def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]]) -> ir.Value:
-    """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance."""
+    """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance. The
+    constant's bits that no lane bit reaches are added last, so that functions differing only there share
+    one computation (and the target can fold the constant into an address offset)."""
     constant, vectors = function
+    reached = 0
+    for vector in vectors:
+        reached |= vector
     shifts: dict[int, int] = {}
     terms = []
     for i, vector in enumerate(vectors):
@@ -251,10 +256,15 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
         elif distance < 0:
             bits = builder.lshr(bits, ir.Constant(I32, -distance))
         terms.append(bits)
-    result = ir.Constant(I32, constant) if constant or not terms else terms.pop(0)
-    for term in terms:
+    if not terms:
+        return ir.Constant(I32, constant)
+    result = terms[0]
+    for term in terms[1:]:
         result = builder.xor(result, term)
-    return result
+    flipped, apart = constant & reached, constant & ~reached
+    if flipped:
+        result = builder.xor(result, ir.Constant(I32, flipped))
+    return builder.add(result, ir.Constant(I32, apart)) if apart else result
 
 
 LaneFunction = tuple[int, tuple[int, ...]]
@@ -437,8 +447,15 @@ def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -
 
 # ------------------------------------------------------------------------------------------------ mma
 
-@handles("mma")
+def portable_model(lw) -> str:
+    """The arithmetic computed here: the module's mma numerics, "sm90" for what `native` leaves to this path."""
+    numerics = getattr(lw.callees, "mma_numerics", "sm90")
+    return "sm90" if numerics == "native" else numerics
+
+
 def mma(lw, ins):
+    """mma/mma.sp computed lane by lane (module docstring); lower/mma_native.py's handler calls it for what it
+    does not run on matrix instructions."""
     form = _form(lw, ins)
     if form.a == "f16" or form.c == "f16" or form.d == "f16":
         host_half_runtime(lw)
@@ -468,7 +485,7 @@ def mma(lw, ins):
         plans = _dense_plan(lw, form.k, a_fragment, b_fragment, d_fragment, k_base)
     fragments = {"a": a_fragment, "b": b_fragment, "c": c_fragment, "d": d_fragment}
     name = (".".join(("fatkit", ins.opcode, *ins.modifiers)) + (f".selector{selector.value}" if form.sparse else "")
-            + f".{getattr(lw.callees, 'mma_numerics', 'sm90')}")
+            + f".{portable_model(lw)}")
     _write_words(lw, d, d_fragment, product_words(lw, name, form, registers, plans, fragments))
 
 
@@ -583,7 +600,7 @@ def _accumulate(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.V
         for x, y in products:
             total = b.add(total, b.mul(_to_i64(lw, x, form.a), _to_i64(lw, y, form.b)))
         return _integer_result(lw, total, form.satfinite)
-    if form.a != "f64" and getattr(lw.callees, "mma_numerics", "sm90") == "sm90":
+    if form.a != "f64" and portable_model(lw) == "sm90":
         return _sm90(lw, form, c, products)
     total = _to_f64(lw, c, form.c)
     for x, y in products:

@@ -258,6 +258,13 @@ class AmdgpuTarget(Target):
 
     def finish_module(self, module: ir.Module) -> None:
         i32 = ir.IntType(32)
+        if any(name.startswith("llvm.amdgcn.mfma.") for name in module.globals):
+            # MFMA accumulators in ArchVGPRs (gfx90a and later allow it): no AccVGPR copies around each
+            # instruction. llvmlite's attribute set lists only LLVM's enumerated attributes, so the string
+            # attribute is added past its check.
+            for function in module.functions:
+                if not function.is_declaration:
+                    set.add(function.attributes, '"amdgpu-agpr-alloc"="0"')
         module.add_named_metadata(
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])

@@ -152,6 +152,16 @@ class TargetId:
         return 64 if self.wave64 else 32
 
     @property
+    def matrix_cores(self) -> str | None:
+        """AMD matrix instructions: "mfma" (gfx90a, gfx942, gfx950: wave64 MFMA with VGPR accumulators),
+        "wmma11" (gfx11 WMMA, wave32), "wmma12" (gfx12 WMMA, another lane layout), or None."""
+        if self.vendor != "amd":
+            return None
+        if self.processor in ("gfx90a", "gfx942", "gfx950"):
+            return "mfma"
+        return {11: "wmma11", 12: "wmma12"}.get(self.generation)
+
+    @property
     def lds_bytes(self) -> int:
         """Shared memory (LDS) one workgroup may use."""
         return LDS_BYTES.get(self.processor, DEFAULT_LDS_BYTES)

@@ -1,0 +1,281 @@
+"""`--mma-numerics native`: mma.sync on the target's matrix instructions (MFMA on gfx90a/gfx942/gfx950, WMMA on
+gfx11), with the lane movement derived from the two sides' fragment layouts.
+
+A plan says, for every register word of every native instruction's operands, which element of the PTX
+fragments it starts with (`Placement`); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine
+function of the executing lane) and register it is read from, and `Gather` moves it (ds_bpermute). Words
+pair up: a native word holds consecutive k (2 f16/bf16, 4 8-bit) exactly as a PTX word does, which
+`_word` checks. The result goes back the same way: each PTX D element is read from the native result word
+the plan's `result` table names. C is added afterwards in the PTX layout (f32: one rounding; s32: wrapped or
+saturated with `.satfinite`), since moving it into the native layout would cost as much as moving D out.
+
+MFMA, wave64 (two warps to a wave). The 4x4x4 16-block instructions keep the warps apart: block b is
+hardware lanes 4b–4b+3, so warp w's data only meet in its own blocks 8w–8w+7, and a warp whose partner is
+inactive or elsewhere computes the same. Lane L of a block supplies row L%4 of the block's A (4 k) and
+column L%4 of its B, and receives column L%4 of D (register i: row i). The plan computes D transposed:
+the block's A rows are PTX B columns 4C+i, its B columns PTX A rows 4R+l, for the warp's tile (R, C) =
+(b mod 4, b div 4) (b = L div 4 within the warp); so lane L ends with PTX D row L mod 16, columns 4C..4C+3.
+Step s takes the k of PTX thread column t = s XOR h, h = 1 for the rows 8-15 ({2t, 2t+1, 2t+8, 2t+9} for
+f16: four instructions chained through the accumulator; the 8-bit forms: 4 consecutive k per step): with A's
+registers of rows g and g+8 swapped in the odd thread columns (`_swapped`), every lane then reads the same
+register in a step. (Of the six ways to give the block's three bits to R and C this one needs the fewest
+instructions for the lanes' addresses, measured.) Blocks 2m and 2m+1 (the same C and h) need the same B
+words, so one read serves two steps: the even blocks' lanes get step s's, the odd blocks' step s ^ 2's, and
+each instruction broadcasts one block of the pair (CBSZ 1, ABID).
+
+WMMA, wave32 (one warp). The 16x16x16 instruction wants A's row L%16 and B's column L%16 with all 16 k in
+lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed again:
+the WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A
+row c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t
+in two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows.
+
+Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
+in docs/numerics.md); integer forms are exact, as the PTX ISA defines them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from fatkit.translate.lower import mma as portable
+from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
+from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
+from fatkit.translate.lower.warp import WARP, WarpPosition
+
+# (row, column) of a PTX element, or None: a word of zeros
+Placement = Callable[[int], "tuple[int, int] | None"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The native instructions of one mma form on one kind of matrix core."""
+
+    # (builder, step, first operand's words, second's, accumulator) → the instruction's result
+    call: Callable[[ir.IRBuilder, int, list[ir.Value], list[ir.Value], ir.Value], ir.Value]
+    accumulator: ir.Type  # the native result's vector type
+    steps: list[tuple[list[tuple[str, Placement]], list[tuple[str, Placement]]]]  # per instruction, its words
+    result: dict[tuple[int, int], tuple[int, int]]  # PTX D (row, column) → (PTX lane, native result register)
+    initial: ir.Constant  # the first instruction's accumulator: zero where the result is read, else undef
+
+
+def native_form(form: Form, matrix_cores: str | None) -> bool:
+    """Whether `form` runs on `matrix_cores` (TargetId.matrix_cores) here."""
+    if form.sparse or form.d not in ("f32", "s32") or form.c != form.d or matrix_cores not in ("mfma", "wmma11"):
+        return False
+    if form.a in ("f16", "bf16"):
+        return form.shape == "m16n8k16" and form.b == form.a
+    if form.a in ("s8", "u8") and form.b in ("s8", "u8"):
+        signed = form.a == "s8" and form.b == "s8"
+        return form.shape in ("m16n8k16", "m16n8k32") and (signed or matrix_cores == "wmma11")
+    return False
+
+
+def _pi(x: int) -> int:
+    return 2 * (x % 4) + x // 4
+
+
+def _mfma_plan(lw, form: Form) -> Plan:
+    eight_bit = form.a in ("s8", "u8")
+    steps = []
+    for s in range(form.k // 4):  # 4 k per instruction
+        # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
+        # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
+        def k(lane, s, word):
+            t = (s % 4) ^ ((lane >> 3) & 1)
+            return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
+
+        # B's words: blocks 2m and 2m+1 need the same, so the even blocks hold those of step s & ~2 and the
+        # odd ones those of step s | 2, and each instruction takes them from one of the two (CBSZ 1, ABID
+        # bit 1 of s; pairing s with s ^ 2, not s ^ 1, keeps the block bit and h on two bits of t)
+        def paired(lane, s=s):
+            return (s & ~2) | ((lane >> 2) & 1) << 1
+        words = (0,) if eight_bit else (0, 1)
+        first = [("b", lambda lane, w=w, paired=paired: (k(lane, paired(lane), w), 4 * (lane >> 4) + (lane & 3)))
+                 for w in words]
+        second = [("p", lambda lane, w=w, s=s: (lane & 15, k(lane, s, w))) for w in words]
+        steps.append((first, second))
+    result = {}
+    for lane in range(WARP):
+        for i in range(4):
+            result[lane & 15, 4 * (lane >> 4) + i] = (lane, i)
+    module = lw.builder.module
+    if eight_bit:
+        accumulator, operand, name = ir.VectorType(I32, 4), I32, "llvm.amdgcn.mfma.i32.4x4x4i8"
+    elif form.a == "f16":
+        accumulator, operand, name = ir.VectorType(F32, 4), ir.VectorType(F16, 4), "llvm.amdgcn.mfma.f32.4x4x4f16"
+    else:
+        accumulator, operand, name = ir.VectorType(F32, 4), ir.VectorType(I16, 4), "llvm.amdgcn.mfma.f32.4x4x4bf16.1k"
+    function = _declare(module, name, accumulator, [operand, operand, accumulator, I32, I32, I32])
+    zero = ir.Constant(I32, 0)
+
+    def call(b, step, first, second, acc):
+        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, ir.Constant(I32, 1),
+                                 ir.Constant(I32, step >> 1 & 1), zero])
+    return Plan(call, accumulator, steps, result, ir.Constant(accumulator, None))
+
+
+def _wmma_plan(lw, form: Form) -> Plan:
+    eight_bit = form.a in ("s8", "u8")
+    per = 4 if eight_bit else 2
+    steps = []
+    for base in range(0, form.k, 16):
+        first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
+        second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
+        steps.append((first, second))
+    result = {}
+    for lane in range(WARP):
+        for i in range(4):  # rows 2i + h < 8 of the transposed result; the rest repeat them
+            result[lane & 15, _pi(2 * i + (lane >> 4))] = (lane, i)
+    module = lw.builder.module
+    if eight_bit:
+        accumulator, operand = ir.VectorType(I32, 8), ir.VectorType(I32, 4)
+        name = "llvm.amdgcn.wmma.i32.16x16x16.iu8.v8i32.v4i32"
+        function = _declare(module, name, accumulator, [I1, operand, I1, operand, accumulator, I1])
+        # the WMMA's A is PTX B and its B is PTX A
+        signs = [ir.Constant(I1, int(form.b == "s8")), ir.Constant(I1, int(form.a == "s8"))]
+
+        def integer_call(b, step, first, second, acc):
+            return b.call(function, [signs[0], _pack(b, first, operand), signs[1], _pack(b, second, operand), acc,
+                                     ir.Constant(I1, 0)])
+        return Plan(integer_call, accumulator, steps, result, _half_zero(accumulator))
+    half = F16 if form.a == "f16" else I16
+    operand, accumulator = ir.VectorType(half, 16), ir.VectorType(F32, 8)
+    name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
+    function = _declare(module, name, accumulator, [operand, operand, accumulator])
+
+    def call(b, step, first, second, acc):
+        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc])
+    return Plan(call, accumulator, steps, result, _half_zero(accumulator))
+
+
+def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
+    """Registers 0–3 zero, 4–7 undef: the rows r ≥ 8 of the transposed WMMA result repeat the others and are
+    never read."""
+    element = accumulator.element
+    return ir.Constant(accumulator, [ir.Constant(element, 0)] * 4 + [ir.Constant(element, ir.Undefined)] * 4)
+
+
+def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tuple[list[ir.Value], dict]:
+    """A's registers with those of rows g and g+8 (registers 2m and 2m+1) exchanged in the odd thread columns,
+    and where each element is then: in thread column t, register r holds the row half (r mod 2) XOR (t mod 2)."""
+    b = lw.builder
+    odd = b.trunc(warp.lane, I1)
+    swapped = [b.select(odd, words[r ^ 1], words[r]) for r in range(len(words))]
+    return swapped, {place: (lane, register ^ (lane & 1), position)
+                     for place, (lane, register, position) in where.items()}
+
+
+def _declare(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
+    function = module.globals.get(name)
+    if function is None:
+        function = ir.Function(module, ir.FunctionType(result, arguments), name)
+        function.attributes.add("convergent")
+    return function
+
+
+def _pack(b: ir.IRBuilder, words: list[ir.Value], operand: ir.Type) -> ir.Value:
+    """i32 words as the intrinsic's operand type (a vector of halves or of i32, or one i32)."""
+    if operand == I32:
+        (word,) = words
+        return word
+    vector = ir.Constant(ir.VectorType(I32, len(words)), ir.Undefined)
+    for index, word in enumerate(words):
+        vector = b.insert_element(vector, word, ir.Constant(I32, index))
+    return b.bitcast(vector, operand)
+
+
+def _word(lw, operand: str, where: dict, place: Placement) -> Source | Choice:
+    """The PTX register word holding the consecutive-k elements that start at `place(lane)`."""
+    source = _source(lw, operand, where, place)
+    alternatives = source.sources if type(source) is Choice else (source,)
+    if any(alternative.position for alternative in alternatives):
+        raise lw.fail("internal: a native matrix word does not start a PTX register")
+    return source
+
+
+def _paired(words: list[Source | Choice], where: dict, places: list[Placement], operand: str) -> list:
+    """`words` with each Choice between two registers replaced, where possible, by one that shares its reads
+    with another word's: the lanes that take register r of word j read it at the lanes word j' needs for
+    its own register-r lanes (j' a word whose other lanes take r), one bit-affine function for both; the
+    two words' selects then take the same two reads (gfx11: A's rows g and g+8 share a thread's registers)."""
+    located = [[where[place(lane)] for lane in range(WARP)] for place in places]
+    paired = list(words)
+    for j, word in enumerate(words):
+        if type(word) is not Choice or len(word.sources) != 2:
+            continue
+        alternatives = []
+        for source in word.sources:
+            mine = [lane for lane in range(WARP) if located[j][lane][1] == source.register]
+            for partner in sorted(range(len(words)), key=lambda other: other != j ^ 1):  # j ^ 1 first: mutual
+                others = [lane for lane in range(WARP) if lane not in mine]
+                if partner == j or any(located[partner][lane][1] != source.register for lane in others):
+                    continue
+                table = [located[j if lane in mine else partner][lane][0] for lane in range(WARP)]
+                function = _lane_function(table)
+                if function is not None:
+                    alternatives.append(Source(operand, function, source.register, 0))
+                    break
+        if len(alternatives) == 2:
+            paired[j] = Choice(tuple(alternatives), word.selector)
+    return paired
+
+
+@handles("mma")
+def mma(lw, ins):
+    """Native where the target and form allow it (module docstring), else lower/mma.py's arithmetic (sm90's
+    model under `native`)."""
+    form = portable._form(lw, ins)
+    cores = getattr(lw.target, "id", None)
+    cores = cores.matrix_cores if cores is not None else None
+    if getattr(lw.callees, "mma_numerics", "sm90") != "native" or not native_form(form, cores):
+        return portable.mma(lw, ins)
+    d, a, b, c = lw.operands(ins, 4)
+    bits = portable._INPUT_BITS[form.a]
+    a_fragment, b_fragment = portable._a_fragment(form.m, form.k, bits), portable._b_fragment(form.k, bits)
+    c_fragment = portable._c_fragment(form.m, form.c)
+    registers = {"a": portable._read_fragment(lw, a, a_fragment, "A"),
+                 "b": portable._read_fragment(lw, b, b_fragment, "B")}
+    plan = (_mfma_plan if cores == "mfma" else _wmma_plan)(lw, form)
+    where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
+    warp = WarpPosition(lw)
+    registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
+    steps = []
+    for step in plan.steps:
+        operands = []
+        for words in step:
+            sources = [_word(lw, operand, where[operand], place) for operand, place in words]
+            operand = words[0][0]
+            if all(o == operand for o, _ in words):
+                sources = _paired(sources, where[operand], [place for _, place in words], operand)
+            operands.append(sources)
+        steps.append(operands)
+    gather = Gather(lw, warp, registers)
+    gather.fetch([source for step in steps for words in step for source in words])
+    builder = lw.builder
+    accumulator = plan.initial
+    for step, (first, second) in enumerate(steps):
+        accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
+                                [gather.element(s, 32) for s in second], accumulator)
+    count = plan.accumulator.count
+    native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
+    where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
+    elements = c_fragment.registers
+    result_sources = [_source(lw, "n", where_result, lambda lane, i=i: c_fragment.place(lane, i))
+                      for i in range(elements)]
+    out = Gather(lw, warp, {"n": native})
+    out.fetch(result_sources)
+    c_words = portable._read_fragment(lw, c, c_fragment, "C")
+    d_words = []
+    for source, c_word in zip(result_sources, c_words):
+        product = out.element(source, 32)
+        if form.d == "f32":
+            total = builder.fadd(builder.bitcast(product, F32), builder.bitcast(c_word, F32))
+            d_words.append(builder.bitcast(total, I32))
+        elif form.satfinite:
+            d_words.append(lw.intrinsic("llvm.sadd.sat", [product, c_word]))
+        else:
+            d_words.append(builder.add(product, c_word))
+    portable._write_words(lw, d, c_fragment, d_words)
