@@ -1,4 +1,5 @@
-"""The video instructions and cvt.pack.sat (lower/video.py) against Python models written from the PTX ISA.
+"""The video instructions and cvt.pack.sat (lower/video.py) against Python models written from the PTX ISA,
+except where an H200 departs from its text (`finish`: .min/.max with c, the .h1 merge).
 
 The models follow the ISA's pseudocode: operands extracted by their selectors and sign- or zero-extended by
 their types (partSelectSignExtend, extractAndSignExt_2/_4 over the pair {b:a}), the operation exact,
@@ -139,14 +140,24 @@ SUBWORD_BITS = {"b0": 8, "b1": 8, "b2": 8, "b3": 8, "h0": 16, "h1": 16}
 def finish(tmp: int, c: int, dsigned: bool, sat: bool, secondary: str | None, dsel: str | None) -> int:
     if sat:
         tmp = clamp(tmp, SUBWORD_BITS.get(dsel, 32), dsigned)
-    if secondary is not None:
-        cc = sx(c, 32) if dsigned else c
-        tmp = {"add": tmp + cc, "min": min(tmp, cc), "max": max(tmp, cc)}[secondary]
+    if secondary == "add":
+        tmp += sx(c, 32) if dsigned else c
+    elif secondary is not None:
+        # as an H200 computes it (ptxas's SASS, and the verification run): the result wrapped to 32 bits and
+        # sign-extended to 64, c extended by the destination type, compared as signed or unsigned 64-bit values
+        # by that type
+        wide = sx(tmp, 32) & ((1 << 64) - 1)
+        cc = sx(c, 32) & ((1 << 64) - 1) if dsigned else c
+        if dsigned:
+            wide, cc = sx(wide, 64), sx(cc, 64)
+        tmp = {"min": min(wide, cc), "max": max(wide, cc)}[secondary]
     if dsel is not None:
         bits = SUBWORD_BITS[dsel]
         shift = int(dsel[1]) * bits
         mask = ((1 << bits) - 1) << shift
-        return ((tmp << shift) & mask) | (c & ~mask & M32)
+        # the H200 merges .h1 from the result's own upper half (ptxas: PRMT 0x3254), bytes from its low byte
+        placed = tmp & mask if dsel == "h1" else tmp << shift
+        return (placed & mask) | (c & ~mask & M32)
     return tmp & M32
 
 

@@ -6,8 +6,11 @@ Scalar (vadd vsub vabsdiff vmin vmax vshl vshr vset, and vmad): each source is t
 vshl keeps the ISA's .s34 intermediate: the low 34 bits of the shifted value, sign-extended. `.sat`
 clamps the result to the destination type's range, of the byte or half-word a merge writes (`d.b1`) or else
 of the word. Then either a secondary operation with c (`.add`, `.min`, `.max`; c extended by the
-destination type, unsigned for vset), or a merge: the result's low byte/half-word replaces that part of c
-(`d.h1, a, b, c`). The low 32 bits are written.
+destination type, unsigned for vset), or a merge: the result's low byte replaces that byte of c (`d.b2`),
+and for the half-words the result's half-word at the same place (`d.h1` takes the result's bits 16–31, as an
+H200 does, not its low half as the ISA text reads). `.min`/`.max` compare, as an H200 does, the result
+wrapped to 32 bits and sign-extended with c extended by the destination type, as signed or unsigned 64-bit
+values by that type. The low 32 bits are written.
 
 SIMD (vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2, and the 4-way forms on bytes): element i of each
 source is the half-word (byte) its selector digit names among the four half-words (eight bytes) of the
@@ -19,10 +22,11 @@ merge writes the masked elements' low bits and keeps c's elsewhere; `.add` adds 
 values to c (mod 2^32). vset lanes are 1 or 0.
 
 NVIDIA's own lowering (ptxas for sm_90, which has no video units: read from the SASS it emits) departs from
-the ISA text in corner cases, and this module follows the ISA: a .u32 word `.sat` result above U32_MAX wraps
+the ISA text in corner cases. Where the H200 verification run showed the departure (the `.h1` merge and
+`.min`/`.max` with c, above), this module follows the hardware, since the programs it translates were written
+against it; elsewhere it follows the ISA: a .u32 word `.sat` result above U32_MAX wraps
 there instead of clamping; a sub-word `.sat` merge saturates negative results to the sub-word's maximum;
-`.min`/`.max` with c compare the result wrapped to 32 bits and sign-extended, not the exact 33/34-bit
-value; vmad multiplies .u32 sources as signed 32-bit values in a 64-bit intermediate (visible with .sat
+vmad multiplies .u32 sources as signed 32-bit values in a 64-bit intermediate (visible with .sat
 and .shr7/.shr15). The SIMD forms' saturation and accumulation agree with the ISA there.
 
 cvt.pack.sat.{u16,s16}.s32 d, a, b: a and b (signed) clamped to the type's range, a in the high half and b
@@ -137,14 +141,22 @@ def _finish_scalar(lw, ins, tmp: ir.Value, d: ast.Operand, rest: tuple, dtype_si
             shift, width = _PARTS[dsel]
             mask = ((1 << width) - 1) << shift
             low = builder.trunc(tmp, I32)
-            placed = builder.and_(builder.shl(low, ir.Constant(I32, shift)), ir.Constant(I32, mask))
+            # an H200 merges .h1 from the result's own upper half (ptxas: PRMT 0x3254), a byte from its low byte
+            moved = low if dsel == "h1" else builder.shl(low, ir.Constant(I32, shift))
+            placed = builder.and_(moved, ir.Constant(I32, mask))
             lw.write(d, builder.or_(placed, builder.and_(c_word, _const(I32, ~mask))), "u32")
             return
         c_value = _extend(lw, c_word, dtype_signed, ty)
         if secondary == "add":
             tmp = builder.add(tmp, c_value)
-        else:
-            tmp = _minmax(lw, tmp, c_value, maximum=secondary == "max")
+        else:  # as an H200 does: the result wrapped to 32 bits, sign-extended, compared by the type's sign
+            wrapped = builder.sext(builder.trunc(tmp, I32), ty)
+            maximum = secondary == "max"
+            if dtype_signed:
+                tmp = _minmax(lw, wrapped, c_value, maximum)
+            else:
+                below = builder.icmp_unsigned(">" if maximum else "<", wrapped, c_value)
+                tmp = builder.select(below, wrapped, c_value)
     lw.write(d, builder.trunc(tmp, I32), "u32")
 
 
