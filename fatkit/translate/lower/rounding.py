@@ -11,6 +11,9 @@ round-to-nearest result and then moved by at most one ulp, after finding the sig
 - f32 fma: a·b is exact in f64, TwoSum in f64 adds c, and the pair is rounded to f32 by its sign;
 - f64 fma: ErrFma (Boldo–Muller) gives the error as a sum of two doubles, after scaling a tiny product.
 
+Where the target switches the hardware rounding mode around one instruction (`Target.directed`: AMD),
+add/sub/mul/fma with .rz/.rm/.rp and no .ftz are that instead.
+
 Moving by one ulp is integer arithmetic on the bit pattern (magnitude ± 1), which also turns an overflow
 to infinity into the largest finite value where the mode asks for it. .ftz flushes a result whose exact
 value is below the smallest normal, as NVIDIA GPUs do (tininess before rounding; checked on an H200).

@@ -89,6 +89,28 @@ class AmdgpuTarget(Target):
     def define_kernel(self, module, signature, param_types):
         return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
 
+    def directed(self, builder, operation, mode, values):
+        """One inline-asm block: MODE's FP_ROUND (f32 and f16/f64 fields alike) set to `mode`, the VOP3
+        instruction, FP_ROUND back to nearest even. Being one block, nothing LLVM schedules can land between
+        the switches (LLVM's constrained intrinsics would not keep plain operations out: AMDGPU turns them
+        into plain nodes), and every block, join and call sees the default mode. gfx9 has no s_round_mode:
+        s_setreg of hwreg(HW_REG_MODE, 0, 4), with the wait states an s_setreg needs before the next one."""
+        width = 64 if values[0].type == ir.DoubleType() else 32
+        field = {"rz": 3, "rp": 1, "rm": 2}[mode]
+        sources = ", ".join(f"${k + 1}" for k in range(len(values)))
+        instruction = {
+            "add": f"v_add_f{width} $0, {sources}", "sub": f"v_add_f{width} $0, $1, -$2",
+            "mul": f"v_mul_f{width} $0, {sources}", "fma": f"v_fma_f{width} $0, {sources}"}[operation]
+        if self.id.generation >= 10:
+            text = f"s_round_mode {field | field << 2:#x}\n{instruction}\ns_round_mode 0x0"
+        else:
+            text = (f"s_nop 1\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {field | field << 2:#x}\n{instruction}\n"
+                    "s_nop 0\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0x0")
+        ty = values[0].type
+        asm = ir.InlineAsm(ir.FunctionType(ty, [ty] * len(values)), text, ",".join(["=v"] + ["v"] * len(values)),
+                           side_effect=True)
+        return builder.call(asm, values)
+
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)
         if register in ("%tid", "%ctaid"):
@@ -298,17 +320,20 @@ class AmdgpuTarget(Target):
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
+        # llvmlite has no AMDGPU assembly parser, which LLVM needs for inline asm in an object (`directed`):
+        # such modules become assembly, which clang's assembler (in ziglang) turns into the object
+        assemble = kind == "obj" and b"asm sideeffect" in payload
         try:
             child = subprocess.run(
                 [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import main; main()",
-                 self.processor, str(opt_level), kind],
+                 self.processor, str(opt_level), "asm" if assemble else kind],
                 input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if child.returncode != 0:
             message = llvm_message(child.stderr.decode(errors="replace"), child.returncode)
             raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message)
-        return child.stdout
+        return assembled(child.stdout, self.processor) if assemble else child.stdout
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
         """Re-read the code object: processor, v5, kernel names, explicit kernarg layout, LDS size, wave size."""
@@ -501,6 +526,24 @@ def link(relocatables: list[bytes]) -> bytes:
             raise FatkitError(f"ld.lld took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if linker.returncode != 0:
             raise FatkitError("ld.lld failed: " + linker.stderr.decode(errors="replace").strip())
+        return output.read_bytes()
+
+
+def assembled(assembly: bytes, processor: str) -> bytes:
+    """AMDGPU assembly → a relocatable object, by `zig clang -cc1as` (clang's integrated assembler)."""
+    with tempfile.TemporaryDirectory(prefix="fatkit-as-") as tmp:
+        source, output = Path(tmp, "kernels.s"), Path(tmp, "kernels.o")
+        source.write_bytes(assembly)
+        try:
+            assembler = subprocess.run(
+                [_zig(), "clang", "-cc1as", "-triple", TRIPLE, "-target-cpu", processor, "-filetype", "obj",
+                 "-mrelocation-model", "pic", str(source), "-o", str(output)],
+                capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise FatkitError(f"the assembler took longer than {_CODEGEN_TIMEOUT_S} s") from None
+        if assembler.returncode != 0:
+            message = assembler.stderr.decode(errors="replace").strip()
+            raise CodegenFailed(f"assembling the {processor} code failed: {message}", message)
         return output.read_bytes()
 
 
