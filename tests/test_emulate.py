@@ -602,7 +602,8 @@ def _reference(op: str, width: int, mode: str, flush: bool, operands: list[int])
     if op == "sub":
         op, operands = "add", [operands[0], operands[1] ^ sign]
     ftype, utype = _FLOAT_BITS[width]
-    floats = np.array(operands, dtype=utype).view(ftype).astype(np.float64)
+    with np.errstate(all="ignore"):  # (a signaling NaN's cast)
+        floats = np.array(operands, dtype=utype).view(ftype).astype(np.float64)
     if not np.isfinite(floats).all():  # Inf/NaN operands: the result does not depend on rounding
         with np.errstate(all="ignore"):
             if op == "add":
@@ -691,17 +692,18 @@ def _mode_module(width: int, kernels: list[tuple[str, str, str]], attributes: st
 
 
 def _compiled(text: str, target: str) -> bytes:
-    """LLVM IR text → a linked code object (llvmlite's AMDGPU backend, LLD)."""
+    """LLVM IR text → a linked code object: llvmlite's AMDGPU backend to assembly (inline asm included),
+    clang's assembler, LLD."""
     from llvmlite import binding as llvm
 
-    from fatkit.translate.targets.amdgpu import link
+    from fatkit.translate.targets.amdgpu import assembled, link
     from fatkit.translate.targets.amdgpu_child import target_machine
     key = (text, target)
     if key not in _BUILT:
-        llvm.initialize_all_asmparsers()  # inline asm
         module = llvm.parse_assembly(text)
         module.verify()
-        _BUILT[key] = link([target_machine(target).emit_object(module)])
+        assembly = target_machine(target).emit_assembly(module).encode()
+        _BUILT[key] = link([assembled(assembly, target)])
     return _BUILT[key]
 
 
