@@ -644,7 +644,8 @@ def _patterns(width: int, n: int) -> np.ndarray:
     tiny = (RNG.standard_normal(n) * np.exp2(RNG.integers(tiny_exponent, tiny_exponent + 30, n))).astype(ftype)
     out = np.where(RNG.random(n) < 0.3, raw, np.where(RNG.random(n) < 0.5, spread, tiny.view(utype)))
     half_ulp = 2.0 ** (-24 if width == 32 else -53)
-    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, half_ulp, -half_ulp, 1.0 + 2.0 ** (-12 if width == 32 else -26),
+    tie_square = 1.0 + 2.0 ** (-12 if width == 32 else -26)  # its square is a tie
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, half_ulp, -half_ulp, tie_square,
                 3.0 * half_ulp, np.finfo(ftype).max, -np.finfo(ftype).tiny, np.finfo(ftype).smallest_subnormal]
     out[:len(specials)] = np.array(specials, dtype=ftype).view(utype)
     return out
