@@ -893,13 +893,13 @@ class Preparer:
         flush_in = fpmode.flushes_inputs(name)
         free = fpmode.rounding_free(name)
         width = arith[1] if arith else dwidth or max(float_widths.values())
-        packed = kind.startswith("VOP3P")
+        packed = kind.startswith("VOP3P")  # (halves are not flushed one by one here)
 
         def run(w, space):
             mode = w.mode
             rounding = fpmode.rounding_of(mode, width)
-            if rounding and arith is None and not free or packed and mode != fpmode.DEFAULT_FP:
-                raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: MODE 0x{mode & 0xFF:02x} (FP_ROUND, FP_DENORM) "
+            if rounding and arith is None and not free or packed and (rounding or fpmode.denorm_of(mode, width) != 3):
+                raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: MODE 0x{mode:02x} (FP_ROUND, FP_DENORM) "
                                   "for this operation is not modelled")
             args = [g(w) for g in getters]
             if flush_in:
