@@ -14,7 +14,7 @@ clang's code object, built in the same run. Per kernel and target:
   (fatkit.formats.hsaco.parse_code_object);
 - occupancy: waves per SIMD the registers and LDS allow for the launch's block (constants below);
 - dynamic: wave-instructions one launch executes on fatkit.emulate (LaunchStats), for both code objects, where
-  both launch (the emulator does not model MFMA/WMMA or s_setreg: "—").
+  both launch (the emulator does not model MFMA/WMMA: "—").
 
 Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
 (op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
