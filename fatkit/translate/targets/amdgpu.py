@@ -322,18 +322,21 @@ class AmdgpuTarget(Target):
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
         # llvmlite has no AMDGPU assembly parser, which LLVM needs for inline asm in an object (`directed`):
         # such modules become assembly, which clang's assembler (in ziglang) turns into the object
-        assemble = kind == "obj" and b"asm sideeffect" in payload
+        switched = b"asm sideeffect" in payload and kind in ("obj", "asm")
         try:
             child = subprocess.run(
                 [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import main; main()",
-                 self.processor, str(opt_level), "asm" if assemble else kind],
+                 self.processor, str(opt_level), "asm" if switched else kind],
                 input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if child.returncode != 0:
             message = llvm_message(child.stderr.decode(errors="replace"), child.returncode)
             raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message)
-        return assembled(child.stdout, self.processor) if assemble else child.stdout
+        if not switched:
+            return child.stdout
+        assembly = shared_switches(child.stdout.decode()).encode()
+        return assembled(assembly, self.processor) if kind == "obj" else assembly
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
         """Re-read the code object: processor, v5, kernel names, explicit kernarg layout, LDS size, wave size."""
@@ -527,6 +530,42 @@ def link(relocatables: list[bytes]) -> bytes:
         if linker.returncode != 0:
             raise FatkitError("ld.lld failed: " + linker.stderr.decode(errors="replace").strip())
         return output.read_bytes()
+
+
+_SWITCH = re.compile(r"^\s*(?:s_round_mode|s_setreg_imm32_b32 hwreg\(HW_REG_MODE, 0, 4\),) (0x[0-9a-f]+)\s*$")
+# what may lie between two switches without being rounded: assembler comments, waits and hints, moves
+_NEUTRAL = re.compile(r"^\s*(?:;.*|s_nop \d+|s_delay_alu .*|s_waitcnt\S* .*|s_mov_b(?:32|64) .*|v_mov_b32\S* .*|"
+                      r"v_dual_mov_b32 [^:]*:: v_dual_mov_b32 .*)?$")
+
+
+def shared_switches(assembly: str) -> str:
+    """Consecutive directed operations (`AmdgpuTarget.directed`) share one switch: a switch back to round to
+    nearest even followed by another switch, with only `_NEUTRAL` lines between, is dropped, and the second
+    switch too where it sets the mode in effect before, each with the gfx9 `s_nop` it needed."""
+    lines = assembly.split("\n")
+    dropped: set[int] = set()
+    mode = 0
+    for index, line in enumerate(lines):
+        m = _SWITCH.match(line)
+        if m is None:
+            continue
+        value = int(m.group(1), 16)
+        if value:
+            mode = value
+            continue
+        following = index + 1
+        while following < len(lines) and _NEUTRAL.match(lines[following]) and not _SWITCH.match(lines[following]):
+            following += 1
+        if following < len(lines) and (m := _SWITCH.match(lines[following])) and int(m.group(1), 16):
+            dropped.update(_with_wait(lines, index))
+            if int(m.group(1), 16) == mode:
+                dropped.update(_with_wait(lines, following))
+    return "\n".join(line for index, line in enumerate(lines) if index not in dropped)
+
+
+def _with_wait(lines: list[str], index: int) -> list[int]:
+    """The switch at `index` and the gfx9 `s_nop` of its block before it (the wait states it needed)."""
+    return [index - 1, index] if index and re.fullmatch(r"\s*s_nop [01]", lines[index - 1]) else [index]
 
 
 def assembled(assembly: bytes, processor: str) -> bytes:
