@@ -438,12 +438,12 @@ class Preparer:
         hwreg (the tables' semantics)."""
         where = f"{name.lower()} at pc 0x{pc:x}"
         if name in ("S_DENORM_MODE", "S_ROUND_MODE"):
-            shift, field = (4, inst.simm16 & 0xF) if name == "S_DENORM_MODE" else (0, inst.simm16 & 0xF)
+            shift, field = 4 if name == "S_DENORM_MODE" else 0, inst.simm16 & 0xF
 
-            def run(w):
+            def set_field(w):
                 w.mode = (w.mode & ~(0xF << shift)) | (field << shift)
                 w.pc += size
-            return Step(name, SALU, size, run, pc)
+            return Step(name, SALU, size, set_field, pc)
         if fpmode.hwreg_field(inst.simm16)[0] != fpmode.HW_REG_MODE:
             return None
         simm16 = inst.simm16
@@ -453,20 +453,20 @@ class Preparer:
         if name == "S_GETREG_B32":
             d = inst.sdst.offset
 
-            def run(w):
+            def read(w):
                 w.swrite(d, 1, fpmode.getreg(w.mode, rest(w), simm16))
                 w.pc += size
-            return Step(name, SALU, size, run, pc)
+            return Step(name, SALU, size, read, pc)
         if name == "S_SETREG_IMM32_B32":
             literal = inst.literal
             value = lambda w: literal  # noqa: E731
         else:  # s_setreg_b32 writes from its SGPR (decoded as sdst)
             value = self.source(inst, inst.sdst, 32, None, None)
 
-        def run(w):
+        def write(w):
             w.mode = fpmode.setreg(w.mode, rest(w), simm16, int(value(w)), where)
             w.pc += size
-        return Step(name, SALU, size, run, pc)
+        return Step(name, SALU, size, write, pc)
 
     def _scalar_widths(self, inst: Inst) -> dict[str, int]:
         bits = inst.canonical_op_bits

@@ -102,7 +102,7 @@ def round_exact(value: Fraction, width: int, rounding: int) -> int:
         away = rounding == ROUND_UP and not negative or rounding == ROUND_DOWN and negative
         if rounding == ROUND_NEAREST:
             twice = 2 * rest
-            away = twice > scaled.denominator or twice == scaled.denominator and n & 1
+            away = twice > scaled.denominator or twice == scaled.denominator and bool(n & 1)
         n += int(away)
     if n >> (mant + 1):
         n, quantum = n >> 1, quantum + 1
@@ -126,8 +126,9 @@ def _signed_zero(negative: bool, width: int) -> int:
 def exact(kind: str, width: int, operands: list[int], rounding: int) -> int | None:
     """The correctly rounded result bits of add/mul/fma on finite operands (None where one is Inf/NaN: the
     result does not depend on the rounding then)."""
-    values = [_decode(b, width) for b in operands]
-    if any(v is None for v in values):
+    decoded = [_decode(b, width) for b in operands]
+    values = [v for v in decoded if v is not None]
+    if len(values) < len(decoded):
         return None
     signs = [bool(b >> (width - 1) & 1) for b in operands]
     if kind == "mul":
