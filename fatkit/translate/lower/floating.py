@@ -98,7 +98,8 @@ def _arithmetic(lw, ins, count: int, compute, operation: str) -> None:
     value = lw.target.directed(lw.builder, operation, mode, values) if mode != "rn" and not ftz else None
     if value is None:
         value = compute(lw.builder, mode, *values, **({"ftz": True} if ftz else {}))
-    _finish(lw, d, value, t, ftz, sat)
+    # (mul and fma flush by the exact result's tininess themselves; a sum below 2^-126 is exact)
+    _finish(lw, d, value, t, ftz and operation in ("add", "sub"), sat)
 
 
 @handles("add", family="float")
