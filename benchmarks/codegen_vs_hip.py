@@ -14,7 +14,7 @@ clang's code object, built in the same run. Per kernel and target:
   (fatkit.formats.hsaco.parse_code_object);
 - occupancy: waves per SIMD the registers and LDS allow for the launch's block (constants below);
 - dynamic: wave-instructions one launch executes on fatkit.emulate (LaunchStats), for both code objects, where
-  both launch (the emulator does not model MFMA/WMMA or s_setreg: "—").
+  both launch (the emulator does not model MFMA/WMMA: "—").
 
 Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
 (op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
@@ -137,7 +137,7 @@ LAUNCHES: dict[str, Launch] = {
                                                          np.zeros(256, np.float32)]),
 }
 ONE_OPS = ("op_fma_rm", "op_max", "op_min", "op_sat", "op_ex2", "op_rcp", "op_sqrt", "op_rsqrt", "op_lg2",
-           "op_sin", "op_cos", "op_expf")
+           "op_sin", "op_cos", "op_expf", "op_add_ftz", "op_mul_ftz", "op_fma_ftz")
 for _name in ONE_OPS:
     LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _one_op)
 for _name in ("op_add_f16x2", "op_fma_f16x2"):

@@ -533,3 +533,279 @@ def test_f64_fma_quiets_a_signaling_nan_addend(target):
     out = np.zeros(4, dtype=np.uint64)
     launch(code_object(FMA_F64, target), "fma64", (1, 1, 1), (4, 1, 1), [inputs, out])
     assert out.tolist() == [0xFFF8000000000001, 0x7FF8000000000123, 0x7FF8000000000005, 0x7FF0000000000000]
+
+
+# --- the MODE register: FP_ROUND and FP_DENORM from the descriptor and from s_round_mode / s_denorm_mode /
+# s_setreg, against an independent model (the rounded result found by bisection over the ordered bit patterns
+# of the format, with Python fractions)
+
+_FLOAT_BITS = {32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}
+_LLVM_TYPE = {32: "float", 64: "double"}
+# llvm.set.rounding's argument (FLT_ROUNDS) for PTX's directed modes
+_FLT_ROUNDS = {"rz": 0, "rp": 2, "rm": 3}
+
+
+def _value(bits: int, width: int):
+    from fractions import Fraction
+    ftype, utype = _FLOAT_BITS[width]
+    return Fraction(float(np.array([bits], dtype=utype).view(ftype)[0]))
+
+
+def _is_subnormal(bits: int, width: int) -> bool:
+    mant = 23 if width == 32 else 52
+    magnitude = bits & ((1 << (width - 1)) - 1)
+    return 0 < magnitude < (1 << mant)
+
+
+def _flushed(bits: int, width: int) -> int:
+    return bits & (1 << (width - 1)) if _is_subnormal(bits, width) else bits
+
+
+def _round_reference(exact, width: int, mode: str) -> int:
+    """The bits of the non-zero rational `exact` rounded to the format: the largest pattern whose value is
+    at most |exact| found by bisection, then the step up where the mode asks (2^(emax+1) stands in for inf's
+    value, so round-to-nearest overflows exactly where IEEE 754 says)."""
+    from fractions import Fraction
+    negative = exact < 0
+    magnitude = -exact if negative else exact
+    infinity = 0x7F800000 if width == 32 else 0x7FF0000000000000
+    top = Fraction(2) ** (128 if width == 32 else 1024)
+
+    def value(p):
+        return top if p == infinity else _value(p, width)
+    lo, hi = 0, infinity  # value(lo) <= magnitude < value(hi), or magnitude beyond every finite value
+    if magnitude >= top:
+        lo = infinity - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if value(mid) <= magnitude:
+            lo = mid
+        else:
+            hi = mid
+    if value(lo) == magnitude:
+        pick = lo
+    elif mode == "rz" or (mode == "rp" and negative) or (mode == "rm" and not negative):
+        pick = lo
+    elif mode in ("rp", "rm"):
+        pick = hi
+    else:
+        below, above = magnitude - value(lo), value(hi) - magnitude
+        pick = lo if below < above or below == above and lo % 2 == 0 else hi
+    return pick | (int(negative) << (width - 1))
+
+
+def _reference(op: str, width: int, mode: str, flush: bool, operands: list[int]) -> int | None:
+    """The expected bits (None: a NaN is expected)."""
+    sign = 1 << (width - 1)
+    if flush:
+        operands = [_flushed(o, width) for o in operands]
+    if op == "sub":
+        op, operands = "add", [operands[0], operands[1] ^ sign]
+    ftype, utype = _FLOAT_BITS[width]
+    with np.errstate(all="ignore"):  # (a signaling NaN's cast)
+        floats = np.array(operands, dtype=utype).view(ftype).astype(np.float64)
+    if not np.isfinite(floats).all():  # Inf/NaN operands: the result does not depend on rounding
+        with np.errstate(all="ignore"):
+            if op == "add":
+                r = floats[0] + floats[1]
+            elif op == "mul":
+                r = floats[0] * floats[1]
+            else:
+                r = np.inf * floats[0] * floats[1] + floats[2] if np.isinf(floats[:2]).any() else \
+                    floats[0] * floats[1] + floats[2]
+        if np.isnan(r):
+            return None
+        return int(np.array([r], dtype=np.float64).astype(ftype).view(utype)[0])
+    signs = [bool(o & sign) for o in operands]
+    values = [_value(o, width) for o in operands]
+    if op == "add":
+        terms, term_signs = values, signs
+    elif op == "mul":
+        terms, term_signs = [values[0] * values[1]], [signs[0] != signs[1]]
+    else:
+        terms, term_signs = [values[0] * values[1], values[2]], [signs[0] != signs[1], signs[2]]
+    total = sum(terms)
+    if total != 0:
+        result = _round_reference(total, width, mode)
+    elif op == "mul" or all(t == 0 for t in terms) and len(set(term_signs)) == 1:
+        result = int(term_signs[0]) * sign
+    else:
+        result = sign if mode == "rm" else 0
+    return _flushed(result, width) if flush else result
+
+
+def _patterns(width: int, n: int) -> np.ndarray:
+    """Random bit patterns, exponent-spread values near one another (so sums cancel and round), subnormals,
+    ±0, ±Inf, NaN and operands whose results are ties."""
+    ftype, utype = _FLOAT_BITS[width]
+    raw = RNG.integers(0, 1 << width, n, dtype=np.uint64).astype(utype)
+    spread = (RNG.standard_normal(n) * np.exp2(RNG.integers(-20, 20, n))).astype(ftype).view(utype)
+    tiny_exponent = -140 if width == 32 else -1060
+    tiny = (RNG.standard_normal(n) * np.exp2(RNG.integers(tiny_exponent, tiny_exponent + 30, n))).astype(ftype)
+    out = np.where(RNG.random(n) < 0.3, raw, np.where(RNG.random(n) < 0.5, spread, tiny.view(utype)))
+    half_ulp = 2.0 ** (-24 if width == 32 else -53)
+    tie_square = 1.0 + 2.0 ** (-12 if width == 32 else -26)  # its square is a tie
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, half_ulp, -half_ulp, tie_square,
+                3.0 * half_ulp, np.finfo(ftype).max, -np.finfo(ftype).tiny, np.finfo(ftype).smallest_subnormal]
+    out[:len(specials)] = np.array(specials, dtype=ftype).view(utype)
+    return out
+
+
+def _mode_module(width: int, kernels: list[tuple[str, str, str]], attributes: str) -> str:
+    """LLVM IR: one kernel per (name, op, mode) computing out[i] = op(a[i], b[i], c[i]); a directed mode as
+    llvm.set.rounding around the constrained operation (LLVM lowers it to s_round_mode or s_setreg)."""
+    t = _LLVM_TYPE[width]
+    suffix = "f32" if width == 32 else "f64"
+    functions = []
+    for name, op, mode in kernels:
+        args = {"add": "a, b", "sub": "a, b", "mul": "a, b", "fma": "a, b, c"}[op]
+        ir_args = ", ".join(f"{t} %{x.strip()}" for x in args.split(","))
+        constrained = {"add": "fadd", "sub": "fsub", "mul": "fmul", "fma": "fma"}[op]
+        if mode == "rn":
+            body = (f"  %r = call {t} @llvm.fma.{suffix}({ir_args})\n" if op == "fma" else
+                    f"  %r = {constrained} {ir_args.replace(t + ' ', '', 1).replace(', ' + t, ',', 1)}\n"
+                    .replace(f"{constrained} ", f"{constrained} {t} ", 1))
+            strict = ""
+        else:
+            body = (f"  call void @llvm.set.rounding(i32 {_FLT_ROUNDS[mode]}) #1\n"
+                    f"  %r = call {t} @llvm.experimental.constrained.{constrained}.{suffix}({ir_args}, "
+                    "metadata !\"round.dynamic\", metadata !\"fpexcept.ignore\") #1\n"
+                    "  call void @llvm.set.rounding(i32 1) #1\n")
+            strict = " #1"
+        loads = "".join(f"  %p{x} = getelementptr {t}, ptr addrspace(1) %{x}p, i32 %i\n"
+                        f"  %{x} = load {t}, ptr addrspace(1) %p{x}\n" for x in "abc")
+        functions.append(
+            f"define amdgpu_kernel void @{name}(ptr addrspace(1) %out, ptr addrspace(1) %ap, "
+            f"ptr addrspace(1) %bp, ptr addrspace(1) %cp) #0 {{\n"
+            f"  %t = call i32 @llvm.amdgcn.workitem.id.x(){strict}\n"
+            f"  %g = call i32 @llvm.amdgcn.workgroup.id.x(){strict}\n"
+            "  %gs = shl i32 %g, 6\n  %i = add i32 %gs, %t\n" + loads + body +
+            f"  %po = getelementptr {t}, ptr addrspace(1) %out, i32 %i\n"
+            f"  store {t} %r, ptr addrspace(1) %po\n  ret void\n}}\n")
+    declarations = "".join(
+        f"declare {t} @llvm.experimental.constrained.{c}.{suffix}({', '.join([t] * k)}, metadata, metadata)\n"
+        for c, k in (("fadd", 2), ("fsub", 2), ("fmul", 2), ("fma", 3)))
+    return ("".join(functions) + declarations + f"declare {t} @llvm.fma.{suffix}({t}, {t}, {t})\n"
+            "declare void @llvm.set.rounding(i32)\ndeclare i32 @llvm.amdgcn.workitem.id.x()\n"
+            "declare i32 @llvm.amdgcn.workgroup.id.x()\n"
+            f"attributes #0 = {{ strictfp \"amdgpu-flat-work-group-size\"=\"64,64\" {attributes} }}\n"
+            "attributes #1 = { strictfp }\n")
+
+
+def _compiled(text: str, target: str) -> bytes:
+    """LLVM IR text → a linked code object: llvmlite's AMDGPU backend to assembly (inline asm included),
+    clang's assembler, LLD."""
+    from llvmlite import binding as llvm
+
+    from fatkit.translate.targets.amdgpu import assembled, link
+    from fatkit.translate.targets.amdgpu_child import target_machine
+    key = (text, target)
+    if key not in _BUILT:
+        module = llvm.parse_assembly(text)
+        module.verify()
+        assembly = target_machine(target).emit_assembly(module).encode()
+        _BUILT[key] = link([assembled(assembly, target)])
+    return _BUILT[key]
+
+
+def _check_mode_kernels(target: str, width: int, flush: bool, attributes: str, modes: tuple[str, ...]) -> None:
+    ops = ("add", "sub", "mul", "fma")
+    kernels = [(f"{op}_{mode}", op, mode) for op in ops for mode in modes]
+    co = _compiled(_mode_module(width, kernels, attributes), target)
+    n = 128
+    _, utype = _FLOAT_BITS[width]
+    for name, op, mode in kernels:
+        a, b, c = _patterns(width, n), _patterns(width, n), _patterns(width, n)
+        # ties: b = a · (half an ulp) for add/sub; mul and fma ties come from the specials above
+        b[20:40] = (a[20:40].view(_FLOAT_BITS[width][0]) * np.float64(2.0 ** (-24 if width == 32 else -53))
+                    ).astype(_FLOAT_BITS[width][0]).view(utype)
+        out = np.zeros(n, dtype=utype)
+        launch(co, name, (n // 64, 1, 1), (64, 1, 1), [out, a, b, c])
+        for i in range(n):
+            operands = [int(a[i]), int(b[i])] + ([int(c[i])] if op == "fma" else [])
+            want = _reference(op, width, mode, flush, operands)
+            got = int(out[i])
+            where = f"{name} f{width} lane {i}: {[hex(o) for o in operands]} → 0x{got:x}"
+            if want is None:
+                assert np.isnan(np.array([got], dtype=utype).view(_FLOAT_BITS[width][0])[0]), where
+            else:
+                assert got == want, f"{where}, want 0x{want:x}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("width", [32, 64])
+def test_directed_rounding_through_the_mode_register(target, width):
+    _check_mode_kernels(target, width, False, "", ("rz", "rp", "rm"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f32_denormals_flushed_by_the_descriptor_mode(target):
+    co = _compiled(_mode_module(32, [("probe", "add", "rn")],
+                                '"denormal-fp-math-f32"="preserve-sign,preserve-sign"'), target)
+    kd = next(d for d in parse_code_object(co).descriptors if d.name == "probe")
+    assert (kd.rsrc1 >> 16) & 3 == 0 and (kd.rsrc1 >> 18) & 3 == 3  # f32 flushes, f64/f16 keep
+    _check_mode_kernels(target, 32, True, '"denormal-fp-math-f32"="preserve-sign,preserve-sign"',
+                        ("rn", "rz", "rp", "rm"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f64_denormals_flushed_by_the_descriptor_mode(target):
+    _check_mode_kernels(target, 64, True, '"denormal-fp-math"="preserve-sign,preserve-sign"', ("rn", "rm"))
+
+
+def _asm_kernel(asm: str, constraints: str, result: str, operands: list[tuple[str, str]]) -> str:
+    """A one-lane kernel storing the result of an inline-asm block over loaded operands."""
+    loads = "".join(f"  %p{k} = getelementptr i32, ptr addrspace(1) %in, i32 {k}\n"
+                    f"  %x{k} = load {t}, ptr addrspace(1) %p{k}\n" for k, (t, _) in enumerate(operands))
+    args = ", ".join(f"{t} %x{k}" for k, (t, _) in enumerate(operands))
+    return ("define amdgpu_kernel void @k(ptr addrspace(1) %out, ptr addrspace(1) %in) {\n" + loads +
+            f"  %r = call {result} asm sideeffect \"{asm}\", \"{constraints}\"({args})\n"
+            f"  store {result} %r, ptr addrspace(1) %out\n  ret void\n}}\n")
+
+
+def _run_asm(target: str, asm: str, constraints: str, inputs: list[int]) -> int:
+    co = _compiled(_asm_kernel(asm, constraints, "i32", [("i32", "")] * len(inputs)), target)
+    out = np.zeros(1, dtype=np.uint32)
+    launch(co, "k", (1, 1, 1), (1, 1, 1), [out, np.array(inputs, dtype=np.uint32)])
+    return int(out[0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_getreg_and_setreg_of_the_mode_register(target):
+    co = _compiled(_asm_kernel("s_getreg_b32 $0, hwreg(HW_REG_MODE, 0, 10)", "=s", "i32", []), target)
+    rsrc1 = next(d for d in parse_code_object(co).descriptors if d.name == "k").rsrc1
+    # FP_ROUND/FP_DENORM from rsrc1 bits 19:12, DX10_CLAMP (rsrc1 bit 21) in bit 8, IEEE (bit 23) in bit 9
+    want = (rsrc1 >> 12) & 0xFF | ((rsrc1 >> 21) & 1) << 8 | ((rsrc1 >> 23) & 1) << 9
+    assert want & 0xFF == 0xF0 and _run_asm(target, "s_getreg_b32 $0, hwreg(HW_REG_MODE, 0, 10)", "=s", []) == want
+    # a field written by s_setreg_imm32_b32 and by s_setreg_b32 reads back; the rest of MODE is unchanged
+    assert _run_asm(target, "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 2), 1\\0As_nop 1\\0A"
+                    "s_getreg_b32 $0, hwreg(HW_REG_MODE, 0, 10)", "=s", []) == want & ~0x30 | 0x10
+    assert _run_asm(target, "s_setreg_b32 hwreg(HW_REG_MODE, 2, 2), $1\\0As_nop 1\\0A"
+                    "s_getreg_b32 $0, hwreg(HW_REG_MODE, 2, 6)", "=s,s", [3]) == (want >> 2) & 0x3C | 3
+    with pytest.raises(FatkitError, match="MODE bits 0x200"):  # IEEE is the descriptor's here
+        _run_asm(target, "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\\0As_getreg_b32 $0, "
+                 "hwreg(HW_REG_MODE, 0, 10)", "=s", [])
+
+
+def test_round_and_denorm_mode_instructions_on_gfx11():
+    one, third = 0x3F800000, 0x3EAAAAAB  # 1/3 rounds up to nearest: 0x3EAAAAAB is above it
+    # towards −inf with s_round_mode (bits 1:0 = 2), back to nearest afterwards
+    assert _run_asm("gfx1100", "s_round_mode 0x2\\0Av_mul_f32 $0, $1, $2\\0As_round_mode 0x0", "=v,v,v",
+                    [one, third]) == third
+    assert _run_asm("gfx1100", "s_round_mode 0x3\\0Av_add_f32 $0, $1, $2\\0As_round_mode 0x0", "=v,v,v",
+                    [one, 0x33000001]) == one  # 1 + (just over half an ulp) towards zero
+    assert _run_asm("gfx1100", "s_round_mode 0x1\\0Av_add_f32 $0, $1, $2\\0As_round_mode 0x0", "=v,v,v",
+                    [one, 0x00000001]) == one + 1  # towards +inf, a subnormal addend moves one ulp
+    # s_denorm_mode 0 flushes f32 inputs and outputs: the subnormal addend vanishes, 2^-126/2 becomes +0
+    assert _run_asm("gfx1100", "s_denorm_mode 0x0\\0As_round_mode 0x1\\0Av_add_f32 $0, $1, $2\\0A"
+                    "s_round_mode 0x0\\0As_denorm_mode 0xf", "=v,v,v", [one, 0x00000001]) == one
+    assert _run_asm("gfx1100", "s_denorm_mode 0xc\\0Av_mul_f32 $0, $1, $2\\0As_denorm_mode 0xf", "=v,v,v",
+                    [0x00800000, 0x3F000000]) == 0
+    assert _run_asm("gfx1100", "v_mul_f32 $0, $1, $2", "=v,v,v", [0x00800000, 0x3F000000]) == 0x00400000
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_operation_the_directed_modes_do_not_model_is_an_error(target):
+    with pytest.raises(FatkitError, match="v_cvt_f32_u32.*MODE 0xf3"):
+        _run_asm(target, "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 3\\0Av_cvt_f32_u32 $0, $1\\0A"
+                 "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 0", "=v,v", [0xFFFFFFFF])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import math
 import random
+import re
 import struct
 from fractions import Fraction
 
@@ -342,6 +343,37 @@ def test_arithmetic_all_roundings_on_edge_values(width, target):
     c = [values[(i * 7) % len(values)] for i in range(len(a))]
     check_arithmetic(width, a, b, c, target=target)
 
+
+
+CHAIN = ("fma.rm.{t} {d}, {a}, {b}, {c}; add.rm.{t} {d}, {d}, {a}; sub.rm.{t} {d}, {d}, {c}; "
+         "mul.rz.{t} {d}, {d}, {b}; fma.rp.{t} {d}, {d}, {a}, {c};")
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_consecutive_directed_operations(width, target):
+    """A chain of directed operations, modes changing along it: each result rounded as its own mode asks
+    (on AMD the chain shares switches: fma.rm, add.rm and sub.rm one, mul.rz and fma.rp one each)."""
+    t = "f32" if width == 32 else "f64"
+    rng = random.Random(18 + width)
+    a, b = random_patterns(rng, width, 300), random_patterns(rng, width, 300)
+    c = near_cancellation(rng, width, a[:150], b[:150]) + random_patterns(rng, width, 150)
+    text = CHAIN.replace("{t}", t)
+    rows = run(width, [text], a, b, c, target=target)
+    failures = []
+    for i, (row,) in enumerate(rows):
+        d = expected_arithmetic("fma", "rm", width, [a[i], b[i], c[i]])
+        for op, mode, second in (("add", "rm", a[i]), ("sub", "rm", c[i]), ("mul", "rz", b[i]), ("fma", "rp", a[i])):
+            if d is None:
+                break
+            d = expected_arithmetic(op, mode, width, [d, second] + ([c[i]] if op == "fma" else []))
+        if (d is None and not is_nan(row, width)) or (d is not None and row != d):
+            failures.append(f"a={a[i]:#x} b={b[i]:#x} c={c[i]:#x}: got {row:#x}, want {'NaN' if d is None else hex(d)}")
+    assert not failures, f"{len(failures)} wrong, e.g.\n" + "\n".join(failures[:12])
+    if target != "host":
+        assembly = translate(HEADER + float_kernel("k", width, [text]), Options(target=target, emit="asm")).product
+        switches = re.findall(r"s_round_mode (0x[0-9a-f]+)|hwreg\(HW_REG_MODE, 0, 4\), (0x[0-9a-f]+)",
+                              assembly.decode())
+        assert [int(x or y, 16) for x, y in switches] == [0xA, 0xF, 0x5, 0x0]
 
 @pytest.mark.parametrize("width", [32, 64])
 def test_arithmetic_all_roundings_on_random_values(width, target):

@@ -140,6 +140,9 @@ ONE_OP(op_lg2, ASM1("lg2.approx.ftz.f32"))
 ONE_OP(op_sin, ASM1("sin.approx.ftz.f32"))
 ONE_OP(op_cos, ASM1("cos.approx.ftz.f32"))
 ONE_OP(op_expf, y = expf(a))
+ONE_OP(op_add_ftz, ASM2("add.ftz.f32"))
+ONE_OP(op_mul_ftz, ASM2("mul.ftz.f32"))
+ONE_OP(op_fma_ftz, ASM3("fma.rn.ftz.f32"))
 
 // f16x2 one-op kernels on packed pairs
 #define HALF2_OP(name, expr)                                                                             \

@@ -122,6 +122,10 @@ ONE_OP(op_lg2, y = __builtin_amdgcn_logf(a))
 ONE_OP(op_sin, y = __builtin_amdgcn_sinf(a * TURNS_PER_RADIAN))
 ONE_OP(op_cos, y = __builtin_amdgcn_cosf(a * TURNS_PER_RADIAN))
 ONE_OP(op_expf, y = __builtin_expf(a))
+// the .ftz forms against the plain operation: what flushing costs over it (HIP flushes only file-wide)
+ONE_OP(op_add_ftz, y = a + b)
+ONE_OP(op_mul_ftz, y = a * b)
+ONE_OP(op_fma_ftz, y = __builtin_fmaf(a, b, c))
 
 #define HALF2_OP(name, expr)                                                                             \
   extern "C" __global__ void name(const half2 *pa, const half2 *pb, const half2 *pc, half2 *py) {        \

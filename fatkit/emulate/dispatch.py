@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fatkit.emulate import runtime
+from fatkit.emulate import fpmode, runtime
 from fatkit.emulate.decode import fetch, program_for
 from fatkit.emulate.executor import LaunchStats, Preparer, Step, Wave
 from fatkit.emulate.memory import (
@@ -138,6 +138,7 @@ class Launch:
         self.code_base = 0
         self.ieee = True
         self.dx10_clamp = False  # the clamp modifier takes a NaN to +0 (else it passes NaN through)
+        self.mode = fpmode.DEFAULT_FP  # MODE at dispatch
 
 
 def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
@@ -167,13 +168,10 @@ def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[
     loaded = _load_image(data, elf, state.memory)
     state.code_base = loaded.base
     rsrc1, rsrc2, props = kd.rsrc1, kd.rsrc2, kd.code_properties
-    round32, round16, denorm32, denorm16 = (rsrc1 >> 12) & 3, (rsrc1 >> 14) & 3, (rsrc1 >> 16) & 3, (rsrc1 >> 18) & 3
-    if round32 or round16 or denorm32 != 3 or denorm16 != 3:
-        raise FatkitError(f"{kernel}: FP mode round {round32}/{round16} denorm {denorm32}/{denorm16}: only "
-                          "round-to-nearest-even with denormals kept (mode 0/0, 3/3) is modelled")
     state.ieee = bool((rsrc1 >> 23) & 1) if arch == "cdna" or arch == "rdna3" else True
     # DX10_CLAMP (rsrc1 bit 21, gfx6–gfx11; gfx12 reuses the bit): clamp turns NaN into +0
     state.dx10_clamp = bool((rsrc1 >> 21) & 1) if arch == "cdna" or arch == "rdna3" else False
+    state.mode = fpmode.entry_mode(rsrc1)
     if not 0 <= shared or kd.group_segment_fixed_size + shared > LDS_CAPACITY:
         raise FatkitError(f"{kernel}: {shared} bytes of dynamic shared memory with "
                           f"{kd.group_segment_fixed_size} static exceed the {LDS_CAPACITY} bytes of LDS")
@@ -261,6 +259,7 @@ def _run_workgroup(preparer, steps, loaded, stats, entry, wg, block, lanes, vgpr
     waves = []
     for first in range(0, threads, lanes):
         w = Wave(lanes, vgprs, preparer.cdna)
+        w.mode = preparer.launch.mode
         w.lds = lds
         w.private = FlatArray("scratch", private_size, lanes)
         index = 0

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fatkit.emulate import runtime
+from fatkit.emulate import fpmode, runtime
 from fatkit.emulate.memory import (
     APERTURE_SIZE,
     PRIVATE_APERTURE,
@@ -98,6 +98,7 @@ class Wave:
         self._exec_bool = np.zeros(lanes, dtype=bool)
         self.private: FlatArray | None = None
         self.lds: FlatArray | None = None
+        self.mode = fpmode.DEFAULT_FP  # the MODE register (set from the descriptor at dispatch)
 
     @property
     def exec_int(self) -> int:
@@ -397,15 +398,10 @@ class Preparer:
             def run(w):
                 raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: the kernel trapped")
             return Step(name, CONTROL, size, run, pc)
-        if name in ("S_DENORM_MODE", "S_ROUND_MODE"):
-            wanted = 0xF if name == "S_DENORM_MODE" else 0
-
-            def run(w):
-                if inst.simm16 != wanted:
-                    raise FatkitError(f"{name.lower()} {inst.simm16} at pc 0x{pc:x}: only "
-                                      "round-to-nearest-even with denormals kept is modelled")
-                w.pc += size
-            return Step(name, CONTROL, size, run, pc)
+        if name in ("S_DENORM_MODE", "S_ROUND_MODE", "S_SETREG_B32", "S_SETREG_IMM32_B32", "S_GETREG_B32"):
+            mode_step = self.mode_register(inst, name, size, pc)
+            if mode_step is not None:
+                return mode_step
         fn = self.sem.get(name, vector=False, widths=self._scalar_widths(inst))
         getters, puts = [], []
         literal = getattr(inst, "literal", None)
@@ -436,6 +432,41 @@ class Preparer:
         space = self.spaces["scalar"]
         return Step(name, klass, size, self._runner(fn, getters, puts, size, space, vector=False,
                                                       where=self.where_for(name, pc)), pc)
+
+    def mode_register(self, inst, name, size, pc) -> Step | None:
+        """s_round_mode / s_denorm_mode (gfx10+) and s_setreg / s_getreg of HW_REG_MODE; None for another
+        hwreg (the tables' semantics)."""
+        where = f"{name.lower()} at pc 0x{pc:x}"
+        if name in ("S_DENORM_MODE", "S_ROUND_MODE"):
+            shift, field = 4 if name == "S_DENORM_MODE" else 0, inst.simm16 & 0xF
+
+            def set_field(w):
+                w.mode = (w.mode & ~(0xF << shift)) | (field << shift)
+                w.pc += size
+            return Step(name, SALU, size, set_field, pc)
+        if fpmode.hwreg_field(inst.simm16)[0] != fpmode.HW_REG_MODE:
+            return None
+        simm16 = inst.simm16
+
+        def rest(w):  # MODE's bits beyond FP_ROUND/FP_DENORM: DX10_CLAMP (8) and IEEE (9), the launch's
+            return int(self.launch.dx10_clamp) << 8 | int(self.launch.ieee) << 9
+        if name == "S_GETREG_B32":
+            d = inst.sdst.offset
+
+            def read(w):
+                w.swrite(d, 1, fpmode.getreg(w.mode, rest(w), simm16))
+                w.pc += size
+            return Step(name, SALU, size, read, pc)
+        if name == "S_SETREG_IMM32_B32":
+            literal = inst.literal
+            value = lambda w: literal  # noqa: E731
+        else:  # s_setreg_b32 writes from its SGPR (decoded as sdst)
+            value = self.source(inst, inst.sdst, 32, None, None)
+
+        def write(w):
+            w.mode = fpmode.setreg(w.mode, rest(w), simm16, int(value(w)), where)
+            w.pc += size
+        return Step(name, SALU, size, write, pc)
 
     def _scalar_widths(self, inst: Inst) -> dict[str, int]:
         bits = inst.canonical_op_bits
@@ -735,6 +766,7 @@ class Preparer:
             absm = getattr(inst, "src0_abs", 0) | getattr(inst, "src1_abs", 0) << 1
         opsel = getattr(inst, "opsel", 0) if kind.startswith("VOP3") and not kind.startswith("VOP3P") else 0
         getters = []
+        float_widths: dict[str, int] = {}  # float source params → their width (for the MODE path)
         vop3sd = kind.startswith("VOP3SD")
         for param in fn.params:
             if param in fields:
@@ -769,6 +801,8 @@ class Preparer:
                 if kind.startswith("VOP3P"):
                     getter = self.packed_source(inst, getter, i, obits, name, "NEG" in fn.params)
                 getters.append(getter)
+                if fw:
+                    float_widths[param] = fw
             elif param == "VCC" and ("CNDMASK" in name or "_CO_CI" in name or "SUBB" in name or "ADDC" in name) \
                     and kind.startswith("VOP3"):
                 getters.append(self.source(inst, inst.src2, 64 if not self.wave32 else 32, None, literal))
@@ -832,11 +866,17 @@ class Preparer:
         code = fn.code
         where = self.where_for(name, pc)
         space = self.spaces["global"]
+        if dwidth and not is_cmp:
+            float_widths.setdefault("D0", dwidth)
+        in_mode = self.mode_path(name, kind, fn, getters, float_widths, dwidth if not is_cmp else 0, pc)
 
         def run(w):
             space.wave, space.where = w, where
-            args = [g(w) for g in getters]
-            result = code(space, True, w.lane_ids, *args)
+            if w.mode != fpmode.DEFAULT_FP and in_mode is not None:
+                result = in_mode(w, space)
+            else:
+                args = [g(w) for g in getters]
+                result = code(space, True, w.lane_ids, *args)
             for put, value in zip(puts, result):
                 if put is not None:
                     put(w, value)
@@ -889,6 +929,43 @@ class Preparer:
                 np.copyto(w.v[vdst + r], result[r], where=active)
             w.pc += size
         return Step(name, MATRIX, size, run, pc)
+
+    def mode_path(self, name, kind, fn, getters, float_widths, dwidth, pc):
+        """The instruction under a MODE other than nearest-even with denormals kept (fpmode's docstring), or
+        None where it has no float operand."""
+        if not float_widths and not dwidth:
+            return None
+        code, lanes, params = fn.code, self.lanes, fn.params
+        arith = fpmode.arithmetic(name)
+        flush_in = fpmode.flushes_inputs(name)
+        free = fpmode.rounding_free(name)
+        width = arith[1] if arith else dwidth or max(float_widths.values())
+        packed = kind.startswith("VOP3P")  # (halves are not flushed one by one here)
+
+        def run(w, space):
+            mode = w.mode
+            rounding = fpmode.rounding_of(mode, width)
+            if rounding and arith is None and not free or packed and (rounding or fpmode.denorm_of(mode, width) != 3):
+                raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: MODE 0x{mode:02x} (FP_ROUND, FP_DENORM) "
+                                  "for this operation is not modelled")
+            args = [g(w) for g in getters]
+            if flush_in:
+                for k, param in enumerate(params):
+                    fw = float_widths.get(param)
+                    if fw and not fpmode.denorm_of(mode, fw) & 1:
+                        args[k] = fpmode.flush_bits(args[k], fw)
+            result = list(code(space, True, w.lane_ids, *args))
+            if "D0" not in fn.outputs:
+                return result
+            d = fn.outputs.index("D0")
+            if rounding and arith is not None:
+                operation, _, operands, negated = arith
+                values = [args[params.index(p)] for p in operands]
+                result[d] = fpmode.directed(operation, width, values, negated, rounding, result[d], lanes)
+            if dwidth and not fpmode.denorm_of(mode, dwidth) & 2:
+                result[d] = fpmode.flush_bits(np.asarray(result[d], dtype=object) & ((1 << dwidth) - 1), dwidth)
+            return result
+        return run
 
     def saturating(self, inst, name, size, pc, getters, fn):
         """Integer add/sub with the clamp bit: the exact result saturated to the destination type."""
@@ -1126,12 +1203,20 @@ class Preparer:
                     getters.append(self.common_getter(param, base))
             if fn.outputs != ["D0"]:
                 raise FatkitError(f"{base} in VOPD writes {fn.outputs}")
-            halves.append((fn.code, getters, dst.offset - 256))
+            # f32 halves under a MODE other than the default: as the VOP2 forms (a dot product's f16 sources
+            # are not flushed as f32: those are refused in a directed mode, as unmodelled operations)
+            single = "_F32" in base and "DOT" not in base
+            widths = {p: 32 for p in fn.params if p in ("S0", "S1", "D0", "SIMM32")} if single else {}
+            in_mode = self.mode_path(base, "VOPD", fn, getters, widths, 32 if single else 0, pc)
+            halves.append((fn.code, getters, dst.offset - 256, in_mode))
         space = self.spaces["global"]
 
         def run(w):
             results = []
-            for code, getters, d in halves:
+            for code, getters, d, in_mode in halves:
+                if w.mode != fpmode.DEFAULT_FP and in_mode is not None:
+                    results.append((d, in_mode(w, space)[0]))
+                    continue
                 results.append((d, code(space, True, w.lane_ids, *[g(w) for g in getters])[0]))
             for d, value in results:
                 w.vwrite(d, 1, value, w.exec_bool)

@@ -4,7 +4,8 @@ descriptors: what translated textures and surfaces execute (fatkit/translate/low
 tinygrad's tables give these instructions no pseudocode and its decoder does not take MUBUF, so they are
 decoded here from the RDNA3 encoding and run by a model of the texture unit written from the descriptor
 layouts (docs/emulate.md, "Images"). The model covers what the translator emits on linear (swizzle mode 0),
-single-level images: loads, stores, 32-bit integer atomics and size queries of 1D/2D/3D/array images; level-0 sampling and gathers of
+single-level images: loads, stores, 32-bit integer atomics and size queries of 1D/2D/3D/array images;
+level-0 sampling and gathers of
 1D/2D/2D-array images with point or bilinear filtering, wrap/mirror/clamp/border addressing and normalised
 or unnormalised coordinates. Anything else (tiled images, mip chains, cube maps, 3D sampling, anisotropy,
 16-bit data) is a FatkitError naming the instruction.

@@ -87,28 +87,34 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
     _finish(lw, d, lw.target.approximate(b, function, rounding.flush(b, x) if ftz else x), t, ftz)
 
 
-def _arithmetic(lw, ins, count: int, compute) -> None:
-    """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given."""
+def _arithmetic(lw, ins, count: int, compute, operation: str) -> None:
+    """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given. A directed rounding without
+    .ftz is a hardware mode switch where the target has one (.ftz keeps the exact path: NVIDIA GPUs flush
+    by the exact value's tininess, which a flushing mode need not)."""
     t = _type(lw, ins)
     mode = _one_rounding(lw, ins) or "rn"
     ftz, sat = _options(lw, ins, t, _ROUNDINGS | {"ftz", "sat"})
     d, values = _sources(lw, ins, t, ftz, count)
-    _finish(lw, d, compute(lw.builder, mode, *values, **({"ftz": True} if ftz else {})), t, ftz, sat)
+    value = lw.target.directed(lw.builder, operation, mode, values) if mode != "rn" and not ftz else None
+    if value is None:
+        value = compute(lw.builder, mode, *values, **({"ftz": True} if ftz else {}))
+    # (mul and fma flush by the exact result's tininess themselves; a sum below 2^-126 is exact)
+    _finish(lw, d, value, t, ftz and operation in ("add", "sub"), sat)
 
 
 @handles("add", family="float")
 def add(lw, ins):
-    _arithmetic(lw, ins, 2, rounding.add)
+    _arithmetic(lw, ins, 2, rounding.add, "add")
 
 
 @handles("sub", family="float")
 def sub(lw, ins):
-    _arithmetic(lw, ins, 2, lambda b, mode, x, y, **ftz: rounding.add(b, mode, x, b.fneg(y), **ftz))
+    _arithmetic(lw, ins, 2, lambda b, mode, x, y, **ftz: rounding.add(b, mode, x, b.fneg(y), **ftz), "sub")
 
 
 @handles("mul", family="float")
 def mul(lw, ins):
-    _arithmetic(lw, ins, 2, rounding.mul)
+    _arithmetic(lw, ins, 2, rounding.mul, "mul")
 
 
 @handles("fma", "mad", family="float")
@@ -116,7 +122,7 @@ def fma(lw, ins):
     if _one_rounding(lw, ins) is None:  # (mad.f32 without one is sm_1x's, with a truncated product)
         raise lw.fail(f"{ins.opcode} needs a rounding modifier (.rn/.rz/.rm/.rp)")
     t = _type(lw, ins)
-    _arithmetic(lw, ins, 3, rounding.fma_f32 if t == "f32" else rounding.fma_f64)
+    _arithmetic(lw, ins, 3, rounding.fma_f32 if t == "f32" else rounding.fma_f64, "fma")
 
 
 def _divide_approximately(lw, a: ir.Value, b: ir.Value) -> ir.Value:

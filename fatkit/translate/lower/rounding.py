@@ -11,6 +11,9 @@ round-to-nearest result and then moved by at most one ulp, after finding the sig
 - f32 fma: a·b is exact in f64, TwoSum in f64 adds c, and the pair is rounded to f32 by its sign;
 - f64 fma: ErrFma (Boldo–Muller) gives the error as a sum of two doubles, after scaling a tiny product.
 
+Where the target switches the hardware rounding mode around one instruction (`Target.directed`: AMD),
+add/sub/mul/fma with .rz/.rm/.rp and no .ftz are that instead.
+
 Moving by one ulp is integer arithmetic on the bit pattern (magnitude ± 1), which also turns an overflow
 to infinity into the largest finite value where the mode asks for it. .ftz flushes a result whose exact
 value is below the smallest normal, as NVIDIA GPUs do (tininess before rounding; checked on an H200).
@@ -228,6 +231,15 @@ def mul(builder: ir.IRBuilder, mode: str, a: ir.Value, b: ir.Value, ftz: bool = 
         residual = fma(builder, ma, mb, builder.fneg(scaled))  # ≈ a·b − nearest, scaled to near 1
         return _overflowed(builder, nearest, _all_finite(builder, a, b), *_by_sign(builder, residual))
 
+    if ftz and a.type == F32:
+        # the tininess of the exact product from the product in f64, which is exact (48 bits, exponents
+        # from −252 to 256): cheaper than the error's sign at ±2^-126, and without a branch
+        result = _rounded(builder, mode, nearest, directions)
+        exact = builder.fmul(builder.fpext(a, F64), builder.fpext(b, F64))
+        magnitude = builder.call(_declare(builder, "llvm.fabs.f64", F64, [F64]), [exact])
+        tiny = builder.fcmp_ordered("<", magnitude, ir.Constant(F64, 2.0 ** -126))
+        signed_zero = builder.bitcast(builder.and_(bits(builder, result), ir.Constant(I32, 1 << 31)), F32)
+        return builder.select(tiny, signed_zero, result)
     return _rounded(builder, mode, nearest, directions, ftz)
 
 

@@ -89,6 +89,28 @@ class AmdgpuTarget(Target):
     def define_kernel(self, module, signature, param_types):
         return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
 
+    def directed(self, builder, operation, mode, values):
+        """One inline-asm block: MODE's FP_ROUND (f32 and f16/f64 fields alike) set to `mode`, the VOP3
+        instruction, FP_ROUND back to nearest even. Being one block, nothing LLVM schedules can land between
+        the switches (LLVM's constrained intrinsics would not keep plain operations out: AMDGPU turns them
+        into plain nodes), and every block, join and call sees the default mode. gfx9 has no s_round_mode:
+        s_setreg of hwreg(HW_REG_MODE, 0, 4), with the wait states an s_setreg needs before the next one."""
+        width = 64 if values[0].type == ir.DoubleType() else 32
+        field = {"rz": 3, "rp": 1, "rm": 2}[mode]
+        sources = ", ".join(f"${k + 1}" for k in range(len(values)))
+        instruction = {
+            "add": f"v_add_f{width} $0, {sources}", "sub": f"v_add_f{width} $0, $1, -$2",
+            "mul": f"v_mul_f{width} $0, {sources}", "fma": f"v_fma_f{width} $0, {sources}"}[operation]
+        if self.id.generation >= 10:
+            text = f"s_round_mode {field | field << 2:#x}\n{instruction}\ns_round_mode 0x0"
+        else:
+            text = (f"s_nop 1\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {field | field << 2:#x}\n{instruction}\n"
+                    "s_nop 0\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0x0")
+        ty = values[0].type
+        asm = ir.InlineAsm(ir.FunctionType(ty, [ty] * len(values)), text, ",".join(["=v"] + ["v"] * len(values)),
+                           side_effect=True)
+        return builder.call(asm, values)
+
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)
         if register in ("%tid", "%ctaid"):
@@ -305,17 +327,23 @@ class AmdgpuTarget(Target):
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
         payload = "\0".join(k.llvm_ir for k in kernels).encode()
+        # llvmlite has no AMDGPU assembly parser, which LLVM needs for inline asm in an object (`directed`):
+        # such modules become assembly, which clang's assembler (in ziglang) turns into the object
+        switched = b"asm sideeffect" in payload and kind in ("obj", "asm")
         try:
             child = subprocess.run(
                 [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import main; main()",
-                 self.processor, str(opt_level), kind],
+                 self.processor, str(opt_level), "asm" if switched else kind],
                 input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if child.returncode != 0:
             message = llvm_message(child.stderr.decode(errors="replace"), child.returncode)
             raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message)
-        return child.stdout
+        if not switched:
+            return child.stdout
+        assembly = shared_switches(child.stdout.decode()).encode()
+        return assembled(assembly, self.processor) if kind == "obj" else assembly
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
         """Re-read the code object: processor, v5, kernel names, explicit kernarg layout, LDS size, wave size."""
@@ -508,6 +536,60 @@ def link(relocatables: list[bytes]) -> bytes:
             raise FatkitError(f"ld.lld took longer than {_CODEGEN_TIMEOUT_S} s") from None
         if linker.returncode != 0:
             raise FatkitError("ld.lld failed: " + linker.stderr.decode(errors="replace").strip())
+        return output.read_bytes()
+
+
+_SWITCH = re.compile(r"^\s*(?:s_round_mode|s_setreg_imm32_b32 hwreg\(HW_REG_MODE, 0, 4\),) (0x[0-9a-f]+)\s*$")
+# what may lie between two switches without being rounded: assembler comments, waits and hints, moves
+_NEUTRAL = re.compile(r"^\s*(?:;.*|s_nop \d+|s_delay_alu .*|s_waitcnt\S* .*|s_mov_b(?:32|64) .*|v_mov_b32\S* .*|"
+                      r"v_dual_mov_b32 [^:]*:: v_dual_mov_b32 .*)?$")
+
+
+def shared_switches(assembly: str) -> str:
+    """Consecutive directed operations (`AmdgpuTarget.directed`) share one switch: a switch back to round to
+    nearest even followed by another switch, with only `_NEUTRAL` lines between, is dropped, and the second
+    switch too where it sets the mode in effect before, each with the gfx9 `s_nop` it needed."""
+    lines = assembly.split("\n")
+    dropped: set[int] = set()
+    mode = 0
+    for index, line in enumerate(lines):
+        m = _SWITCH.match(line)
+        if m is None:
+            continue
+        value = int(m.group(1), 16)
+        if value:
+            mode = value
+            continue
+        following = index + 1
+        while following < len(lines) and _NEUTRAL.match(lines[following]) and not _SWITCH.match(lines[following]):
+            following += 1
+        if following < len(lines) and (m := _SWITCH.match(lines[following])) and int(m.group(1), 16):
+            dropped.update(_with_wait(lines, index))
+            if int(m.group(1), 16) == mode:
+                dropped.update(_with_wait(lines, following))
+    return "\n".join(line for index, line in enumerate(lines) if index not in dropped)
+
+
+def _with_wait(lines: list[str], index: int) -> list[int]:
+    """The switch at `index` and the gfx9 `s_nop` of its block before it (the wait states it needed)."""
+    return [index - 1, index] if index and re.fullmatch(r"\s*s_nop [01]", lines[index - 1]) else [index]
+
+
+def assembled(assembly: bytes, processor: str) -> bytes:
+    """AMDGPU assembly → a relocatable object, by `zig clang -cc1as` (clang's integrated assembler)."""
+    with tempfile.TemporaryDirectory(prefix="fatkit-as-") as tmp:
+        source, output = Path(tmp, "kernels.s"), Path(tmp, "kernels.o")
+        source.write_bytes(assembly)
+        try:
+            assembler = subprocess.run(
+                [_zig(), "clang", "-cc1as", "-triple", TRIPLE, "-target-cpu", processor, "-filetype", "obj",
+                 "-mrelocation-model", "pic", str(source), "-o", str(output)],
+                capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise FatkitError(f"the assembler took longer than {_CODEGEN_TIMEOUT_S} s") from None
+        if assembler.returncode != 0:
+            message = assembler.stderr.decode(errors="replace").strip()
+            raise CodegenFailed(f"assembling the {processor} code failed: {message}", message)
         return output.read_bytes()
 
 

@@ -201,6 +201,12 @@ class Target(ABC):
         nvptx verification target); None: lowering computes it from the upper word as the ISA defines."""
         return None
 
+    def directed(self, builder: ir.IRBuilder, operation: str, mode: str, values: list[ir.Value]) -> ir.Value | None:
+        """add/sub/mul/fma (`operation`) of f32/f64 `values` rounded as `mode` (rz/rm/rp) by switching the
+        hardware's rounding mode around the one instruction, where the target can; None: lowering computes
+        the rounding exactly in round-to-nearest arithmetic (`rounding`)."""
+        return None
+
     # Hardware lanes of one wave (the lanes that run in lockstep and exchange values): 32 or 64.
     wave_size: int = 32
 
