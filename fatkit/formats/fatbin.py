@@ -10,25 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-import construct
-from construct import Int16ul, Int32ul, Int64ul, Struct
-
 from fatkit.errors import FormatError
 from fatkit.formats.codecs import compress, decompress
-from fatkit.formats.common import Buffer, align, cap, need, unpacker
+from fatkit.formats.common import Buffer, align, cap, need
+from fatkit.formats.layout import Int16ul, Int32ul, Int64ul, Layout
 from fatkit.formats.elf import ElfView
 
 FATBIN_MAGIC = 0xBA55ED50
 ENTRY_VERSION = 0x0101
 
-ContainerHeader = Struct(
+ContainerHeader = Layout(
     "magic" / Int32ul,
     "version" / Int16ul,  # 1
     "header_size" / Int16ul,  # 16; entries start here
     "fat_size" / Int64ul,  # bytes of entries after the header
+    name="ContainerHeader",
 )
 
-EntryHeader = Struct(
+EntryHeader = Layout(
     "kind" / Int16ul,
     "entry_version" / Int16ul,  # 0x0101
     "header_size" / Int32ul,  # payload starts at entry + header_size
@@ -43,18 +42,20 @@ EntryHeader = Struct(
     "flags" / Int64ul,
     "obfuscation" / Int64ul,
     "uncompressed_size" / Int64ul,  # size after decompression, else 0
+    name="EntryHeader",
 )
 
-OptionsRecord = Struct(
+OptionsRecord = Layout(
     "str_offset" / Int32ul,  # from the entry start
     "str_len" / Int32ul,
+    name="OptionsRecord",
 )
 
 # Headers are read through struct unpackers (0.2 us per header instead of ~10 us for a construct parse: a
-# cuBLAS-size library has thousands of entries); construct builds the same layouts.
-_CONTAINER = unpacker(ContainerHeader)
-_ENTRY = unpacker(EntryHeader)
-_OPTIONS = unpacker(OptionsRecord)
+# cuBLAS-size library has thousands of entries); construct builds the same layouts (formats/layout.py).
+_CONTAINER = ContainerHeader.unpack
+_ENTRY = EntryHeader.unpack
+_OPTIONS = OptionsRecord.unpack
 _MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
 # What the scan searches for: magic, version 1, header size 16 (the only container header there is). The longer
 # needle makes the search of a 500 MB library a third faster and skips most false hits before validation.
@@ -389,6 +390,6 @@ def build_container(entries: Sequence[EntrySpec]) -> bytes:
         body = b"".join(_build_entry(spec) for spec in entries)
         header = ContainerHeader.build({"magic": FATBIN_MAGIC, "version": 1,
                                         "header_size": CONTAINER_HEADER_SIZE, "fat_size": len(body)})
-    except construct.ConstructError as exc:
+    except ValueError as exc:
         raise ValueError(f"fatbin entry does not fit its header fields: {exc}") from None
     return header + body

@@ -8,32 +8,29 @@ that bundle.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from construct import Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct
-
 from fatkit.errors import FormatError
 from fatkit.formats import codecs
 from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, need
+from fatkit.formats.layout import Const, Int16ul, Int32ul, Int64ul, Layout
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 CCOB_MAGIC = b"CCOB"
 # The host id clang 22 writes; ROCm 5.x wrote "host-x86_64-unknown-linux" (both parse).
 HOST_BUNDLE_ID = "host-x86_64-unknown-linux-gnu-"
 
-BundleHeader = Struct("magic" / Const(BUNDLE_MAGIC), "count" / Int64ul).compile()
-BundleEntryHeader = Struct("offset" / Int64ul, "size" / Int64ul, "id_length" / Int64ul).compile()
-CcobPrefix = Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul).compile()
+BundleHeader = Layout("magic" / Const(BUNDLE_MAGIC), "count" / Int64ul, name="BundleHeader")
+BundleEntryHeader = Layout("offset" / Int64ul, "size" / Int64ul, "id_length" / Int64ul, name="BundleEntryHeader")
+CcobPrefix = Layout("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, name="CcobPrefix")
 CcobHeaders = {
-    1: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul,
-              "uncompressed_size" / Int32ul, "hash" / Int64ul).compile(),
-    2: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, "total_size" / Int32ul,
-              "uncompressed_size" / Int32ul, "hash" / Int64ul).compile(),
-    3: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, "total_size" / Int64ul,
-              "uncompressed_size" / Int64ul, "hash" / Int64ul).compile(),
+    1: Layout(*CcobPrefix.fields, "uncompressed_size" / Int32ul, "hash" / Int64ul, name="CcobHeaderV1"),
+    2: Layout(*CcobPrefix.fields, "total_size" / Int32ul, "uncompressed_size" / Int32ul, "hash" / Int64ul,
+              name="CcobHeaderV2"),
+    3: Layout(*CcobPrefix.fields, "total_size" / Int64ul, "uncompressed_size" / Int64ul, "hash" / Int64ul,
+              name="CcobHeaderV3"),
 }
 CCOB_HEADER_SIZES = {1: 20, 2: 24, 3: 32}
 CCOB_METHODS = {0: "zlib", 1: "zstd"}  # llvm::compression::Format
@@ -97,6 +94,8 @@ def parse_bundle_id(s: str) -> tuple[str, str, str]:
 
 def _md5_low(data: bytes) -> int:
     """LLVM's MD5Result::low(): the first 8 digest bytes read little-endian."""
+    import hashlib  # CCOBs only: most scanned files hold none (and hashlib costs 4 ms to import)
+
     return int.from_bytes(hashlib.md5(data).digest()[:8], "little")
 
 
@@ -118,7 +117,7 @@ def parse_bundle(buf: Buffer, offset: int = 0) -> Bundle:
     need(buf, offset, BUNDLE_HEADER_SIZE, "offload bundle header")
     try:
         count = BundleHeader.parse(_bytes(buf, offset, offset + BUNDLE_HEADER_SIZE)).count
-    except ConstructError:
+    except FormatError:
         raise FormatError("no __CLANG_OFFLOAD_BUNDLE__ magic", offset=offset) from None
     if count == 0:
         raise FormatError("offload bundle holds no entries", offset=offset)
@@ -164,7 +163,7 @@ def parse_ccob(buf: Buffer, offset: int = 0, end: int | None = None) -> Compress
     need(buf, offset, CcobPrefix.sizeof(), "CCOB header")
     try:
         prefix = CcobPrefix.parse(_bytes(buf, offset, offset + CcobPrefix.sizeof()))
-    except ConstructError:
+    except FormatError:
         raise FormatError("no CCOB magic", offset=offset) from None
     if prefix.version not in CcobHeaders:
         raise FormatError(f"unknown CCOB version {prefix.version}", offset=offset)
