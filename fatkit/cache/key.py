@@ -15,7 +15,8 @@ from pathlib import Path
 import blake3
 
 from fatkit.errors import FatkitError, UsageError
-from fatkit.formats.fatbin import FATBIN_MAGIC, KIND_PTX, entry_payload, find_containers, parse_container
+from fatkit.formats.fatbin import KIND_PTX, entry_payload, find_containers, parse_container
+from fatkit.formats.magic import FATBIN_MAGIC_BYTES
 from fatkit.translate import toolchain
 from fatkit.translate.pipeline import CHANGES_CODE, Options
 from fatkit.translate.targets.ids import TargetId
@@ -24,8 +25,6 @@ from fatkit.translate.targets.ids import TargetId
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
 TRANSLATOR_ABI = 3  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics
-
-_FATBIN_MAGIC = FATBIN_MAGIC.to_bytes(4, "little")
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def linked_ptx_texts(images: Iterable[bytes]) -> list[list[bytes]]:
 
 def _ptx_texts_by_sm(image: bytes) -> list[tuple[int, bytes]]:
     data = bytes(image)
-    if data.startswith(_FATBIN_MAGIC):
+    if data.startswith(FATBIN_MAGIC_BYTES):
         found = []
         for offset in find_containers(data):
             container = parse_container(data, offset)

@@ -3,8 +3,6 @@ their resources and hashes on request (`inspect --kernels/--hashes`), each from 
 
 from __future__ import annotations
 
-import blake3
-
 from fatkit.errors import FatkitError
 from fatkit.extract.model import Binary, Entry, Kernel
 from fatkit.formats import cubin, ptx_header
@@ -21,6 +19,7 @@ def describe(binary: Binary, *, kernels: bool, hashes: bool) -> None:
     """Fill each entry's kernels and/or hash; an entry that cannot be read gets its error instead."""
     if not (kernels or hashes):
         return
+    import blake3  # --hashes only
     for entry in binary.entries:
         if entry.error is not None:
             continue

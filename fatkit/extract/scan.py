@@ -8,7 +8,9 @@ find):
    `.nv_fatb`, `__nv_rel`, `.hip_fat`), walked container by container;
 3. a validated magic scan of the whole file: fatbins in `.ldata`, `.cask_resource`, `.rodata` (bin2c),
    section-stripped binaries, members of archives.
-Every container records where it lies (section) and how it was found.
+Every container records where it lies (section) and how it was found. The readers of archives and of fatkit's
+own `.fatkit_amd` section are imported when their magic or section is found (formats/magic.py), so a file is
+charged only for what it holds.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from typing import Any, Callable, Iterable, Iterator, get_args
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
-from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, pe, ptx_header, wrappers
+from fatkit.formats import cubin, fatbin, offload_bundle, pe, ptx_header, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
 from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
+from fatkit.formats.magic import (AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, DOS_MAGIC, ELF_MAGIC, FATBIN_MAGIC_BYTES,
+                                  FATKIT_AMD_SECTION)
 from fatkit.formats.pe import PeView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
@@ -44,11 +48,10 @@ LLVM_OFFLOADING_SECTION = ".llvm.offloading"
 
 # Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
 DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
-FATBIN_MAGIC_BYTES = fatbin.FATBIN_MAGIC.to_bytes(4, "little")
 _PTX_START = re.compile(rb"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*\.version\s+\d+\.\d+", re.S)
 _NONZERO = re.compile(rb"[^\x00]")
 SCAN_WINDOW = 32 << 20
-SCAN_OVERLAP = len(offload_bundle.BUNDLE_MAGIC)
+SCAN_OVERLAP = len(BUNDLE_MAGIC)
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,8 @@ def _map_file(path: Path) -> Buffer:
 def _looks_like_device_code(head: bytes, name: str) -> bool:
     """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
     return (
-        head.startswith((b"\x7fELF", pe.DOS_MAGIC, ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
-                         offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
+        head.startswith((ELF_MAGIC, DOS_MAGIC, AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES, BUNDLE_MAGIC[:8],
+                         CCOB_MAGIC))
         or name.lower().endswith(DEVICE_SUFFIXES)
         or bool(_PTX_START.match(head))
     )
@@ -189,7 +192,7 @@ def _judged(binary: Binary) -> Binary:
 def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Binary]:
     """A Binary for the source, or one per member when the source is an archive or a zip; each judged."""
     head = bytes(source.buf[:8])
-    if ar.is_archive(source.buf):
+    if head.startswith(AR_MAGIC):
         found: Iterable[Binary] = _scan_archive(source)
     elif head.startswith(ZIP_LOCAL_SIGNATURE):
         found = _scan_zip(source, only_candidates=only_candidates)
@@ -200,6 +203,8 @@ def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Bi
 
 
 def _scan_archive(source: Source) -> Iterator[Binary]:
+    from fatkit.formats import ar
+
     try:
         members = list(ar.members(source.buf))
     except FatkitError as exc:
@@ -301,17 +306,17 @@ def scan_buffer(source: Source) -> Binary:
     binary = Binary(path=name, size=len(buf), format="other")
     finder = _Finder(binary, buf)
     try:
-        if head.startswith(b"\x7fELF"):
+        if head.startswith(ELF_MAGIC):
             _scan_elf(finder)
         elif pe.is_pe(buf):
             _scan_pe(finder)
         elif head.startswith(FATBIN_MAGIC_BYTES):
             binary.format = "fatbin"
             finder.fatbin(0, "file")
-        elif head.startswith(offload_bundle.BUNDLE_MAGIC):
+        elif head.startswith(BUNDLE_MAGIC):
             binary.format = "offload-bundle"
             finder.bundle(0, "bundle", "file")
-        elif head.startswith(offload_bundle.CCOB_MAGIC):
+        elif head.startswith(CCOB_MAGIC):
             binary.format = "ccob"
             finder.bundle(0, "ccob", "file")
         elif _PTX_START.match(bytes(buf[:4096])):
@@ -392,7 +397,7 @@ def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], st
         if record.vendor == "nvidia":
             finder.fatbin(record.target, "wrapper", wrapper=info)
         else:
-            kind = "ccob" if bytes(buf[record.target:record.target + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+            kind = "ccob" if bytes(buf[record.target:record.target + 4]) == CCOB_MAGIC else "bundle"
             finder.bundle(record.target, kind, "wrapper", wrapper=info)
     try:
         sections = view.sections
@@ -409,7 +414,7 @@ def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], st
             finder.walk_section(section, family="bundle")
         elif name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
-        elif name == fatkit_amd.SECTION_NAME:
+        elif name == FATKIT_AMD_SECTION:
             finder.repack_section(section)
         elif name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
@@ -590,9 +595,9 @@ class _Finder:
             head = bytes(self.buf[pos:pos + 24])
             if family == "fatbin" and head.startswith(FATBIN_MAGIC_BYTES):
                 size = self.fatbin(pos, "section")
-            elif family == "bundle" and head.startswith(offload_bundle.BUNDLE_MAGIC):
+            elif family == "bundle" and head.startswith(BUNDLE_MAGIC):
                 size = self.bundle(pos, "bundle", "section")
-            elif family == "bundle" and head.startswith(offload_bundle.CCOB_MAGIC):
+            elif family == "bundle" and head.startswith(CCOB_MAGIC):
                 size = self.bundle(pos, "ccob", "section", end=_next_ccob_end(self.buf, pos, end))
             else:
                 size = None
@@ -618,8 +623,10 @@ class _Finder:
 
     def repack_section(self, section) -> None:
         """`.fatkit_amd` (fatkit repack): its bundle, each code object mapped to the PTX it was translated from."""
+        from fatkit.formats import fatkit_amd
+
         end = min(section.offset + section.size, len(self.buf))
-        kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+        kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == CCOB_MAGIC else "bundle"
         if not self.bundle(section.offset, kind, "section", end=end):
             return
         try:
@@ -712,8 +719,7 @@ def _entry_kind(name: str) -> EntryKind:
 def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
     """Where a version-1 CCOB (which has no size) ends: the next bundle magic in the section, or its end."""
     window = bytes(buf[offset + 4:end])  # a memoryview (stored zip member) has no find; sections are bounded
-    found = [offset + 4 + at for at in (window.find(m) for m in (offload_bundle.CCOB_MAGIC,
-                                                                  offload_bundle.BUNDLE_MAGIC)) if at >= 0]
+    found = [offset + 4 + at for at in (window.find(m) for m in (CCOB_MAGIC, BUNDLE_MAGIC)) if at >= 0]
     return min(found) if found else end
 
 

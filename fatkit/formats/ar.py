@@ -8,8 +8,8 @@ from typing import Iterator
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, align, need
 from fatkit.formats.layout import Bytes, Const, Layout
+from fatkit.formats.magic import AR_MAGIC
 
-AR_MAGIC = b"!<arch>\n"
 
 MemberHeader = Layout(
     "name" / Bytes(16),

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, align, cstring, need
+from fatkit.formats.magic import ELF_MAGIC
 from fatkit.formats.layout import Bytes, FieldType, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Layout, Padding
 
 ElfIdent = Layout(
@@ -88,7 +89,6 @@ NoteHeader = Layout("namesz" / Int32ul, "descsz" / Int32ul, "type" / Int32ul, na
 Elf64Rela = Layout("r_offset" / Int64ul, "r_info" / Int64ul, "r_addend" / Int64sl, name="Rela")
 Elf64Rel = Layout("r_offset" / Int64ul, "r_info" / Int64ul, name="Rel")
 
-ELF_MAGIC = b"\x7fELF"
 ELFCLASS32, ELFCLASS64 = 1, 2
 ELFDATA2LSB = 1
 

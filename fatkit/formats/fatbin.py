@@ -14,9 +14,9 @@ from fatkit.errors import FormatError
 from fatkit.formats.codecs import compress, decompress
 from fatkit.formats.common import Buffer, align, cap, need
 from fatkit.formats.layout import Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import FATBIN_MAGIC, FATBIN_MAGIC_BYTES
 from fatkit.formats.elf import ElfView
 
-FATBIN_MAGIC = 0xBA55ED50
 ENTRY_VERSION = 0x0101
 
 ContainerHeader = Layout(
@@ -56,10 +56,9 @@ OptionsRecord = Layout(
 _CONTAINER = ContainerHeader.unpack
 _ENTRY = EntryHeader.unpack
 _OPTIONS = OptionsRecord.unpack
-_MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
 # What the scan searches for: magic, version 1, header size 16 (the only container header there is). The longer
 # needle makes the search of a 500 MB library a third faster and skips most false hits before validation.
-_SCAN_NEEDLE = _MAGIC_BYTES + (1).to_bytes(2, "little") + (16).to_bytes(2, "little")
+_SCAN_NEEDLE = FATBIN_MAGIC_BYTES + (1).to_bytes(2, "little") + (16).to_bytes(2, "little")
 
 KIND_PTX, KIND_ELF, KIND_CUBIN_LEGACY, KIND_NVVM = 1, 2, 4, 8
 KIND_NAMES = {KIND_PTX: "ptx", KIND_ELF: "elf", KIND_NVVM: "nvvm", KIND_CUBIN_LEGACY: "cubin-legacy"}

@@ -16,9 +16,8 @@ from fatkit.errors import FormatError
 from fatkit.formats import codecs
 from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, need
 from fatkit.formats.layout import Const, Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import BUNDLE_MAGIC, CCOB_MAGIC
 
-BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
-CCOB_MAGIC = b"CCOB"
 # The host id clang 22 writes; ROCm 5.x wrote "host-x86_64-unknown-linux" (both parse).
 HOST_BUNDLE_ID = "host-x86_64-unknown-linux-gnu-"
 

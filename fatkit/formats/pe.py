@@ -43,6 +43,7 @@ from typing import BinaryIO, Literal, NamedTuple
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, cstring, need
 from fatkit.formats.layout import Bytes, FieldType, Int8ul, Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import DOS_MAGIC, FATKIT_AMD_SECTION
 
 DosHeader = Layout("e_magic" / Bytes(2), "e_skipped" / Bytes(58), "e_lfanew" / Int32ul, name="DosHeader")
 CoffHeader = Layout(
@@ -121,7 +122,6 @@ DelayImportDescriptor = Layout("attributes" / Int32ul, "dll_name" / Int32ul, "mo
                                "time_date_stamp" / Int32ul, name="DelayImportDescriptor")
 BaseRelocationBlock = Layout("page_rva" / Int32ul, "block_size" / Int32ul, name="BaseRelocationBlock")
 
-DOS_MAGIC = b"MZ"
 PE_SIGNATURE = b"PE\0\0"
 PE32_MAGIC, PE32_PLUS_MAGIC = 0x10B, 0x20B
 IMAGE_FILE_DLL = 0x2000
@@ -135,7 +135,7 @@ IMAGE_REL_BASED_ABSOLUTE, IMAGE_REL_BASED_HIGHLOW, IMAGE_REL_BASED_DIR64 = 0, 3,
 # The ELF section each device-code section of a PE image stands for (its name cut to 8 bytes by the linker);
 # `.fatkit` is the section `fatkit repack` adds to PE files (ELF: `.fatkit_amd`, too long for a PE image).
 ELF_SECTION_OF = {".nv_fatb": ".nv_fatbin", "__nv_rel": "__nv_relfatbin", ".nvFatBi": ".nvFatBinSegment",
-                  ".hipFatB": ".hipFatBinSegment", ".hip_fat": ".hip_fatbin", ".fatkit": ".fatkit_amd"}
+                  ".hipFatB": ".hipFatBinSegment", ".hip_fat": ".hip_fatbin", ".fatkit": FATKIT_AMD_SECTION}
 REPACK_SECTION = ".fatkit"
 # `.fatkit` is initialized read-only data: the loader maps every section of an image; nothing reads or runs it
 REPACK_SECTION_CHARACTERISTICS = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
