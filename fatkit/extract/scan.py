@@ -8,9 +8,9 @@ find):
    `.nv_fatb`, `__nv_rel`, `.hip_fat`), walked container by container;
 3. a validated magic scan of the whole file: fatbins in `.ldata`, `.cask_resource`, `.rodata` (bin2c),
    section-stripped binaries, members of archives.
-Every container records where it lies (section) and how it was found. The readers of archives and of fatkit's
-own `.fatkit_amd` section are imported when their magic or section is found (formats/magic.py), so a file is
-charged only for what it holds.
+Every container records where it lies (section) and how it was found. The readers of archives, standalone
+cubins, PTX and AMD code objects and of fatkit's own `.fatkit_amd` section are imported when their magic or
+section is found (formats/magic.py), so a file is charged only for what it holds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, get_args
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
-from fatkit.formats import cubin, fatbin, offload_bundle, pe, ptx_header, wrappers
+from fatkit.formats import fatbin, offload_bundle, pe, wrappers
 from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
 from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
@@ -684,6 +684,8 @@ class _Finder:
     # -- standalone device files
 
     def standalone_cubin(self) -> None:
+        from fatkit.formats import cubin  # a standalone cubin; cubins inside fatbins are read by kernels.py
+
         info = cubin.parse_cubin(self.buf)
         self._standalone("cubin", Entry(
             index=0, kind="elf", arch=info.arch, offset=0, stored_size=len(self.buf), compression=None,
@@ -699,6 +701,8 @@ class _Finder:
             loader=self._loader(partial(bytes, self.buf)), size=len(self.buf)))
 
     def standalone_ptx(self) -> None:
+        from fatkit.formats import ptx_header
+
         header = ptx_header.parse_ptx_header(bytes(self.buf))
         version = f"{header.version[0]}.{header.version[1]}" if header.version else None
         self._standalone("ptx", Entry(
