@@ -75,11 +75,29 @@ def options_key(options: Options) -> str:
     order (a new field is in the key without an edit here), then the toolchain versions that make the code
     object. The target is a column of its own; fields marked `CHANGES_CODE: False` (jobs) are left out.
 
-    `opt_level=2;emit=hsaco;llvm=20.1.8;lld=ziglang-0.15.1`"""
-    spelled = [f"{f.name}={_spelling(getattr(options, f.name))}" for f in fields(options)
-               if f.metadata.get(CHANGES_CODE, True) and f.name != "target"]
+    `opt_level=2;emit=hsaco;mma_numerics=sm90;llvm=20.1.8;lld=ziglang-0.15.1`"""
+    spelled = [f"{name}={_spelling(getattr(options, name))}" for name in _code_fields(type(options))]
     spelled += [f"{name}={version}" for name, version in toolchain.versions()]
     return ";".join(spelled)
+
+
+def _code_fields(options_type: type[Options]) -> list[str]:
+    return [f.name for f in fields(options_type) if f.metadata.get(CHANGES_CODE, True) and f.name != "target"]
+
+
+def options_scheme(options_type: type[Options] = Options) -> tuple[str, ...]:
+    """The names of the options column as this fatkit writes it, in order: `("opt_level", "emit",
+    "mma_numerics", "llvm", "lld")`. A row spelled with other names (`O2`, from before the column was derived
+    from Options, or one without a field added since) matches no key this fatkit or a shim built for it asks
+    for: it is stale."""
+    return (*_code_fields(options_type), *(name for name, _ in toolchain.versions()))
+
+
+def is_current_scheme(options: str, scheme: tuple[str, ...]) -> bool:
+    """Whether an options column is `name=value` pairs joined by `;` with exactly the names of `scheme`, in
+    order (the values, such as another LLVM version, may be anything: a shim may serve those)."""
+    pairs = options.split(";")
+    return all("=" in pair for pair in pairs) and tuple(pair.partition("=")[0] for pair in pairs) == scheme
 
 
 _LINKED_DOMAIN = b"fatkit -rdc link\0"
