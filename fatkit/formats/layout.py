@@ -97,7 +97,7 @@ class Layout:
     @cached_property
     def record(self) -> Any:
         """The named tuple type of the named fields (made on first use: most layouts of a run are never read)."""
-        return namedtuple(self.name, self.names)  # type: ignore[misc]
+        return namedtuple(self.name, self.names)
 
     @cached_property
     def offsets(self) -> dict[str, int]:
