@@ -16,7 +16,7 @@ import blake3
 
 from fatkit.errors import FatkitError, UsageError
 from fatkit.formats.fatbin import KIND_PTX, entry_payload, find_containers, parse_container
-from fatkit.formats.magic import FATBIN_MAGIC_BYTES
+from fatkit.formats.magic import ELF_MAGIC, FATBIN_MAGIC_BYTES
 from fatkit.translate import toolchain
 from fatkit.translate.pipeline import CHANGES_CODE, Options
 from fatkit.translate.targets.ids import TargetId
@@ -161,7 +161,7 @@ def _ptx_texts_by_sm(image: bytes) -> list[tuple[int, bytes]]:
             container = parse_container(data, offset)
             found += [(entry.sm, entry_payload(data, entry)) for entry in container.entries if entry.kind == KIND_PTX]
         return sorted(found, key=lambda pair: -pair[0])
-    if data.startswith(b"\x7fELF"):
+    if data.startswith(ELF_MAGIC):
         return []
     text = data.split(b"\0", 1)[0]
     if not text.strip():
