@@ -128,9 +128,11 @@ class Layout:
             raise FormatError(f"{self.name} needs {self.size} bytes, {len(data)} given")
         record = self.at(data, 0)
         for field in self.fields:
-            if field.kind.const is not None and getattr(record, field.name or "") != field.kind.const:
-                raise FormatError(f"{self.name}.{field.name} is {getattr(record, field.name or '')!r}, "
-                                  f"not {field.kind.const!r}", offset=self.offsets[field.name or ""])
+            if field.kind.const is not None and field.name is not None:
+                found = getattr(record, field.name)
+                if found != field.kind.const:
+                    raise FormatError(f"{self.name}.{field.name} is {found!r}, not {field.kind.const!r}",
+                                      offset=self.offsets[field.name])
         return record
 
     def array(self, raw: bytes, stride: int) -> list:
