@@ -15,16 +15,13 @@ section is found (formats/magic.py), so a file is charged only for what it holds
 
 from __future__ import annotations
 
-import lzma
 import mmap
 import re
 import stat
-import zipfile
-import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, get_args
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
@@ -38,6 +35,9 @@ from fatkit.formats.magic import (AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, DOS_MAGIC,
 from fatkit.formats.pe import PeView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
+
+if TYPE_CHECKING:
+    import zipfile
 
 ET_NAMES: dict[int, BinaryFormat] = {ET_REL: "elf-rel", ET_EXEC: "elf-exec", ET_DYN: "elf-shared"}
 
@@ -215,17 +215,26 @@ def _scan_archive(source: Source) -> Iterator[Binary]:
         yield scan_buffer(Source(f"{source.name}!{member.name}", view[member.offset:member.offset + member.size]))
 
 
-# What zipfile raises on corrupt archives: bad structure, broken streams, and unsupported versions or methods
-# (RuntimeError covers those: zipfile raises its subclass for them).
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError, RuntimeError,
-              IndexError, KeyError)
+def zip_errors() -> tuple[type[Exception], ...]:
+    """What zipfile raises on corrupt archives: bad structure, broken streams, and unsupported versions or
+    methods (RuntimeError covers those: zipfile raises its subclass for them). zipfile (6 ms to import) is
+    loaded by the first zip or wheel scanned."""
+    import lzma
+    import zipfile
+    import zlib
+
+    return (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError, RuntimeError,
+            IndexError, KeyError)
 
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
+    import zipfile
+
+    corrupt = zip_errors()
     try:
         archive = zipfile.ZipFile(BufferFile(source.buf))
         infos = [i for i in archive.infolist() if i.filename and not i.filename.endswith("/")]
-    except ZIP_ERRORS as exc:
+    except corrupt as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
                      errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
         return
@@ -233,7 +242,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
         name = f"{source.name}!{info.filename}"
         try:
             data = _zip_member(source.buf, archive, info)
-        except ZIP_ERRORS as exc:
+        except corrupt as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable",
                          errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
             continue
@@ -244,13 +253,13 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
             yield from scan_source(Source(name, data), only_candidates=only_candidates)
 
 
-
-
 def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
     """A member's bytes if it may hold device code, else None. Stored members are slices of the zip itself;
     compressed ones are inflated in memory (never to disk), capped at MAX_PAYLOAD."""
     if info.file_size > MAX_PAYLOAD:
         raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
+    import zipfile
+
     if info.compress_type == zipfile.ZIP_STORED:
         need(buf, info.header_offset, LOCAL_HEADER_NAME_LENGTHS.size, "zip local header")
         signature, name_len, extra_len = LOCAL_HEADER_NAME_LENGTHS.unpack_from(buf, info.header_offset)
