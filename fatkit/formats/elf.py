@@ -115,8 +115,8 @@ POINTER_RELOCATIONS = {
     EM_PPC64: (22, 38),  # R_PPC64_RELATIVE, R_PPC64_ADDR64
 }
 
-_RELA_WORDS = Elf64Rela.sizeof() // 8
-_REL_WORDS = Elf64Rel.sizeof() // 8
+_RELA_WORDS = Elf64Rela.size // 8
+_REL_WORDS = Elf64Rel.size // 8
 _U64 = struct.Struct("<Q")
 _RELA = Elf64Rela.unpack
 _REL = Elf64Rel.unpack

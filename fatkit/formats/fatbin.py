@@ -71,8 +71,8 @@ FLAG_OBFUSCATED = 0x10000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_XXa / compute_XXa
 FLAG_FAMILY = 0x200000  # sm_XXf / compute_XXf
 
-ENTRY_HEADER_SIZE = EntryHeader.sizeof()  # 0x40: the fixed part
-CONTAINER_HEADER_SIZE = ContainerHeader.sizeof()  # 0x10
+ENTRY_HEADER_SIZE = EntryHeader.size  # 0x40: the fixed part
+CONTAINER_HEADER_SIZE = ContainerHeader.size  # 0x10
 # The code version nvcc 13.0 writes when a builder's caller gives none: PTX ISA 9.0, cubin ABI 8, NVVM 1.0x41.
 DEFAULT_VERSIONS = {KIND_PTX: (9, 0), KIND_ELF: (1, 8), KIND_NVVM: (1, 0x41)}
 
@@ -367,7 +367,7 @@ def _build_entry(spec: EntrySpec) -> bytes:
         else:
             text = (spec.options or "").encode()
             text_len = len(text)
-        record = OptionsRecord.build({"str_offset": options_offset + OptionsRecord.sizeof(), "str_len": text_len})
+        record = OptionsRecord.build({"str_offset": options_offset + OptionsRecord.size, "str_len": text_len})
         variable += record + _padded_string(text)
     major, minor = spec.version if spec.version is not None else DEFAULT_VERSIONS.get(spec.kind, (1, 0))
     header = EntryHeader.build({

@@ -92,7 +92,7 @@ KernelDescriptorLayout = Layout(
     name="KernelDescriptor",
 )
 
-ISA_NOTE_SIZE = IsaVersionNote.sizeof()
+ISA_NOTE_SIZE = IsaVersionNote.size
 
 
 @dataclass(frozen=True)

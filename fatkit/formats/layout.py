@@ -87,9 +87,6 @@ class Layout:
         self.unpack = struct.Struct("<" + "".join(f.kind.code for f in fields))
         self.size = self.unpack.size
 
-    def sizeof(self) -> int:
-        return self.size
-
     @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.name is not None)

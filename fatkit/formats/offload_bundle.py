@@ -34,8 +34,8 @@ CcobHeaders = {
 CCOB_HEADER_SIZES = {1: 20, 2: 24, 3: 32}
 CCOB_METHODS = {0: "zlib", 1: "zstd"}  # llvm::compression::Format
 
-BUNDLE_HEADER_SIZE = BundleHeader.sizeof()
-ENTRY_HEADER_SIZE = BundleEntryHeader.sizeof()
+BUNDLE_HEADER_SIZE = BundleHeader.size
+ENTRY_HEADER_SIZE = BundleEntryHeader.size
 # Far above anything real (27 targets, ids under 100 characters); a header claiming more is hostile.
 MAX_BUNDLE_ENTRIES = 4096
 MAX_BUNDLE_ID = 4096
@@ -159,9 +159,9 @@ def bundle_size_at(buf: Buffer, offset: int) -> int | None:
 def parse_ccob(buf: Buffer, offset: int = 0, end: int | None = None) -> CompressedBundle:
     """The CCOB header at `offset`. `end` (default: the end of `buf`) bounds it; v1 runs up to `end`."""
     end = len(buf) if end is None else min(end, len(buf))
-    need(buf, offset, CcobPrefix.sizeof(), "CCOB header")
+    need(buf, offset, CcobPrefix.size, "CCOB header")
     try:
-        prefix = CcobPrefix.parse(_bytes(buf, offset, offset + CcobPrefix.sizeof()))
+        prefix = CcobPrefix.parse(_bytes(buf, offset, offset + CcobPrefix.size))
     except FormatError:
         raise FormatError("no CCOB magic", offset=offset) from None
     if prefix.version not in CcobHeaders:

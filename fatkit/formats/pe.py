@@ -143,7 +143,7 @@ SECTION_NAME_SIZE = 8  # bytes of a section header's name
 IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080  # the image loads only with a valid signature
 CLANG_OFFLOAD_SECTION = "__CLANG_"  # the 8-byte cut of `__CLANG_OFFLOAD_BUNDLE__<bundle id>`
 SYCL_TARGET_SYMBOLS = ".tgtsym"  # the SYCL runtime's table of `<bundle id>.<kernel symbol>` strings
-SECTION_HEADER_SIZE = SectionHeader.sizeof()
+SECTION_HEADER_SIZE = SectionHeader.size
 COFF_SYMBOL_SIZE = 18
 # The most entries of one table read before fatkit calls the table hostile: real DLLs import a few dozen
 # DLLs and carry at most a few hundred thousand relocated fields.

@@ -29,12 +29,12 @@ WrapperRecord = Layout(
     "filename_or_fatbins" / Int64ul,  # NVIDIA v2: pointer to the .bss prelinked array; else 0
     name="WrapperRecord",
 )
-WRAPPER_SIZE = WrapperRecord.sizeof()
+WRAPPER_SIZE = WrapperRecord.size
 DATA_FIELD = 0x08  # offset of "data" in WrapperRecord
 # In a 32-bit image (PE32) the two pointers are 4 bytes: {u32 magic, u32 version, u32 data, u32 …}, 16 bytes.
 WrapperRecord32 = Layout("magic" / Int32ul, "version" / Int32ul, "data" / Int32ul, "filename_or_fatbins" / Int32ul,
                          name="WrapperRecord32")
-WRAPPER32_SIZE = WrapperRecord32.sizeof()
+WRAPPER32_SIZE = WrapperRecord32.size
 _MAGIC_VERSION = struct.Struct("<II")  # the first two fields of WrapperRecord
 
 Vendor = Literal["nvidia", "hip"]
