@@ -142,5 +142,5 @@ def test_inspect_json_imports_only_the_readers_of_what_the_file_holds():
     assert "fatkit.formats.fatbin" in loaded  # the scan did run
     unwanted = {"construct", "llvmlite", "rich", "typer", "zstandard", "msgpack", "blake3", "fatkit.translate",
                 "fatkit.translate.targets.ids", "fatkit.formats.hsaco", "fatkit.formats.fatkit_amd",
-                "fatkit.formats.ar", "fatkit.cache"}
+                "fatkit.formats.ar", "fatkit.formats.offload_bundle", "fatkit.cache"}
     assert loaded & unwanted == set()

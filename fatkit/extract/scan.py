@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, get_args
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
-from fatkit.formats import fatbin, offload_bundle, pe, wrappers
-from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
+from fatkit.formats import fatbin, pe, wrappers
+from fatkit.formats.common import MAX_PAYLOAD, Buffer, find, need
 from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
 from fatkit.formats.magic import (AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, DOS_MAGIC, ELF_MAGIC, FATBIN_MAGIC_BYTES,
@@ -457,6 +457,8 @@ def _pe_cannot_hold_containers(section: pe.PeSection) -> bool:
 def _pe_offload_note(image: PeView, section_name: str) -> str:
     """What a PE `__CLANG_` section (clang-offload-bundler output, its name cut to 8 bytes) holds, as far as the
     SYCL runtime's `.tgtsym` table names its targets (`<bundle id>.<kernel>` strings)."""
+    from fatkit.formats import offload_bundle
+
     symbols = image.section(pe.SYCL_TARGET_SYMBOLS)
     targets: dict[str, None] = {}
     if symbols is not None and symbols.has_bytes:
@@ -557,6 +559,8 @@ class _Finder:
         """Parse the plain bundle or CCOB at offset (once); returns its size or None."""
         if self._known(offset, how, wrapper):
             return self.by_offset[offset].size
+        from fatkit.formats import offload_bundle
+
         try:
             if kind == "ccob":
                 ccob = offload_bundle.parse_ccob(self.buf, offset, end)
@@ -618,6 +622,8 @@ class _Finder:
     def offload_section(self, section) -> None:
         """`__CLANG_OFFLOAD_BUNDLE__<id>` sections (clang-offload-bundler -type=o): the section is the payload."""
         bundle_id = section.name[len(BUNDLE_SECTION_PREFIX):]
+        from fatkit.formats import offload_bundle
+
         kind, triple, target_id = offload_bundle.parse_bundle_id(bundle_id)
         if not triple.startswith("amdgcn"):
             if kind != "host":
@@ -671,9 +677,13 @@ class _Finder:
                 for offset in fatbin.find_containers(self.buf, pos, reach):
                     if offset < stop and offset not in self.by_offset:
                         pos = max(pos, offset + (self.fatbin(offset, "magic-scan") or 1))
-                for offset, kind in offload_bundle.find_bundles(self.buf, pos, reach, limit=end):
-                    if offset < stop and offset not in self.by_offset:
-                        pos = max(pos, offset + (self.bundle(offset, kind, "magic-scan", end=end) or 1))
+                # the bundle reader is imported when a window holds one of its magics (most files hold none)
+                if find(self.buf, BUNDLE_MAGIC, pos, reach) >= 0 or find(self.buf, CCOB_MAGIC, pos, reach) >= 0:
+                    from fatkit.formats import offload_bundle
+
+                    for offset, kind in offload_bundle.find_bundles(self.buf, pos, reach, limit=end):
+                        if offset < stop and offset not in self.by_offset:
+                            pos = max(pos, offset + (self.bundle(offset, kind, "magic-scan", end=end) or 1))
                 _release(self.buf, window, stop)
                 pos = max(pos, stop)
 
@@ -749,6 +759,8 @@ def _slice_bytes(buf: Buffer, offset: int, size: int) -> bytes:
 
 
 def _bundle_bytes(data: Buffer, bundle, entry) -> bytes:
+    from fatkit.formats import offload_bundle
+
     return bytes(offload_bundle.bundle_payload(data, bundle, entry))
 
 

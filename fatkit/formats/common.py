@@ -36,6 +36,19 @@ def align(value: int, to: int) -> int:
     return (value + to - 1) // to * to
 
 
+def find(buf: Buffer, needle: bytes, start: int, end: int) -> int:
+    """buf.find(needle, start, end) for bytes/bytearray/mmap; a chunked search for a memoryview (a stored zip
+    member), which has no find. -1 when the needle does not lie wholly inside buf[start:end]."""
+    if not isinstance(buf, memoryview):
+        return buf.find(needle, start, end)
+    chunk = 1 << 24
+    for chunk_start in range(start, end, chunk):
+        hit = bytes(buf[chunk_start : min(end, chunk_start + chunk + len(needle) - 1)]).find(needle)
+        if hit >= 0:
+            return chunk_start + hit
+    return -1
+
+
 def cstring(buf: Buffer, offset: int, limit: int = 4096) -> str:
     """The NUL-terminated string at offset (at most `limit` bytes), decoded leniently."""
     end = min(len(buf), offset + limit)

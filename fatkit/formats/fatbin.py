@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 
 from fatkit.errors import FormatError
 from fatkit.formats.codecs import compress, decompress
-from fatkit.formats.common import Buffer, align, cap, need
+from fatkit.formats.common import Buffer, align, cap, find, need
 from fatkit.formats.layout import Int16ul, Int32ul, Int64ul, Layout
 from fatkit.formats.magic import FATBIN_MAGIC, FATBIN_MAGIC_BYTES
 from fatkit.formats.elf import ElfView
@@ -192,18 +192,6 @@ def container_size_at(buf: Buffer, offset: int) -> int | None:
     return CONTAINER_HEADER_SIZE + fat_size
 
 
-def _find(buf: Buffer, needle: bytes, start: int, end: int) -> int:
-    """buf.find for bytes/bytearray/mmap; a chunked search for memoryview, which has no find."""
-    if hasattr(buf, "find"):
-        return buf.find(needle, start, end)
-    chunk = 1 << 24
-    for chunk_start in range(start, end, chunk):
-        hit = bytes(buf[chunk_start : min(end, chunk_start + chunk + len(needle) - 1)]).find(needle)
-        if hit >= 0:
-            return chunk_start + hit
-    return -1
-
-
 def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[int]:
     """Offsets of every valid container whose magic lies inside buf[start:end] (the container itself may
     extend past `end`: callers scan big files window by window).
@@ -214,7 +202,7 @@ def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iter
     end = len(buf) if end is None else min(end, len(buf))
     pos = max(start, 0)
     while True:
-        hit = _find(buf, _SCAN_NEEDLE, pos, end)
+        hit = find(buf, _SCAN_NEEDLE, pos, end)
         if hit < 0:
             return
         size = container_size_at(buf, hit)

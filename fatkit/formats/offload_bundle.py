@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterator, Sequence
 
 from fatkit.errors import FormatError
 from fatkit.formats import codecs
-from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, need
+from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, find, need
 from fatkit.formats.layout import Const, Int16ul, Int32ul, Int64ul, Layout
 from fatkit.formats.magic import BUNDLE_MAGIC, CCOB_MAGIC
 
@@ -277,18 +278,6 @@ def bundle_payload(buf: Buffer, bundle: Bundle, entry: BundleEntry) -> memoryvie
     return _slice(buf, start, start + entry.size)
 
 
-def _finder(buf: Buffer, needle: bytes):
-    """buf.find where the buffer has it (bytes, bytearray, mmap); a regex search over a memoryview."""
-    if hasattr(buf, "find"):
-        return lambda pos, end: buf.find(needle, pos, end)
-    pattern = re.compile(re.escape(needle))
-
-    def find(pos: int, end: int) -> int:
-        match = pattern.search(buf, pos, end)
-        return match.start() if match else -1
-    return find
-
-
 def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
                  limit: int | None = None) -> Iterator[tuple[int, str]]:
     """Validated bundles and CCOBs whose magic starts in buf[start:end], in file order: (offset, kind).
@@ -298,8 +287,8 @@ def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
     unknown length, only after its header)."""
     end = len(buf) if end is None else min(end, len(buf))
     limit = len(buf) if limit is None else min(limit, len(buf))
-    finders = {"bundle": _finder(buf, BUNDLE_MAGIC), "ccob": _finder(buf, CCOB_MAGIC)}
-    next_hit = {kind: find(start, end) for kind, find in finders.items()}
+    finders = {"bundle": partial(find, buf, BUNDLE_MAGIC), "ccob": partial(find, buf, CCOB_MAGIC)}
+    next_hit = {kind: search(start, end) for kind, search in finders.items()}
     while True:
         live = [(at, kind) for kind, at in next_hit.items() if at >= 0]
         if not live:
@@ -318,9 +307,9 @@ def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
         else:
             yield at, kind
             resume = at + size
-        for other, find in finders.items():
+        for other, search in finders.items():
             if 0 <= next_hit[other] < resume:
-                next_hit[other] = find(resume, end)
+                next_hit[other] = search(resume, end)
 
 
 def build_bundle(entries: Sequence[tuple[str, bytes]], align: int = 1) -> bytes:
