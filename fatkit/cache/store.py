@@ -267,8 +267,8 @@ class Cache:
         self.problems.clear()
         list(self.entries())
         removed = [p.key for p in self.problems]
-        scheme = options_scheme()
-        removed += [e.key for e in self.entries(verify=False) if e.key not in removed and (
+        corrupt, scheme = set(removed), options_scheme()
+        removed += [e.key for e in self.entries(verify=False) if e.key not in corrupt and (
             e.key.abi != TRANSLATOR_ABI or not is_current_scheme(e.key.options, scheme))]
         try:
             with _transaction(self._db):
