@@ -46,7 +46,8 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
                                                                 "CUDA binaries for AMD GPUs.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
-    known = any(name == chosen for name, _, _ in COMMANDS)
+    asks_help = chosen is None or any(arg in ("-h", "--help") for arg in argv[:list(argv).index(chosen)])
+    known = not asks_help and any(name == chosen for name, _, _ in COMMANDS)  # `fatkit -h inspect` lists all
     for name, module_name, summary in COMMANDS:
         if known and name != chosen:
             continue
