@@ -237,6 +237,33 @@ def test_corrupted_entries_are_detected_ignored_reported_and_collected(tmp_path)
         assert [e.key.ptx_blake3 for e in cache.entries()] == [ptx_hash(ptx(0))] and not evicted
 
 
+def test_gc_removes_rows_of_a_stale_key_scheme_and_keeps_other_toolchains(tmp_path):
+    """Rows keyed `O2` (the options column before it was derived from Options) or without a field added to
+    Options since are never served and are collected; a row of another LLVM (a shim may serve it) stays."""
+    fill(tmp_path, range(5))
+    current = make_key(ptx(0), "gfx942").options
+    llvm = next(part for part in current.split(";") if part.startswith("llvm="))
+    stale = {1: "O2",  # the hand-kept key: f"O{opt_level}"
+             2: current.replace("mma_numerics=sm90;", ""),  # written before mma_numerics was an Options field
+             3: current + ";fp_mode=sm90"}  # by a fatkit whose Options has a field this one lacks
+    for n, options in stale.items():
+        sql(tmp_path, "UPDATE entries SET options = ? WHERE ptx_blake3 = ?", options, ptx_hash(ptx(n)))
+    other_llvm = current.replace(llvm, "llvm=19.1.7")
+    sql(tmp_path, "UPDATE entries SET options = ? WHERE ptx_blake3 = ?", other_llvm, ptx_hash(ptx(4)))
+    with Cache(tmp_path) as cache:
+        for n in stale:
+            assert cache.get(make_key(ptx(n), "gfx942")) is None  # never served
+        removed, evicted = cache.gc()
+        assert sorted((k.ptx_blake3, k.options) for k in removed) == sorted(
+            (ptx_hash(ptx(n)), options) for n, options in stale.items())
+        assert not evicted and not cache.problems
+        kept = {(e.key.ptx_blake3, e.key.options) for e in cache.entries()}
+    assert kept == {(ptx_hash(ptx(0)), current), (ptx_hash(ptx(4)), other_llvm)}
+    out = subprocess.run([sys.executable, "-m", "fatkit", "cache", "gc", "--cache", str(tmp_path), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert '"removed": []' in out  # a second collection finds nothing more
+
+
 def test_a_database_file_that_is_not_sqlite_is_a_clear_error(tmp_path):
     (tmp_path / DB_NAME).write_bytes(b"this is not a database" * 100)
     with pytest.raises(CacheError, match="move the file aside"):

@@ -127,3 +127,20 @@ def test_hashes_find_identical_payloads_across_binaries():
     assert out["summary"]["duplicate_entries"] >= len(first)
     summary = json.loads(fatkit("inspect", "--json", str(SAMPLES / "nv_noshdr")).stdout)["summary"]
     assert "duplicate_entries" not in summary
+
+
+def test_inspect_json_imports_only_the_readers_of_what_the_file_holds():
+    """The start-up path of `inspect --json` (BENCHMARKS.md, "Start-up on small files"): a host ELF with
+    NVIDIA fatbins loads no writer (construct), no translator, no table renderer and no reader of formats the
+    file does not hold."""
+    code = ("import sys\nfrom fatkit.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, "inspect", "--json", str(SAMPLES / "nv_lib.so")],
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(proc.stdout)["binaries"][0]["containers"]
+    loaded = set(proc.stderr.split())
+    assert "fatkit.formats.fatbin" in loaded  # the scan did run
+    unwanted = {"construct", "llvmlite", "rich", "typer", "zstandard", "msgpack", "blake3", "fatkit.translate",
+                "fatkit.translate.targets.ids", "fatkit.formats.hsaco", "fatkit.formats.fatkit_amd",
+                "fatkit.formats.ar", "fatkit.formats.offload_bundle", "fatkit.cache"}
+    assert loaded & unwanted == set()

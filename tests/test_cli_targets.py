@@ -159,6 +159,13 @@ def test_an_empty_walk_says_so(tmp_path):
                     ["repack", "--target", "gfx942", "-o", str(tmp_path / "o")]):
         proc = fatkit(*command, str(empty), check=1)
         assert "no files under this directory (1 broken symbolic link)" in proc.stderr and proc.stdout == ""
+    assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()  # refused before anything was made
+    os.unlink(empty / "dangling")
+    for command in (["inspect"], ["precompile", "--target", "gfx942", "--cache", str(tmp_path / "c")],
+                    ["repack", "--target", "gfx942", "-o", str(tmp_path / "o")]):  # an empty directory
+        proc = fatkit(*command, str(empty), check=1)
+        assert proc.stderr.strip().endswith("no files under this directory") and proc.stdout == ""
+    assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
 
 
 def test_a_flag_named_like_a_new_options_field_reaches_the_translation(monkeypatch):

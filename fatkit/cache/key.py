@@ -15,7 +15,8 @@ from pathlib import Path
 import blake3
 
 from fatkit.errors import FatkitError, UsageError
-from fatkit.formats.fatbin import FATBIN_MAGIC, KIND_PTX, entry_payload, find_containers, parse_container
+from fatkit.formats.fatbin import KIND_PTX, entry_payload, find_containers, parse_container
+from fatkit.formats.magic import ELF_MAGIC, FATBIN_MAGIC_BYTES
 from fatkit.translate import toolchain
 from fatkit.translate.pipeline import CHANGES_CODE, Options
 from fatkit.translate.targets.ids import TargetId
@@ -24,8 +25,6 @@ from fatkit.translate.targets.ids import TargetId
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
 TRANSLATOR_ABI = 3  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics
-
-_FATBIN_MAGIC = FATBIN_MAGIC.to_bytes(4, "little")
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,29 @@ def options_key(options: Options) -> str:
     order (a new field is in the key without an edit here), then the toolchain versions that make the code
     object. The target is a column of its own; fields marked `CHANGES_CODE: False` (jobs) are left out.
 
-    `opt_level=2;emit=hsaco;llvm=20.1.8;lld=ziglang-0.15.1`"""
-    spelled = [f"{f.name}={_spelling(getattr(options, f.name))}" for f in fields(options)
-               if f.metadata.get(CHANGES_CODE, True) and f.name != "target"]
+    `opt_level=2;emit=hsaco;mma_numerics=sm90;llvm=20.1.8;lld=ziglang-0.15.1`"""
+    spelled = [f"{name}={_spelling(getattr(options, name))}" for name in _code_fields(type(options))]
     spelled += [f"{name}={version}" for name, version in toolchain.versions()]
     return ";".join(spelled)
+
+
+def _code_fields(options_type: type[Options]) -> list[str]:
+    return [f.name for f in fields(options_type) if f.metadata.get(CHANGES_CODE, True) and f.name != "target"]
+
+
+def options_scheme(options_type: type[Options] = Options) -> tuple[str, ...]:
+    """The names of the options column as this fatkit writes it, in order: `("opt_level", "emit",
+    "mma_numerics", "llvm", "lld")`. A row spelled with other names (`O2`, from before the column was derived
+    from Options, or one without a field added since) matches no key this fatkit or a shim built for it asks
+    for: it is stale."""
+    return (*_code_fields(options_type), *(name for name, _ in toolchain.versions()))
+
+
+def is_current_scheme(options: str, scheme: tuple[str, ...]) -> bool:
+    """Whether an options column is `name=value` pairs joined by `;` with exactly the names of `scheme`, in
+    order (the values, such as another LLVM version, may be anything: a shim may serve those)."""
+    pairs = options.split(";")
+    return all("=" in pair for pair in pairs) and tuple(pair.partition("=")[0] for pair in pairs) == scheme
 
 
 _LINKED_DOMAIN = b"fatkit -rdc link\0"
@@ -138,13 +155,13 @@ def linked_ptx_texts(images: Iterable[bytes]) -> list[list[bytes]]:
 
 def _ptx_texts_by_sm(image: bytes) -> list[tuple[int, bytes]]:
     data = bytes(image)
-    if data.startswith(_FATBIN_MAGIC):
+    if data.startswith(FATBIN_MAGIC_BYTES):
         found = []
         for offset in find_containers(data):
             container = parse_container(data, offset)
             found += [(entry.sm, entry_payload(data, entry)) for entry in container.entries if entry.kind == KIND_PTX]
         return sorted(found, key=lambda pair: -pair[0])
-    if data.startswith(b"\x7fELF"):
+    if data.startswith(ELF_MAGIC):
         return []
     text = data.split(b"\0", 1)[0]
     if not text.strip():

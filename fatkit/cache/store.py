@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import blake3
 
-from fatkit.cache.key import TRANSLATOR_ABI, CacheKey
+from fatkit.cache.key import TRANSLATOR_ABI, CacheKey, is_current_scheme, options_scheme
 from fatkit.errors import FatkitError
 
 DB_NAME = "fatkit-cache.sqlite3"
@@ -259,14 +259,17 @@ class Cache:
             raise self._error("cannot change the size limit", exc) from None
 
     def gc(self) -> tuple[list[CacheKey], list[CacheKey]]:
-        """Delete corrupt rows and rows of other translator ABI versions, then evict to the size limit.
+        """Delete corrupt rows and stale ones (another translator ABI version, or an options column in another
+        key scheme: `options_scheme`), then evict to the size limit. Neither kind is ever served.
 
         Returns (removed as corrupt or stale, evicted)."""
         self._writable()
         self.problems.clear()
         list(self.entries())
         removed = [p.key for p in self.problems]
-        removed += [e.key for e in self.entries(verify=False) if e.key.abi != TRANSLATOR_ABI]
+        corrupt, scheme = set(removed), options_scheme()
+        removed += [e.key for e in self.entries(verify=False) if e.key not in corrupt and (
+            e.key.abi != TRANSLATOR_ABI or not is_current_scheme(e.key.options, scheme))]
         try:
             with _transaction(self._db):
                 for key in removed:

@@ -37,12 +37,20 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 
 def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser, with the arguments of the command `argv` names (the others' modules are not imported)."""
+    """The parser, with the arguments of the command `argv` names (the others' modules are not imported).
+
+    When `argv` names a command, only that command's parser is made: the others would only be listed by
+    `fatkit --help` or an unknown command's error, and each parser costs argparse a round of gettext look-ups
+    (files searched on disk) at every start."""
     parser = argparse.ArgumentParser(prog="fatkit", description="Find, judge and translate the GPU code inside "
                                                                 "CUDA binaries for AMD GPUs.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    asks_help = chosen is None or any(arg in ("-h", "--help") for arg in argv[:list(argv).index(chosen)])
+    known = not asks_help and any(name == chosen for name, _, _ in COMMANDS)  # `fatkit -h inspect` lists all
     for name, module_name, summary in COMMANDS:
+        if known and name != chosen:
+            continue
         command = commands.add_parser(name, help=summary, description=summary)
         if name == chosen:
             module = importlib.import_module(module_name)

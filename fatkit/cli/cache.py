@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify_parser = commands.add_parser("verify", help="Check the database file and every entry's checksum; exit 1 "
                                                        "when anything is wrong.")
     verify_parser.set_defaults(cache_run=verify)
-    gc_parser = commands.add_parser("gc", help="Delete corrupt entries and those of other translator ABI "
-                                               "versions, then evict least recently used entries beyond the size "
-                                               "limit.")
+    gc_parser = commands.add_parser("gc", help="Delete corrupt entries and stale ones (of another translator "
+                                               "ABI version or cache key scheme), then evict least recently used "
+                                               "entries beyond the size limit.")
     gc_parser.add_argument("--max-size", metavar="SIZE", type=_parse_size,
                            help="New size limit, kept in the cache (e.g. 500M, 20G).")
     gc_parser.set_defaults(cache_run=gc)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from fatkit.errors import UsageError
-from fatkit.translate.targets.ids import TargetId, Vendor
 
 if TYPE_CHECKING:
     from fatkit.translate.pipeline import Options
+    from fatkit.translate.targets.ids import TargetId, Vendor
 
 AMD_ONLY: tuple[Vendor, ...] = ("amd",)
 
@@ -25,6 +25,8 @@ AMD_ONLY: tuple[Vendor, ...] = ("amd",)
 def target_list(vendors: tuple[Vendor, ...]) -> Callable[[str], list[TargetId]]:
     """argparse's `type` for `--target`: comma-separated targets of these vendors."""
     def parse(text: str) -> list[TargetId]:
+        from fatkit.translate.targets.ids import TargetId  # commands without --target (inspect) never load it
+
         try:
             return TargetId.parse_list(text, vendors=vendors)
         except UsageError as exc:
@@ -34,6 +36,8 @@ def target_list(vendors: tuple[Vendor, ...]) -> Callable[[str], list[TargetId]]:
 
 
 def one_target(text: str) -> TargetId:
+    from fatkit.translate.targets.ids import TargetId
+
     try:
         return TargetId.parse_amd(text)
     except UsageError as exc:

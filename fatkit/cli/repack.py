@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     targets = sorted(str(t) for t in args.targets)
     output: Path = args.output
+    inputs = list(_inputs(args.paths))  # a missing path or an empty directory is refused before anything is made
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     results: list[BinaryRepack | WheelRepack] = []
     written: dict[Path, Path] = {}
     with _cache(args.cache_dir) as cache:
-        for source, relative in _inputs(args.paths):
+        for source, relative in inputs:
             results.append(_repack_one(source, relative, output, targets, cache, args.jobs, written,
                                        args.keep_signature))
     if args.as_json:
@@ -67,6 +68,7 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
     """(file, name under OUTPUT): a file by its own name, a directory's ELF and PE files and wheels under the
     directory's name."""
     from fatkit.extract.scan import expand_inputs
+    from fatkit.formats.magic import ELF_MAGIC
     from fatkit.formats.pe import is_pe
 
     for path in paths:
@@ -74,7 +76,7 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
             for file in expand_inputs([path]):
                 with open(file, "rb") as f:
                     head = f.read(4096)  # a PE image's signature follows its DOS stub
-                    if head.startswith(b"\x7fELF") or is_pe(head) or file.suffix == ".whl":
+                    if head.startswith(ELF_MAGIC) or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
         else:
             yield path, PurePosixPath(path.name)

@@ -1,13 +1,13 @@
 """What is derived from an entry's payload: kernel names cheaply (verdicts on 500 MB libraries), kernels with
-their resources and hashes on request (`inspect --kernels/--hashes`), each from one read of the payload."""
+their resources and hashes on request (`inspect --kernels/--hashes`), each from one read of the payload.
+
+The readers of each kind (cubin, PTX header, AMD code object) are imported by the first entry of that kind that
+is read: a verdict needs none of them when every fatbin carries PTX."""
 
 from __future__ import annotations
 
-import blake3
-
 from fatkit.errors import FatkitError
 from fatkit.extract.model import Binary, Entry, Kernel
-from fatkit.formats import cubin, ptx_header
 
 
 def kernel_names(entry: Entry) -> tuple[str, ...]:
@@ -21,6 +21,7 @@ def describe(binary: Binary, *, kernels: bool, hashes: bool) -> None:
     """Fill each entry's kernels and/or hash; an entry that cannot be read gets its error instead."""
     if not (kernels or hashes):
         return
+    import blake3  # --hashes only
     for entry in binary.entries:
         if entry.error is not None:
             continue
@@ -36,11 +37,15 @@ def describe(binary: Binary, *, kernels: bool, hashes: bool) -> None:
 
 def _names(kind: str, payload: bytes) -> tuple[str, ...]:
     if kind == "ptx":
+        from fatkit.formats import ptx_header
+
         return tuple(ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":
+        from fatkit.formats import cubin
+
         return tuple(cubin.cubin_kernel_names(payload))
     if kind == "hsaco":
-        from fatkit.formats import hsaco  # AMD code objects only: most inspected files hold none
+        from fatkit.formats import hsaco
 
         return tuple(k.name for k in hsaco.parse_code_object(payload).kernels)
     return ()
@@ -48,8 +53,12 @@ def _names(kind: str, payload: bytes) -> tuple[str, ...]:
 
 def _kernels(kind: str, payload: bytes) -> tuple[Kernel, ...]:
     if kind == "ptx":
+        from fatkit.formats import ptx_header
+
         return tuple(Kernel(name) for name in ptx_header.parse_ptx_header(payload).entries)
     if kind == "elf":
+        from fatkit.formats import cubin
+
         return tuple(
             Kernel(name=k.name, param_bytes=k.param_bytes, params=tuple(p.size for p in k.params),
                    registers=k.registers, shared_bytes=k.shared_bytes)

@@ -8,32 +8,36 @@ find):
    `.nv_fatb`, `__nv_rel`, `.hip_fat`), walked container by container;
 3. a validated magic scan of the whole file: fatbins in `.ldata`, `.cask_resource`, `.rodata` (bin2c),
    section-stripped binaries, members of archives.
-Every container records where it lies (section) and how it was found.
+Every container records where it lies (section) and how it was found. The readers of archives, standalone
+cubins, PTX and AMD code objects and of fatkit's own `.fatkit_amd` section are imported when their magic or
+section is found (formats/magic.py), so a file is charged only for what it holds.
 """
 
 from __future__ import annotations
 
-import lzma
 import mmap
 import re
 import stat
-import zipfile
-import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, get_args
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, get_args
 
 from fatkit.errors import FatkitError, FormatError, InputError
 from fatkit.extract.model import Binary, BinaryFormat, Container, ContainerFormat, Entry, EntryKind
 from fatkit.extract.report import judge
-from fatkit.formats import ar, cubin, fatbin, fatkit_amd, offload_bundle, pe, ptx_header, wrappers
-from fatkit.formats.common import MAX_PAYLOAD, Buffer, need
+from fatkit.formats import fatbin, pe, wrappers
+from fatkit.formats.common import MAX_PAYLOAD, Buffer, find, need
 from fatkit.formats.fatbin import FatbinEntry
 from fatkit.formats.elf import EM_AMDGPU, EM_CUDA, ET_DYN, ET_EXEC, ET_REL, PT_INTERP, ElfView
+from fatkit.formats.magic import (AR_MAGIC, BUNDLE_MAGIC, CCOB_MAGIC, DOS_MAGIC, ELF_MAGIC, FATBIN_MAGIC_BYTES,
+                                  FATKIT_AMD_SECTION)
 from fatkit.formats.pe import PeView
 from fatkit.formats.zip import LOCAL_HEADER_NAME_LENGTHS
 from fatkit.formats.zip import LOCAL_SIGNATURE as ZIP_LOCAL_SIGNATURE
+
+if TYPE_CHECKING:
+    import zipfile
 
 ET_NAMES: dict[int, BinaryFormat] = {ET_REL: "elf-rel", ET_EXEC: "elf-exec", ET_DYN: "elf-shared"}
 
@@ -44,11 +48,10 @@ LLVM_OFFLOADING_SECTION = ".llvm.offloading"
 
 # Standalone device files recognised by name when their bytes do not say what they are (PTX is text).
 DEVICE_SUFFIXES = (".ptx", ".cubin", ".fatbin", ".hsaco", ".co", ".fatbin.c")
-FATBIN_MAGIC_BYTES = fatbin.FATBIN_MAGIC.to_bytes(4, "little")
 _PTX_START = re.compile(rb"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*\.version\s+\d+\.\d+", re.S)
 _NONZERO = re.compile(rb"[^\x00]")
 SCAN_WINDOW = 32 << 20
-SCAN_OVERLAP = len(offload_bundle.BUNDLE_MAGIC)
+SCAN_OVERLAP = len(BUNDLE_MAGIC)
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,8 @@ def _map_file(path: Path) -> Buffer:
 def _looks_like_device_code(head: bytes, name: str) -> bool:
     """Whether a file (member) may hold GPU code: worth reading whole. Cheap: first bytes and the name."""
     return (
-        head.startswith((b"\x7fELF", pe.DOS_MAGIC, ar.AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES,
-                         offload_bundle.BUNDLE_MAGIC[:8], offload_bundle.CCOB_MAGIC))
+        head.startswith((ELF_MAGIC, DOS_MAGIC, AR_MAGIC, ZIP_LOCAL_SIGNATURE, FATBIN_MAGIC_BYTES, BUNDLE_MAGIC[:8],
+                         CCOB_MAGIC))
         or name.lower().endswith(DEVICE_SUFFIXES)
         or bool(_PTX_START.match(head))
     )
@@ -189,7 +192,7 @@ def _judged(binary: Binary) -> Binary:
 def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Binary]:
     """A Binary for the source, or one per member when the source is an archive or a zip; each judged."""
     head = bytes(source.buf[:8])
-    if ar.is_archive(source.buf):
+    if head.startswith(AR_MAGIC):
         found: Iterable[Binary] = _scan_archive(source)
     elif head.startswith(ZIP_LOCAL_SIGNATURE):
         found = _scan_zip(source, only_candidates=only_candidates)
@@ -200,6 +203,8 @@ def scan_source(source: Source, *, only_candidates: bool = False) -> Iterator[Bi
 
 
 def _scan_archive(source: Source) -> Iterator[Binary]:
+    from fatkit.formats import ar
+
     try:
         members = list(ar.members(source.buf))
     except FatkitError as exc:
@@ -210,17 +215,26 @@ def _scan_archive(source: Source) -> Iterator[Binary]:
         yield scan_buffer(Source(f"{source.name}!{member.name}", view[member.offset:member.offset + member.size]))
 
 
-# What zipfile raises on corrupt archives: bad structure, broken streams, and unsupported versions or methods
-# (RuntimeError covers those: zipfile raises its subclass for them).
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError, RuntimeError,
-              IndexError, KeyError)
+def zip_errors() -> tuple[type[Exception], ...]:
+    """What zipfile raises on corrupt archives: bad structure, broken streams, and unsupported versions or
+    methods (RuntimeError covers those: zipfile raises its subclass for them). zipfile (6 ms to import) is
+    loaded by the first zip or wheel scanned."""
+    import lzma
+    import zipfile
+    import zlib
+
+    return (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError, RuntimeError,
+            IndexError, KeyError)
 
 
 def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
+    import zipfile
+
+    corrupt = zip_errors()
     try:
         archive = zipfile.ZipFile(BufferFile(source.buf))
         infos = [i for i in archive.infolist() if i.filename and not i.filename.endswith("/")]
-    except ZIP_ERRORS as exc:
+    except corrupt as exc:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
                      errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
         return
@@ -228,7 +242,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
         name = f"{source.name}!{info.filename}"
         try:
             data = _zip_member(source.buf, archive, info)
-        except ZIP_ERRORS as exc:
+        except corrupt as exc:
             yield Binary(path=name, size=info.file_size, format="unreadable",
                          errors=[FormatError(f"cannot read zip member: {exc}", path=name)])
             continue
@@ -239,13 +253,13 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
             yield from scan_source(Source(name, data), only_candidates=only_candidates)
 
 
-
-
 def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
     """A member's bytes if it may hold device code, else None. Stored members are slices of the zip itself;
     compressed ones are inflated in memory (never to disk), capped at MAX_PAYLOAD."""
     if info.file_size > MAX_PAYLOAD:
         raise FormatError(f"zip member claims {info.file_size} bytes, above the limit of {MAX_PAYLOAD}")
+    import zipfile
+
     if info.compress_type == zipfile.ZIP_STORED:
         need(buf, info.header_offset, LOCAL_HEADER_NAME_LENGTHS.size, "zip local header")
         signature, name_len, extra_len = LOCAL_HEADER_NAME_LENGTHS.unpack_from(buf, info.header_offset)
@@ -301,17 +315,17 @@ def scan_buffer(source: Source) -> Binary:
     binary = Binary(path=name, size=len(buf), format="other")
     finder = _Finder(binary, buf)
     try:
-        if head.startswith(b"\x7fELF"):
+        if head.startswith(ELF_MAGIC):
             _scan_elf(finder)
         elif pe.is_pe(buf):
             _scan_pe(finder)
         elif head.startswith(FATBIN_MAGIC_BYTES):
             binary.format = "fatbin"
             finder.fatbin(0, "file")
-        elif head.startswith(offload_bundle.BUNDLE_MAGIC):
+        elif head.startswith(BUNDLE_MAGIC):
             binary.format = "offload-bundle"
             finder.bundle(0, "bundle", "file")
-        elif head.startswith(offload_bundle.CCOB_MAGIC):
+        elif head.startswith(CCOB_MAGIC):
             binary.format = "ccob"
             finder.bundle(0, "ccob", "file")
         elif _PTX_START.match(bytes(buf[:4096])):
@@ -392,7 +406,7 @@ def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], st
         if record.vendor == "nvidia":
             finder.fatbin(record.target, "wrapper", wrapper=info)
         else:
-            kind = "ccob" if bytes(buf[record.target:record.target + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+            kind = "ccob" if bytes(buf[record.target:record.target + 4]) == CCOB_MAGIC else "bundle"
             finder.bundle(record.target, kind, "wrapper", wrapper=info)
     try:
         sections = view.sections
@@ -409,7 +423,7 @@ def _scan_host(finder: _Finder, view: ElfView | PeView, role: Callable[[Any], st
             finder.walk_section(section, family="bundle")
         elif name.startswith(BUNDLE_SECTION_PREFIX):
             finder.offload_section(section)
-        elif name == fatkit_amd.SECTION_NAME:
+        elif name == FATKIT_AMD_SECTION:
             finder.repack_section(section)
         elif name == LLVM_OFFLOADING_SECTION:
             binary.notes.append(
@@ -443,6 +457,8 @@ def _pe_cannot_hold_containers(section: pe.PeSection) -> bool:
 def _pe_offload_note(image: PeView, section_name: str) -> str:
     """What a PE `__CLANG_` section (clang-offload-bundler output, its name cut to 8 bytes) holds, as far as the
     SYCL runtime's `.tgtsym` table names its targets (`<bundle id>.<kernel>` strings)."""
+    from fatkit.formats import offload_bundle
+
     symbols = image.section(pe.SYCL_TARGET_SYMBOLS)
     targets: dict[str, None] = {}
     if symbols is not None and symbols.has_bytes:
@@ -543,6 +559,8 @@ class _Finder:
         """Parse the plain bundle or CCOB at offset (once); returns its size or None."""
         if self._known(offset, how, wrapper):
             return self.by_offset[offset].size
+        from fatkit.formats import offload_bundle
+
         try:
             if kind == "ccob":
                 ccob = offload_bundle.parse_ccob(self.buf, offset, end)
@@ -590,9 +608,9 @@ class _Finder:
             head = bytes(self.buf[pos:pos + 24])
             if family == "fatbin" and head.startswith(FATBIN_MAGIC_BYTES):
                 size = self.fatbin(pos, "section")
-            elif family == "bundle" and head.startswith(offload_bundle.BUNDLE_MAGIC):
+            elif family == "bundle" and head.startswith(BUNDLE_MAGIC):
                 size = self.bundle(pos, "bundle", "section")
-            elif family == "bundle" and head.startswith(offload_bundle.CCOB_MAGIC):
+            elif family == "bundle" and head.startswith(CCOB_MAGIC):
                 size = self.bundle(pos, "ccob", "section", end=_next_ccob_end(self.buf, pos, end))
             else:
                 size = None
@@ -604,6 +622,8 @@ class _Finder:
     def offload_section(self, section) -> None:
         """`__CLANG_OFFLOAD_BUNDLE__<id>` sections (clang-offload-bundler -type=o): the section is the payload."""
         bundle_id = section.name[len(BUNDLE_SECTION_PREFIX):]
+        from fatkit.formats import offload_bundle
+
         kind, triple, target_id = offload_bundle.parse_bundle_id(bundle_id)
         if not triple.startswith("amdgcn"):
             if kind != "host":
@@ -618,8 +638,10 @@ class _Finder:
 
     def repack_section(self, section) -> None:
         """`.fatkit_amd` (fatkit repack): its bundle, each code object mapped to the PTX it was translated from."""
+        from fatkit.formats import fatkit_amd
+
         end = min(section.offset + section.size, len(self.buf))
-        kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == offload_bundle.CCOB_MAGIC else "bundle"
+        kind = "ccob" if bytes(self.buf[section.offset:section.offset + 4]) == CCOB_MAGIC else "bundle"
         if not self.bundle(section.offset, kind, "section", end=end):
             return
         try:
@@ -655,9 +677,13 @@ class _Finder:
                 for offset in fatbin.find_containers(self.buf, pos, reach):
                     if offset < stop and offset not in self.by_offset:
                         pos = max(pos, offset + (self.fatbin(offset, "magic-scan") or 1))
-                for offset, kind in offload_bundle.find_bundles(self.buf, pos, reach, limit=end):
-                    if offset < stop and offset not in self.by_offset:
-                        pos = max(pos, offset + (self.bundle(offset, kind, "magic-scan", end=end) or 1))
+                # the bundle reader is imported when a window holds one of its magics (most files hold none)
+                if find(self.buf, BUNDLE_MAGIC, pos, reach) >= 0 or find(self.buf, CCOB_MAGIC, pos, reach) >= 0:
+                    from fatkit.formats import offload_bundle
+
+                    for offset, kind in offload_bundle.find_bundles(self.buf, pos, reach, limit=end):
+                        if offset < stop and offset not in self.by_offset:
+                            pos = max(pos, offset + (self.bundle(offset, kind, "magic-scan", end=end) or 1))
                 _release(self.buf, window, stop)
                 pos = max(pos, stop)
 
@@ -677,6 +703,8 @@ class _Finder:
     # -- standalone device files
 
     def standalone_cubin(self) -> None:
+        from fatkit.formats import cubin  # a standalone cubin; cubins inside fatbins are read by kernels.py
+
         info = cubin.parse_cubin(self.buf)
         self._standalone("cubin", Entry(
             index=0, kind="elf", arch=info.arch, offset=0, stored_size=len(self.buf), compression=None,
@@ -692,6 +720,8 @@ class _Finder:
             loader=self._loader(partial(bytes, self.buf)), size=len(self.buf)))
 
     def standalone_ptx(self) -> None:
+        from fatkit.formats import ptx_header
+
         header = ptx_header.parse_ptx_header(bytes(self.buf))
         version = f"{header.version[0]}.{header.version[1]}" if header.version else None
         self._standalone("ptx", Entry(
@@ -712,8 +742,7 @@ def _entry_kind(name: str) -> EntryKind:
 def _next_ccob_end(buf: Buffer, offset: int, end: int) -> int:
     """Where a version-1 CCOB (which has no size) ends: the next bundle magic in the section, or its end."""
     window = bytes(buf[offset + 4:end])  # a memoryview (stored zip member) has no find; sections are bounded
-    found = [offset + 4 + at for at in (window.find(m) for m in (offload_bundle.CCOB_MAGIC,
-                                                                  offload_bundle.BUNDLE_MAGIC)) if at >= 0]
+    found = [offset + 4 + at for at in (window.find(m) for m in (CCOB_MAGIC, BUNDLE_MAGIC)) if at >= 0]
     return min(found) if found else end
 
 
@@ -730,6 +759,8 @@ def _slice_bytes(buf: Buffer, offset: int, size: int) -> bytes:
 
 
 def _bundle_bytes(data: Buffer, bundle, entry) -> bytes:
+    from fatkit.formats import offload_bundle
+
     return bytes(offload_bundle.bundle_payload(data, bundle, entry))
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from construct import Bytes, Const, Struct
-
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, align, need
+from fatkit.formats.layout import Bytes, Const, Layout
+from fatkit.formats.magic import AR_MAGIC
 
-AR_MAGIC = b"!<arch>\n"
 
-MemberHeader = Struct(
+MemberHeader = Layout(
     "name" / Bytes(16),
     "mtime" / Bytes(12),
     "uid" / Bytes(6),
@@ -20,8 +19,9 @@ MemberHeader = Struct(
     "mode" / Bytes(8),
     "size" / Bytes(10),
     "fmag" / Const(b"`\n"),
-).compile()
-HEADER_SIZE = 60
+    name="MemberHeader",
+)
+HEADER_SIZE = MemberHeader.size  # 60
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def members(buf: Buffer) -> Iterator[ArMember]:
     while pos + HEADER_SIZE <= len(buf):
         try:
             header = MemberHeader.parse(bytes(buf[pos:pos + HEADER_SIZE]))
-        except Exception:
+        except FormatError:
             raise FormatError("ar member header is corrupt", offset=pos) from None
         size = _decimal(header.size, "size", pos)
         data = pos + HEADER_SIZE

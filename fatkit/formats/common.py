@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from typing import Union
-
-from construct import Bytes, FormatField, Padded, Pass, Renamed, Struct
 
 from fatkit.errors import FormatError, LimitError
 
@@ -39,30 +36,22 @@ def align(value: int, to: int) -> int:
     return (value + to - 1) // to * to
 
 
+def find(buf: Buffer, needle: bytes, start: int, end: int) -> int:
+    """buf.find(needle, start, end) for bytes/bytearray/mmap; a chunked search for a memoryview (a stored zip
+    member), which has no find. -1 when the needle does not lie wholly inside buf[start:end]."""
+    if not isinstance(buf, memoryview):
+        return buf.find(needle, start, end)
+    chunk = 1 << 24
+    for chunk_start in range(start, end, chunk):
+        hit = bytes(buf[chunk_start : min(end, chunk_start + chunk + len(needle) - 1)]).find(needle)
+        if hit >= 0:
+            return chunk_start + hit
+    return -1
+
+
 def cstring(buf: Buffer, offset: int, limit: int = 4096) -> str:
     """The NUL-terminated string at offset (at most `limit` bytes), decoded leniently."""
     end = min(len(buf), offset + limit)
     raw = bytes(buf[offset:end])
     nul = raw.find(b"\0")
     return (raw if nul < 0 else raw[:nul]).decode("utf-8", "replace")
-
-
-def unpacker(layout: Struct) -> struct.Struct:
-    """A struct.Struct reading the fields of `layout` in order: little-endian integers, Bytes(n) as n-byte
-    strings, Padding skipped (it yields no value).
-
-    Readers of many small records unpack with these (0.2 us a record, where a compiled construct parse
-    costs ~10 us); the construct Struct stays the declaration of the layout and builds it.
-    """
-    codes = []
-    for field in layout.subcons:
-        sub = field.subcon if isinstance(field, Renamed) else field
-        if isinstance(sub, FormatField) and sub.fmtstr.startswith("<"):
-            codes.append(sub.fmtstr[1:])
-        elif isinstance(sub, Bytes) and isinstance(sub.length, int):
-            codes.append(f"{sub.length}s")
-        elif isinstance(sub, Padded) and sub.subcon is Pass and isinstance(sub.length, int):
-            codes.append(f"{sub.length}x")
-        else:
-            raise TypeError(f"field {field.name!r} of a layout is not a fixed little-endian field")
-    return struct.Struct("<" + "".join(codes))

@@ -3,8 +3,8 @@
 `ElfView` reads ELF32 and ELF64 little-endian files straight from a Buffer (bytes or mmap) without copying
 them. Construction reads the ELF header alone; section and program headers, names, symbols, notes and the
 dynamic table are read on first use, so `cubin_kernel_names`, which needs one string table of thousands of
-cubins, pays for nothing else. Fixed layouts are declared as construct Structs and read through struct
-unpackers derived from them (common.unpacker).
+cubins, pays for nothing else. Fixed layouts are declared once (`formats/layout.py`): read through struct,
+built through construct by the writers.
 
 Relocation tables are read as flat arrays of u64 and filtered in C (`map`/`compress` over a `range`
 membership test), so a library with a million relocations costs milliseconds.
@@ -15,18 +15,17 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property, partial
 from operator import itemgetter
-from typing import Any, NamedTuple
-
-from construct import Bytes, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Padding, Struct
+from typing import NamedTuple
 
 from fatkit.errors import FormatError
-from fatkit.formats.common import Buffer, align, cstring, need, unpacker
+from fatkit.formats.common import Buffer, align, cstring, need
+from fatkit.formats.magic import ELF_MAGIC
+from fatkit.formats.layout import Bytes, FieldType, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Layout, Padding
 
-ElfIdent = Struct(
+ElfIdent = Layout(
     "magic" / Bytes(4),
     "ei_class" / Int8ul,
     "ei_data" / Int8ul,
@@ -34,13 +33,14 @@ ElfIdent = Struct(
     "osabi" / Int8ul,
     "abiversion" / Int8ul,
     Padding(7),
+    name="ElfIdent",
 )
 
 
-def _elf_header(address) -> Struct:
+def _elf_header(address: FieldType) -> Layout:
     """The ELF header; `address` is the size of e_entry, e_phoff and e_shoff (Int32ul or Int64ul)."""
-    return Struct(
-        *ElfIdent.subcons,
+    return Layout(
+        *ElfIdent.fields,
         "e_type" / Int16ul,
         "e_machine" / Int16ul,
         "e_version" / Int32ul,
@@ -54,38 +54,41 @@ def _elf_header(address) -> Struct:
         "e_shentsize" / Int16ul,
         "e_shnum" / Int16ul,
         "e_shstrndx" / Int16ul,
+        name="ElfHeader",
     )
 
 
-def _section_header(word) -> Struct:
+def _section_header(word: FieldType) -> Layout:
     """A section header; `word` is the size of the address-sized fields (Int32ul or Int64ul)."""
-    return Struct(
+    return Layout(
         "sh_name" / Int32ul, "sh_type" / Int32ul, "sh_flags" / word, "sh_addr" / word, "sh_offset" / word,
         "sh_size" / word, "sh_link" / Int32ul, "sh_info" / Int32ul, "sh_addralign" / word, "sh_entsize" / word,
+        name="SectionHeader",
     )
 
 
 Elf32Header, Elf64Header = _elf_header(Int32ul), _elf_header(Int64ul)
 Elf32SectionHeader, Elf64SectionHeader = _section_header(Int32ul), _section_header(Int64ul)
 # Program headers and symbols order their fields differently in the two classes.
-Elf32ProgramHeader = Struct("p_type" / Int32ul, "p_offset" / Int32ul, "p_vaddr" / Int32ul, "p_paddr" / Int32ul,
-                            "p_filesz" / Int32ul, "p_memsz" / Int32ul, "p_flags" / Int32ul, "p_align" / Int32ul)
-Elf64ProgramHeader = Struct("p_type" / Int32ul, "p_flags" / Int32ul, "p_offset" / Int64ul, "p_vaddr" / Int64ul,
-                            "p_paddr" / Int64ul, "p_filesz" / Int64ul, "p_memsz" / Int64ul, "p_align" / Int64ul)
-Elf32Symbol = Struct("st_name" / Int32ul, "st_value" / Int32ul, "st_size" / Int32ul, "st_info" / Int8ul,
-                     "st_other" / Int8ul, "st_shndx" / Int16ul)
-Elf64Symbol = Struct("st_name" / Int32ul, "st_info" / Int8ul, "st_other" / Int8ul, "st_shndx" / Int16ul,
-                     "st_value" / Int64ul, "st_size" / Int64ul)
-Elf32Dyn = Struct("d_tag" / Int32sl, "d_val" / Int32ul)
-Elf64Dyn = Struct("d_tag" / Int64sl, "d_val" / Int64ul)
-NoteHeader = Struct("namesz" / Int32ul, "descsz" / Int32ul, "type" / Int32ul)
+Elf32ProgramHeader = Layout("p_type" / Int32ul, "p_offset" / Int32ul, "p_vaddr" / Int32ul, "p_paddr" / Int32ul,
+                            "p_filesz" / Int32ul, "p_memsz" / Int32ul, "p_flags" / Int32ul, "p_align" / Int32ul,
+                            name="ProgramHeader")
+Elf64ProgramHeader = Layout("p_type" / Int32ul, "p_flags" / Int32ul, "p_offset" / Int64ul, "p_vaddr" / Int64ul,
+                            "p_paddr" / Int64ul, "p_filesz" / Int64ul, "p_memsz" / Int64ul, "p_align" / Int64ul,
+                            name="ProgramHeader")
+Elf32Symbol = Layout("st_name" / Int32ul, "st_value" / Int32ul, "st_size" / Int32ul, "st_info" / Int8ul,
+                     "st_other" / Int8ul, "st_shndx" / Int16ul, name="SymbolEntry")
+Elf64Symbol = Layout("st_name" / Int32ul, "st_info" / Int8ul, "st_other" / Int8ul, "st_shndx" / Int16ul,
+                     "st_value" / Int64ul, "st_size" / Int64ul, name="SymbolEntry")
+Elf32Dyn = Layout("d_tag" / Int32sl, "d_val" / Int32ul, name="Dyn")
+Elf64Dyn = Layout("d_tag" / Int64sl, "d_val" / Int64ul, name="Dyn")
+NoteHeader = Layout("namesz" / Int32ul, "descsz" / Int32ul, "type" / Int32ul, name="NoteHeader")
 
 # Relocation entries are arrays of whole u64 words; they are read as such (memoryview.cast) and these
 # layouts give the word positions: Rela = (r_offset, r_info, r_addend), Rel = (r_offset, r_info).
-Elf64Rela = Struct("r_offset" / Int64ul, "r_info" / Int64ul, "r_addend" / Int64sl)
-Elf64Rel = Struct("r_offset" / Int64ul, "r_info" / Int64ul)
+Elf64Rela = Layout("r_offset" / Int64ul, "r_info" / Int64ul, "r_addend" / Int64sl, name="Rela")
+Elf64Rel = Layout("r_offset" / Int64ul, "r_info" / Int64ul, name="Rel")
 
-ELF_MAGIC = b"\x7fELF"
 ELFCLASS32, ELFCLASS64 = 1, 2
 ELFDATA2LSB = 1
 
@@ -112,13 +115,13 @@ POINTER_RELOCATIONS = {
     EM_PPC64: (22, 38),  # R_PPC64_RELATIVE, R_PPC64_ADDR64
 }
 
-_RELA_WORDS = Elf64Rela.sizeof() // 8
-_REL_WORDS = Elf64Rel.sizeof() // 8
+_RELA_WORDS = Elf64Rela.size // 8
+_REL_WORDS = Elf64Rel.size // 8
 _U64 = struct.Struct("<Q")
-_RELA = unpacker(Elf64Rela)
-_REL = unpacker(Elf64Rel)
-_IDENT = unpacker(ElfIdent)
-_NOTE = unpacker(NoteHeader)
+_RELA = Elf64Rela.unpack
+_REL = Elf64Rel.unpack
+_IDENT = ElfIdent.unpack
+_NOTE = NoteHeader.unpack
 # Relocation tables are searched with buf.find for the high bytes of the wanted addresses when
 # those span at most _SEARCHED_BLOCKS blocks of 256 B or 64 KiB (one pass over the table per
 # block); wider ranges test every entry instead.
@@ -127,57 +130,15 @@ _SEARCHED_BLOCKS = 8
 _NAME_LIMIT = 4096  # longest dynamic string read
 
 
-class _Layout:
-    """A construct Struct read through its struct unpacker into a named tuple of its field names."""
-
-    def __init__(self, name: str, layout: Struct):
-        self.unpack = unpacker(layout)
-        self.size = self.unpack.size
-        self.record: Any = namedtuple(name, [field.name for field in layout.subcons if field.name])  # type: ignore[misc]
-        self.offsets: dict[str, int] = {}  # of each field, for error offsets
-        position = 0
-        for field in layout.subcons:
-            if field.name:
-                self.offsets[field.name] = position
-            position += field.sizeof()
-
-    def at(self, buf: Buffer, offset: int):
-        """The record at `offset`; the caller has bounds-checked it."""
-        return tuple.__new__(self.record, self.unpack.unpack_from(buf, offset))
-
-    def pack(self, record: tuple) -> bytes:
-        """The bytes of a record (`at`'s, possibly `_replace`d, or `record(**fields)`)."""
-        return self.unpack.pack(*record)
-
-    def field_bytes(self, name: str, value: int) -> tuple[int, bytes]:
-        """Where field `name` lies in the record and `value` as its bytes: what a patch overwrites."""
-        index = self.record._fields.index(name)
-        start = self.offsets[name]
-        end = self.offsets[self.record._fields[index + 1]] if index + 1 < len(self.record._fields) else self.size
-        return start, value.to_bytes(end - start, "little")
-
-    def getter(self, *names: str) -> itemgetter:
-        """A function from a record (or its raw tuple) to the tuple of the named fields."""
-        return itemgetter(*(self.record._fields.index(name) for name in names))
-
-    def array(self, raw: bytes, stride: int) -> list:
-        """The records of `stride`-byte entries in `raw` (stride >= size; a partial last entry is left out)."""
-        if stride == self.size:
-            entries = self.unpack.iter_unpack(raw[: len(raw) - len(raw) % stride])
-        else:
-            entries = (self.unpack.unpack_from(raw, at) for at in range(0, len(raw) - self.size + 1, stride))
-        return list(map(partial(tuple.__new__, self.record), entries))
-
-
 @dataclass(frozen=True)
 class _ClassLayouts:
     """The tables of one ELF class."""
 
-    header: _Layout
-    section: _Layout
-    segment: _Layout
-    symbol: _Layout
-    dyn: _Layout
+    header: Layout
+    section: Layout
+    segment: Layout
+    symbol: Layout
+    dyn: Layout
 
     @cached_property
     def section_fields(self) -> itemgetter:
@@ -198,8 +159,7 @@ def layouts(elf_class: int) -> _ClassLayouts:
 
 
 _LAYOUTS = {
-    elf_class: _ClassLayouts(_Layout("ElfHeader", header), _Layout("SectionHeader", section),
-                             _Layout("ProgramHeader", segment), _Layout("SymbolEntry", symbol), _Layout("Dyn", dyn))
+    elf_class: _ClassLayouts(header, section, segment, symbol, dyn)
     for elf_class, header, section, segment, symbol, dyn in (
         (ELFCLASS32, Elf32Header, Elf32SectionHeader, Elf32ProgramHeader, Elf32Symbol, Elf32Dyn),
         (ELFCLASS64, Elf64Header, Elf64SectionHeader, Elf64ProgramHeader, Elf64Symbol, Elf64Dyn),
@@ -375,7 +335,7 @@ class ElfView:
         need(self._buf, names.sh_offset, names.sh_size, "section name table")
         return bytes(self._buf[names.sh_offset : names.sh_offset + names.sh_size])
 
-    def _records(self, table: tuple[int, int], entsize: int, layout: _Layout) -> list:
+    def _records(self, table: tuple[int, int], entsize: int, layout: Layout) -> list:
         """The records of a header table given as (offset, count) by _section_table/_segment_table."""
         offset, count = table
         return layout.array(bytes(self._buf[offset : offset + count * entsize]), entsize) if count else []

@@ -10,25 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-import construct
-from construct import Int16ul, Int32ul, Int64ul, Struct
-
 from fatkit.errors import FormatError
 from fatkit.formats.codecs import compress, decompress
-from fatkit.formats.common import Buffer, align, cap, need, unpacker
+from fatkit.formats.common import Buffer, align, cap, find, need
+from fatkit.formats.layout import Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import FATBIN_MAGIC, FATBIN_MAGIC_BYTES
 from fatkit.formats.elf import ElfView
 
-FATBIN_MAGIC = 0xBA55ED50
 ENTRY_VERSION = 0x0101
 
-ContainerHeader = Struct(
+ContainerHeader = Layout(
     "magic" / Int32ul,
     "version" / Int16ul,  # 1
     "header_size" / Int16ul,  # 16; entries start here
     "fat_size" / Int64ul,  # bytes of entries after the header
+    name="ContainerHeader",
 )
 
-EntryHeader = Struct(
+EntryHeader = Layout(
     "kind" / Int16ul,
     "entry_version" / Int16ul,  # 0x0101
     "header_size" / Int32ul,  # payload starts at entry + header_size
@@ -43,22 +42,23 @@ EntryHeader = Struct(
     "flags" / Int64ul,
     "obfuscation" / Int64ul,
     "uncompressed_size" / Int64ul,  # size after decompression, else 0
+    name="EntryHeader",
 )
 
-OptionsRecord = Struct(
+OptionsRecord = Layout(
     "str_offset" / Int32ul,  # from the entry start
     "str_len" / Int32ul,
+    name="OptionsRecord",
 )
 
 # Headers are read through struct unpackers (0.2 us per header instead of ~10 us for a construct parse: a
-# cuBLAS-size library has thousands of entries); construct builds the same layouts.
-_CONTAINER = unpacker(ContainerHeader)
-_ENTRY = unpacker(EntryHeader)
-_OPTIONS = unpacker(OptionsRecord)
-_MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
+# cuBLAS-size library has thousands of entries); construct builds the same layouts (formats/layout.py).
+_CONTAINER = ContainerHeader.unpack
+_ENTRY = EntryHeader.unpack
+_OPTIONS = OptionsRecord.unpack
 # What the scan searches for: magic, version 1, header size 16 (the only container header there is). The longer
 # needle makes the search of a 500 MB library a third faster and skips most false hits before validation.
-_SCAN_NEEDLE = _MAGIC_BYTES + (1).to_bytes(2, "little") + (16).to_bytes(2, "little")
+_SCAN_NEEDLE = FATBIN_MAGIC_BYTES + (1).to_bytes(2, "little") + (16).to_bytes(2, "little")
 
 KIND_PTX, KIND_ELF, KIND_CUBIN_LEGACY, KIND_NVVM = 1, 2, 4, 8
 KIND_NAMES = {KIND_PTX: "ptx", KIND_ELF: "elf", KIND_NVVM: "nvvm", KIND_CUBIN_LEGACY: "cubin-legacy"}
@@ -71,8 +71,8 @@ FLAG_OBFUSCATED = 0x10000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_XXa / compute_XXa
 FLAG_FAMILY = 0x200000  # sm_XXf / compute_XXf
 
-ENTRY_HEADER_SIZE = EntryHeader.sizeof()  # 0x40: the fixed part
-CONTAINER_HEADER_SIZE = ContainerHeader.sizeof()  # 0x10
+ENTRY_HEADER_SIZE = EntryHeader.size  # 0x40: the fixed part
+CONTAINER_HEADER_SIZE = ContainerHeader.size  # 0x10
 # The code version nvcc 13.0 writes when a builder's caller gives none: PTX ISA 9.0, cubin ABI 8, NVVM 1.0x41.
 DEFAULT_VERSIONS = {KIND_PTX: (9, 0), KIND_ELF: (1, 8), KIND_NVVM: (1, 0x41)}
 
@@ -192,18 +192,6 @@ def container_size_at(buf: Buffer, offset: int) -> int | None:
     return CONTAINER_HEADER_SIZE + fat_size
 
 
-def _find(buf: Buffer, needle: bytes, start: int, end: int) -> int:
-    """buf.find for bytes/bytearray/mmap; a chunked search for memoryview, which has no find."""
-    if hasattr(buf, "find"):
-        return buf.find(needle, start, end)
-    chunk = 1 << 24
-    for chunk_start in range(start, end, chunk):
-        hit = bytes(buf[chunk_start : min(end, chunk_start + chunk + len(needle) - 1)]).find(needle)
-        if hit >= 0:
-            return chunk_start + hit
-    return -1
-
-
 def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[int]:
     """Offsets of every valid container whose magic lies inside buf[start:end] (the container itself may
     extend past `end`: callers scan big files window by window).
@@ -214,7 +202,7 @@ def find_containers(buf: Buffer, start: int = 0, end: int | None = None) -> Iter
     end = len(buf) if end is None else min(end, len(buf))
     pos = max(start, 0)
     while True:
-        hit = _find(buf, _SCAN_NEEDLE, pos, end)
+        hit = find(buf, _SCAN_NEEDLE, pos, end)
         if hit < 0:
             return
         size = container_size_at(buf, hit)
@@ -367,7 +355,7 @@ def _build_entry(spec: EntrySpec) -> bytes:
         else:
             text = (spec.options or "").encode()
             text_len = len(text)
-        record = OptionsRecord.build({"str_offset": options_offset + OptionsRecord.sizeof(), "str_len": text_len})
+        record = OptionsRecord.build({"str_offset": options_offset + OptionsRecord.size, "str_len": text_len})
         variable += record + _padded_string(text)
     major, minor = spec.version if spec.version is not None else DEFAULT_VERSIONS.get(spec.kind, (1, 0))
     header = EntryHeader.build({
@@ -389,6 +377,6 @@ def build_container(entries: Sequence[EntrySpec]) -> bytes:
         body = b"".join(_build_entry(spec) for spec in entries)
         header = ContainerHeader.build({"magic": FATBIN_MAGIC, "version": 1,
                                         "header_size": CONTAINER_HEADER_SIZE, "fat_size": len(body)})
-    except construct.ConstructError as exc:
+    except ValueError as exc:
         raise ValueError(f"fatbin entry does not fit its header fields: {exc}") from None
     return header + body

@@ -28,8 +28,9 @@ from typing import Any, Mapping
 from fatkit.errors import FatkitError, FormatError
 from fatkit.formats import offload_bundle
 from fatkit.formats.common import MAX_PAYLOAD, cap
+from fatkit.formats.magic import FATKIT_AMD_SECTION
 
-SECTION_NAME = ".fatkit_amd"
+SECTION_NAME = FATKIT_AMD_SECTION
 MANIFEST_FORMAT = "fatkit-amd"
 MANIFEST_VERSION = 1
 MANIFEST_BUNDLE_ID = offload_bundle.HOST_BUNDLE_ID

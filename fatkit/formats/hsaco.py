@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
-from construct import Int16ul, Int32ul, Int64sl, Padding, Struct
 
 from fatkit.errors import FormatError
 from fatkit.formats.common import Buffer, need
+from fatkit.formats.layout import Int16ul, Int32ul, Int64sl, Layout, Padding
 from fatkit.formats.elf import (
     EM_AMDGPU,
     ELFCLASS64, ET_DYN, ET_EXEC, ET_REL, SHT_DYNSYM, SHT_SYMTAB, STT_OBJECT, ElfView, Note,
@@ -70,12 +70,13 @@ _XNACK_PROCESSORS_V3 = frozenset({
     "gfx940", "gfx941", "gfx942", "gfx1010", "gfx1011", "gfx1012", "gfx1013"})
 _SRAMECC_PROCESSORS_V3 = frozenset({"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942"})
 
-IsaVersionNote = Struct(  # NT_AMD_HSA_ISA_VERSION desc
+IsaVersionNote = Layout(  # NT_AMD_HSA_ISA_VERSION desc
     "vendor_name_size" / Int16ul, "architecture_name_size" / Int16ul,
     "major" / Int32ul, "minor" / Int32ul, "stepping" / Int32ul,
-).compile()
+    name="IsaVersionNote",
+)
 # llvm/Support/AMDHSAKernelDescriptor.h
-KernelDescriptorLayout = Struct(
+KernelDescriptorLayout = Layout(
     "group_segment_fixed_size" / Int32ul,
     "private_segment_fixed_size" / Int32ul,
     "kernarg_size" / Int32ul,
@@ -88,9 +89,10 @@ KernelDescriptorLayout = Struct(
     "kernel_code_properties" / Int16ul,
     "kernarg_preload" / Int16ul,
     Padding(4),
-).compile()
+    name="KernelDescriptor",
+)
 
-ISA_NOTE_SIZE = IsaVersionNote.sizeof()
+ISA_NOTE_SIZE = IsaVersionNote.size
 
 
 @dataclass(frozen=True)

@@ -8,38 +8,35 @@ that bundle.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterator, Sequence
-
-from construct import Const, ConstructError, Int16ul, Int32ul, Int64ul, Struct
 
 from fatkit.errors import FormatError
 from fatkit.formats import codecs
-from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, need
+from fatkit.formats.common import Buffer, MAX_PAYLOAD, align as align_up, cap, find, need
+from fatkit.formats.layout import Const, Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import BUNDLE_MAGIC, CCOB_MAGIC
 
-BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
-CCOB_MAGIC = b"CCOB"
 # The host id clang 22 writes; ROCm 5.x wrote "host-x86_64-unknown-linux" (both parse).
 HOST_BUNDLE_ID = "host-x86_64-unknown-linux-gnu-"
 
-BundleHeader = Struct("magic" / Const(BUNDLE_MAGIC), "count" / Int64ul).compile()
-BundleEntryHeader = Struct("offset" / Int64ul, "size" / Int64ul, "id_length" / Int64ul).compile()
-CcobPrefix = Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul).compile()
+BundleHeader = Layout("magic" / Const(BUNDLE_MAGIC), "count" / Int64ul, name="BundleHeader")
+BundleEntryHeader = Layout("offset" / Int64ul, "size" / Int64ul, "id_length" / Int64ul, name="BundleEntryHeader")
+CcobPrefix = Layout("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, name="CcobPrefix")
 CcobHeaders = {
-    1: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul,
-              "uncompressed_size" / Int32ul, "hash" / Int64ul).compile(),
-    2: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, "total_size" / Int32ul,
-              "uncompressed_size" / Int32ul, "hash" / Int64ul).compile(),
-    3: Struct("magic" / Const(CCOB_MAGIC), "version" / Int16ul, "method" / Int16ul, "total_size" / Int64ul,
-              "uncompressed_size" / Int64ul, "hash" / Int64ul).compile(),
+    1: Layout(*CcobPrefix.fields, "uncompressed_size" / Int32ul, "hash" / Int64ul, name="CcobHeaderV1"),
+    2: Layout(*CcobPrefix.fields, "total_size" / Int32ul, "uncompressed_size" / Int32ul, "hash" / Int64ul,
+              name="CcobHeaderV2"),
+    3: Layout(*CcobPrefix.fields, "total_size" / Int64ul, "uncompressed_size" / Int64ul, "hash" / Int64ul,
+              name="CcobHeaderV3"),
 }
 CCOB_HEADER_SIZES = {1: 20, 2: 24, 3: 32}
 CCOB_METHODS = {0: "zlib", 1: "zstd"}  # llvm::compression::Format
 
-BUNDLE_HEADER_SIZE = BundleHeader.sizeof()
-ENTRY_HEADER_SIZE = BundleEntryHeader.sizeof()
+BUNDLE_HEADER_SIZE = BundleHeader.size
+ENTRY_HEADER_SIZE = BundleEntryHeader.size
 # Far above anything real (27 targets, ids under 100 characters); a header claiming more is hostile.
 MAX_BUNDLE_ENTRIES = 4096
 MAX_BUNDLE_ID = 4096
@@ -97,6 +94,8 @@ def parse_bundle_id(s: str) -> tuple[str, str, str]:
 
 def _md5_low(data: bytes) -> int:
     """LLVM's MD5Result::low(): the first 8 digest bytes read little-endian."""
+    import hashlib  # CCOBs only: most scanned files hold none (and hashlib costs 4 ms to import)
+
     return int.from_bytes(hashlib.md5(data).digest()[:8], "little")
 
 
@@ -118,7 +117,7 @@ def parse_bundle(buf: Buffer, offset: int = 0) -> Bundle:
     need(buf, offset, BUNDLE_HEADER_SIZE, "offload bundle header")
     try:
         count = BundleHeader.parse(_bytes(buf, offset, offset + BUNDLE_HEADER_SIZE)).count
-    except ConstructError:
+    except FormatError:
         raise FormatError("no __CLANG_OFFLOAD_BUNDLE__ magic", offset=offset) from None
     if count == 0:
         raise FormatError("offload bundle holds no entries", offset=offset)
@@ -161,10 +160,10 @@ def bundle_size_at(buf: Buffer, offset: int) -> int | None:
 def parse_ccob(buf: Buffer, offset: int = 0, end: int | None = None) -> CompressedBundle:
     """The CCOB header at `offset`. `end` (default: the end of `buf`) bounds it; v1 runs up to `end`."""
     end = len(buf) if end is None else min(end, len(buf))
-    need(buf, offset, CcobPrefix.sizeof(), "CCOB header")
+    need(buf, offset, CcobPrefix.size, "CCOB header")
     try:
-        prefix = CcobPrefix.parse(_bytes(buf, offset, offset + CcobPrefix.sizeof()))
-    except ConstructError:
+        prefix = CcobPrefix.parse(_bytes(buf, offset, offset + CcobPrefix.size))
+    except FormatError:
         raise FormatError("no CCOB magic", offset=offset) from None
     if prefix.version not in CcobHeaders:
         raise FormatError(f"unknown CCOB version {prefix.version}", offset=offset)
@@ -279,18 +278,6 @@ def bundle_payload(buf: Buffer, bundle: Bundle, entry: BundleEntry) -> memoryvie
     return _slice(buf, start, start + entry.size)
 
 
-def _finder(buf: Buffer, needle: bytes):
-    """buf.find where the buffer has it (bytes, bytearray, mmap); a regex search over a memoryview."""
-    if hasattr(buf, "find"):
-        return lambda pos, end: buf.find(needle, pos, end)
-    pattern = re.compile(re.escape(needle))
-
-    def find(pos: int, end: int) -> int:
-        match = pattern.search(buf, pos, end)
-        return match.start() if match else -1
-    return find
-
-
 def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
                  limit: int | None = None) -> Iterator[tuple[int, str]]:
     """Validated bundles and CCOBs whose magic starts in buf[start:end], in file order: (offset, kind).
@@ -300,8 +287,8 @@ def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
     unknown length, only after its header)."""
     end = len(buf) if end is None else min(end, len(buf))
     limit = len(buf) if limit is None else min(limit, len(buf))
-    finders = {"bundle": _finder(buf, BUNDLE_MAGIC), "ccob": _finder(buf, CCOB_MAGIC)}
-    next_hit = {kind: find(start, end) for kind, find in finders.items()}
+    finders = {"bundle": partial(find, buf, BUNDLE_MAGIC), "ccob": partial(find, buf, CCOB_MAGIC)}
+    next_hit = {kind: search(start, end) for kind, search in finders.items()}
     while True:
         live = [(at, kind) for kind, at in next_hit.items() if at >= 0]
         if not live:
@@ -320,9 +307,9 @@ def find_bundles(buf: Buffer, start: int = 0, end: int | None = None,
         else:
             yield at, kind
             resume = at + size
-        for other, find in finders.items():
+        for other, search in finders.items():
             if 0 <= next_hit[other] < resume:
-                next_hit[other] = find(resume, end)
+                next_hit[other] = search(resume, end)
 
 
 def build_bundle(entries: Sequence[tuple[str, bytes]], align: int = 1) -> bytes:

@@ -3,8 +3,8 @@
 `PeView` reads a PE image straight from a Buffer (bytes or mmap) without copying it: construction reads the
 DOS stub's `e_lfanew`, the COFF file header, the optional header with its data directories and the section
 table (a few KB); the import, delay-import and base-relocation tables are read on first use, each bounded by
-its data directory and the file. Fixed layouts are declared as construct Structs and read through struct
-unpackers derived from them (common.unpacker), as the ELF reader does.
+its data directory and the file. Fixed layouts are declared once (`formats/layout.py`), as the ELF reader's
+are: read through struct, built (and patched by field name) by the writer.
 
 Why not lief, which the design names for PE: `lief.PE.parse` reads the whole file into memory and copies
 every section's content into its model (measured: +42 MB resident for the 21 MB `libbitsandbytes_cuda121.dll`)
@@ -40,13 +40,13 @@ import struct
 from functools import cached_property
 from typing import BinaryIO, Literal, NamedTuple
 
-from construct import Bytes, Int8ul, Int16ul, Int32ul, Int64ul, Struct
-
 from fatkit.errors import FormatError
-from fatkit.formats.common import Buffer, cstring, need, unpacker
+from fatkit.formats.common import Buffer, cstring, need
+from fatkit.formats.layout import Bytes, FieldType, Int8ul, Int16ul, Int32ul, Int64ul, Layout
+from fatkit.formats.magic import DOS_MAGIC, FATKIT_AMD_SECTION
 
-DosHeader = Struct("e_magic" / Bytes(2), "e_skipped" / Bytes(58), "e_lfanew" / Int32ul)
-CoffHeader = Struct(
+DosHeader = Layout("e_magic" / Bytes(2), "e_skipped" / Bytes(58), "e_lfanew" / Int32ul, name="DosHeader")
+CoffHeader = Layout(
     "signature" / Bytes(4),  # PE\0\0
     "machine" / Int16ul,
     "number_of_sections" / Int16ul,
@@ -55,13 +55,14 @@ CoffHeader = Struct(
     "number_of_symbols" / Int32ul,
     "size_of_optional_header" / Int16ul,
     "characteristics" / Int16ul,
+    name="CoffHeader",
 )
 
 
-def _optional_header(address, base_of_data: bool) -> Struct:
+def _optional_header(address: FieldType, base_of_data: bool) -> Layout:
     """The optional header up to NumberOfRvaAndSizes; `address` is the size of ImageBase and the stack/heap
     sizes (Int32ul in PE32, Int64ul in PE32+), which alone also has no BaseOfData."""
-    return Struct(
+    return Layout(
         "magic" / Int16ul,
         "major_linker_version" / Int8ul,
         "minor_linker_version" / Int8ul,
@@ -92,13 +93,14 @@ def _optional_header(address, base_of_data: bool) -> Struct:
         "size_of_heap_commit" / address,
         "loader_flags" / Int32ul,
         "number_of_rva_and_sizes" / Int32ul,
+        name="OptionalHeader",
     )
 
 
 OptionalHeader32 = _optional_header(Int32ul, base_of_data=True)
 OptionalHeader64 = _optional_header(Int64ul, base_of_data=False)
-DataDirectory = Struct("virtual_address" / Int32ul, "size" / Int32ul)
-SectionHeader = Struct(
+DataDirectory = Layout("virtual_address" / Int32ul, "size" / Int32ul, name="DataDirectory")
+SectionHeader = Layout(
     "name" / Bytes(8),
     "virtual_size" / Int32ul,
     "virtual_address" / Int32ul,
@@ -109,16 +111,17 @@ SectionHeader = Struct(
     "number_of_relocations" / Int16ul,
     "number_of_linenumbers" / Int16ul,
     "characteristics" / Int32ul,
+    name="SectionHeader",
 )
-ImportDescriptor = Struct("original_first_thunk" / Int32ul, "time_date_stamp" / Int32ul,
-                          "forwarder_chain" / Int32ul, "name" / Int32ul, "first_thunk" / Int32ul)
-DelayImportDescriptor = Struct("attributes" / Int32ul, "dll_name" / Int32ul, "module_handle" / Int32ul,
+ImportDescriptor = Layout("original_first_thunk" / Int32ul, "time_date_stamp" / Int32ul,
+                          "forwarder_chain" / Int32ul, "name" / Int32ul, "first_thunk" / Int32ul,
+                          name="ImportDescriptor")
+DelayImportDescriptor = Layout("attributes" / Int32ul, "dll_name" / Int32ul, "module_handle" / Int32ul,
                                "import_address_table" / Int32ul, "import_name_table" / Int32ul,
                                "bound_import_address_table" / Int32ul, "unload_information_table" / Int32ul,
-                               "time_date_stamp" / Int32ul)
-BaseRelocationBlock = Struct("page_rva" / Int32ul, "block_size" / Int32ul)
+                               "time_date_stamp" / Int32ul, name="DelayImportDescriptor")
+BaseRelocationBlock = Layout("page_rva" / Int32ul, "block_size" / Int32ul, name="BaseRelocationBlock")
 
-DOS_MAGIC = b"MZ"
 PE_SIGNATURE = b"PE\0\0"
 PE32_MAGIC, PE32_PLUS_MAGIC = 0x10B, 0x20B
 IMAGE_FILE_DLL = 0x2000
@@ -132,7 +135,7 @@ IMAGE_REL_BASED_ABSOLUTE, IMAGE_REL_BASED_HIGHLOW, IMAGE_REL_BASED_DIR64 = 0, 3,
 # The ELF section each device-code section of a PE image stands for (its name cut to 8 bytes by the linker);
 # `.fatkit` is the section `fatkit repack` adds to PE files (ELF: `.fatkit_amd`, too long for a PE image).
 ELF_SECTION_OF = {".nv_fatb": ".nv_fatbin", "__nv_rel": "__nv_relfatbin", ".nvFatBi": ".nvFatBinSegment",
-                  ".hipFatB": ".hipFatBinSegment", ".hip_fat": ".hip_fatbin", ".fatkit": ".fatkit_amd"}
+                  ".hipFatB": ".hipFatBinSegment", ".hip_fat": ".hip_fatbin", ".fatkit": FATKIT_AMD_SECTION}
 REPACK_SECTION = ".fatkit"
 # `.fatkit` is initialized read-only data: the loader maps every section of an image; nothing reads or runs it
 REPACK_SECTION_CHARACTERISTICS = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
@@ -140,7 +143,7 @@ SECTION_NAME_SIZE = 8  # bytes of a section header's name
 IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x0080  # the image loads only with a valid signature
 CLANG_OFFLOAD_SECTION = "__CLANG_"  # the 8-byte cut of `__CLANG_OFFLOAD_BUNDLE__<bundle id>`
 SYCL_TARGET_SYMBOLS = ".tgtsym"  # the SYCL runtime's table of `<bundle id>.<kernel symbol>` strings
-SECTION_HEADER_SIZE = SectionHeader.sizeof()
+SECTION_HEADER_SIZE = SectionHeader.size
 COFF_SYMBOL_SIZE = 18
 # The most entries of one table read before fatkit calls the table hostile: real DLLs import a few dozen
 # DLLs and carry at most a few hundred thousand relocated fields.
@@ -148,28 +151,17 @@ MAX_IMPORTS = 4096
 MAX_RELOCATION_BYTES = 64 << 20
 _NAME_LIMIT = 4096
 
-_DOS = unpacker(DosHeader)
-_COFF = unpacker(CoffHeader)
-_OPTIONAL = {PE32_MAGIC: (OptionalHeader32, unpacker(OptionalHeader32)),
-             PE32_PLUS_MAGIC: (OptionalHeader64, unpacker(OptionalHeader64))}
-_DIRECTORY = unpacker(DataDirectory)
-_SECTION = unpacker(SectionHeader)
-_IMPORT = unpacker(ImportDescriptor)
-_DELAY_IMPORT = unpacker(DelayImportDescriptor)
-_BLOCK = unpacker(BaseRelocationBlock)
+_DOS = DosHeader.unpack
+_COFF = CoffHeader.unpack
+_OPTIONAL = {PE32_MAGIC: OptionalHeader32, PE32_PLUS_MAGIC: OptionalHeader64}
+_DIRECTORY = DataDirectory.unpack
+_SECTION = SectionHeader.unpack
+_IMPORT = ImportDescriptor.unpack
+_DELAY_IMPORT = DelayImportDescriptor.unpack
+_BLOCK = BaseRelocationBlock.unpack
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-
-
-def field_offsets(layout: Struct) -> dict[str, int]:
-    """The offset of each named field of a fixed layout (for writers that patch one field in place)."""
-    offsets, position = {}, 0
-    for field in layout.subcons:
-        if field.name:
-            offsets[field.name] = position
-        position += field.sizeof()
-    return offsets
 
 
 class PeSection(NamedTuple):
@@ -235,15 +227,18 @@ class PeView:
         if self.magic not in _OPTIONAL:
             raise FormatError(f"optional header magic 0x{self.magic:x} is neither PE32 (0x10b) nor PE32+ (0x20b)",
                               offset=optional_at)
-        layout, unpack = _OPTIONAL[self.magic]
+        layout = _OPTIONAL[self.magic]
+        unpack = layout.unpack
         if optional_size < unpack.size:
             raise FormatError(f"SizeOfOptionalHeader {optional_size} is below the {unpack.size} bytes of its "
                               "fixed fields", offset=lfanew + 20)
         need(buf, optional_at, optional_size, "optional header")
-        values = dict(zip((f.name for f in layout.subcons), unpack.unpack_from(buf, optional_at)))
+        values = dict(zip(layout.names, unpack.unpack_from(buf, optional_at)))
         self._buf = buf
+        self._optional_layout = layout
+        self._coff_at = lfanew
         self.optional = values
-        self.optional_offsets = {name: optional_at + at for name, at in field_offsets(layout).items()}
+        self.optional_offsets = {name: optional_at + at for name, at in layout.offsets.items()}
         self.image_base: int = values["image_base"]
         self.section_alignment: int = values["section_alignment"]
         self.file_alignment: int = values["file_alignment"]
@@ -262,6 +257,16 @@ class PeView:
     def buffer(self) -> Buffer:
         """The bytes this view reads (for callers that read records at the offsets it returns)."""
         return self._buf
+
+    def coff_field(self, name: str, value: int) -> tuple[int, bytes]:
+        """The file offset of COFF file header field `name` and `value` as its bytes (what a patch writes)."""
+        at, raw = CoffHeader.field_bytes(name, value)
+        return self._coff_at + at, raw
+
+    def optional_field(self, name: str, value: int) -> tuple[int, bytes]:
+        """The file offset of optional header field `name` and `value` as its bytes (PE32 or PE32+ layout)."""
+        _, raw = self._optional_layout.field_bytes(name, value)
+        return self.optional_offsets[name], raw
 
     @property
     def is_dll(self) -> bool:

@@ -12,10 +12,9 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from construct import Int32ul, Int64ul, Struct
-
 from fatkit.errors import FormatError
 from fatkit.formats.elf import ElfView
+from fatkit.formats.layout import Int32ul, Int64ul, Layout
 from fatkit.formats.pe import ELF_SECTION_OF, PeView
 
 NV_WRAPPER_MAGIC = 0x466243B1
@@ -23,17 +22,19 @@ HIP_WRAPPER_MAGIC = 0x48495046
 WRAPPER_SECTIONS: dict[str, Vendor] = {".nvFatBinSegment": "nvidia", ".hipFatBinSegment": "hip"}
 WRAPPER_MAGICS = {"nvidia": NV_WRAPPER_MAGIC, "hip": HIP_WRAPPER_MAGIC}
 
-WrapperRecord = Struct(
+WrapperRecord = Layout(
     "magic" / Int32ul,
     "version" / Int32ul,  # NVIDIA: 1 per-TU fatbin, 2 device-linked image; HIP: 1
     "data" / Int64ul,  # pointer to the fatbin / bundle
     "filename_or_fatbins" / Int64ul,  # NVIDIA v2: pointer to the .bss prelinked array; else 0
+    name="WrapperRecord",
 )
-WRAPPER_SIZE = WrapperRecord.sizeof()
+WRAPPER_SIZE = WrapperRecord.size
 DATA_FIELD = 0x08  # offset of "data" in WrapperRecord
 # In a 32-bit image (PE32) the two pointers are 4 bytes: {u32 magic, u32 version, u32 data, u32 …}, 16 bytes.
-WrapperRecord32 = Struct("magic" / Int32ul, "version" / Int32ul, "data" / Int32ul, "filename_or_fatbins" / Int32ul)
-WRAPPER32_SIZE = WrapperRecord32.sizeof()
+WrapperRecord32 = Layout("magic" / Int32ul, "version" / Int32ul, "data" / Int32ul, "filename_or_fatbins" / Int32ul,
+                         name="WrapperRecord32")
+WRAPPER32_SIZE = WrapperRecord32.size
 _MAGIC_VERSION = struct.Struct("<II")  # the first two fields of WrapperRecord
 
 Vendor = Literal["nvidia", "hip"]

@@ -6,11 +6,12 @@ The patched file is the original file, byte for byte, followed by
 
 plus one 40-byte section header written into the zero slack after the last original header (inside
 SizeOfHeaders, before the first section's bytes), and four fields of the headers updated: NumberOfSections
-(COFF header), SizeOfImage, SizeOfInitializedData and CheckSum (optional header). Every original section keeps
-its header, address and bytes; the data directories (imports, exports, relocations, resources, exceptions,
-TLS, load config, debug) are not touched. The section is named `.fatkit` (a PE image holds names of at most
-8 bytes; ELF's `.fatkit_amd` does not fit) and holds the same bytes as ELF's `.fatkit_amd`: the bundle and
-manifest of `fatkit.formats.fatkit_amd`.
+(COFF header), SizeOfImage, SizeOfInitializedData and CheckSum (optional header), written through
+`formats/pe.py`'s declared layouts by field name, as `elf_patch` writes through `formats/elf.py`'s. Every
+original section keeps its header, address and bytes; the data directories (imports, exports, relocations,
+resources, exceptions, TLS, load config, debug) are not touched. The section is named `.fatkit` (a PE image
+holds names of at most 8 bytes; ELF's `.fatkit_amd` does not fit) and holds the same bytes as ELF's
+`.fatkit_amd`: the bundle and manifest of `fatkit.formats.fatkit_amd`.
 
 The section is initialized read-only data (IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ): the loader
 maps every section of an image, so it lies at the next SectionAlignment boundary after the last section,
@@ -40,16 +41,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fatkit.errors import FatkitError, InputError
-from fatkit.formats.common import align, unpacker
+from fatkit.formats.common import align
 from fatkit.formats.pe import (DIRECTORY_SECURITY, IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY,
                                REPACK_SECTION_CHARACTERISTICS, SECTION_HEADER_SIZE, SECTION_NAME_SIZE, PeView,
                                SectionHeader, pe_checksum)
 from fatkit.repack.elf_patch import atomic_output
 
-_SECTION = unpacker(SectionHeader)
-_U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_NUMBER_OF_SECTIONS_AT = 2  # in the COFF file header, after Machine
 INTEGRITY_WARNING = ("the image sets FORCE_INTEGRITY: Windows loads it only with a valid signature, which the "
                      "repacked file does not have; sign it")
 UNSIGNED_WARNING = ("the file was signed (Authenticode): the signature no longer verifies, Windows and signtool "
@@ -166,13 +164,16 @@ def _plan(image: PeView, buf, size: int, name: str, payload_size: int, keep_sign
     size_of_image = max(align(virtual_address + max(payload_size, 1), image.section_alignment), image.size_of_image)
     if raw_offset + raw_size >= 1 << 32 or size_of_image >= 1 << 32:
         raise refuse("the section would lie past 4 GiB, beyond what PE offsets and addresses hold")
-    header = _SECTION.pack(raw_name, payload_size, virtual_address, raw_size, raw_offset, 0, 0, 0, 0,
-                           REPACK_SECTION_CHARACTERISTICS)
+    header = SectionHeader.build(
+        name=raw_name.ljust(SECTION_NAME_SIZE, b"\0"), virtual_size=payload_size, virtual_address=virtual_address,
+        size_of_raw_data=raw_size, pointer_to_raw_data=raw_offset, pointer_to_relocations=0,
+        pointer_to_linenumbers=0, number_of_relocations=0, number_of_linenumbers=0,
+        characteristics=REPACK_SECTION_CHARACTERISTICS)
     initialized = image.optional["size_of_initialized_data"] + raw_size
     fields = [
-        (image.coff_header_offset + _NUMBER_OF_SECTIONS_AT, _U16.pack(len(sections) + 1)),
-        (image.optional_offsets["size_of_image"], _U32.pack(size_of_image)),
-        (image.optional_offsets["size_of_initialized_data"], _U32.pack(initialized & 0xFFFFFFFF)),
+        image.coff_field("number_of_sections", len(sections) + 1),
+        image.optional_field("size_of_image", size_of_image),
+        image.optional_field("size_of_initialized_data", initialized & 0xFFFFFFFF),
     ]
     checksum_at = image.optional_offsets["checksum"] if image.checksum else None
     return _Plan(size, raw_offset, raw_size, header_at, header, fields, checksum_at, warnings)

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from fatkit.errors import FatkitError, FormatError, InputError, LimitError, UsageError
-from fatkit.extract.scan import ZIP_ERRORS, BufferFile, scan_path
+from fatkit.extract.scan import BufferFile, scan_path, zip_errors
 from fatkit.formats.common import MAX_PAYLOAD, Buffer
-from fatkit.formats.pe import DOS_MAGIC
+from fatkit.formats.magic import DOS_MAGIC, ELF_MAGIC
 from fatkit.repack import HOST_FORMATS, BinaryRepack, repack_binary, translated_targets
 from fatkit.repack.elf_patch import atomic_output, copy_file
 from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, END_SIGNATURE, LOCAL_HEADER,
@@ -47,7 +47,8 @@ from fatkit.formats.zip import (CENTRAL_HEADER, CENTRAL_SIGNATURE, END_RECORD, E
                                 ZIP64_LOCATOR_SIGNATURE)
 from fatkit.formats.fatkit_amd import ModuleRecord
 
-ELF_MAGIC = b"\x7fELF"
+ZIP_ERRORS = zip_errors()
+
 HOST_MAGICS = (ELF_MAGIC, DOS_MAGIC)  # members that may be host images: ELF, and PE (which starts with MZ)
 RECORD_NAME = re.compile(r"[^/]+\.dist-info/RECORD")
 SIGNATURE_SUFFIXES = ("/RECORD.jws", "/RECORD.p7s")  # wheel signatures: a repacked wheel cannot keep them valid

@@ -20,6 +20,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fatkit.errors import FatkitError
 from fatkit.translate.hazards import DEVICE_RUNTIME_PREFIXES, EXTERN_FUNCTION_KINDS
@@ -138,8 +139,8 @@ def _is_entry(module: ast.Module, name: str) -> bool:
     return function is not None and function.kind == "entry"
 
 
-def _is_definition(item) -> bool:
-    if type(item) is ast.Function:
+def _is_definition(item: ast.Function | ast.Variable) -> bool:
+    if isinstance(item, ast.Function):
         return item.body is not None
     return item.linkage != "extern"
 
@@ -148,14 +149,14 @@ def _definitions(module: ast.Module) -> dict[str, str | None]:
     """Module-level names the module defines (functions with bodies, variables not `.extern`): linkage."""
     found: dict[str, str | None] = {}
     for item in module.items:
-        if type(item) in (ast.Function, ast.Variable) and _is_definition(item):
+        if isinstance(item, (ast.Function, ast.Variable)) and _is_definition(item):
             found.setdefault(item.name, item.linkage)
     return found
 
 
 def _externs(module: ast.Module) -> set[str]:
     return {item.name for item in module.items
-            if type(item) in (ast.Function, ast.Variable) and item.linkage == "extern"}
+            if isinstance(item, (ast.Function, ast.Variable)) and item.linkage == "extern"}
 
 
 def _declared_first(items: list[ast.ModuleItem]) -> tuple[ast.ModuleItem, ...]:
@@ -171,12 +172,13 @@ def _declared_first(items: list[ast.ModuleItem]) -> tuple[ast.ModuleItem, ...]:
     return tuple(declarations + rest)
 
 
-def _without_locations(node):
+def _without_locations(node: ast.ModuleItem) -> ast.ModuleItem:
     return _renamed(node, {})
 
 
-def _renamed(node, mapping: dict[str, str]):
-    """`node` with the module-level names in `mapping` renamed wherever they are used, and without `.loc`."""
+def _renamed(node: Any, mapping: dict[str, str]) -> Any:
+    """`node` (an AST node, a tuple of them, or a leaf value) with the module-level names in `mapping` renamed
+    wherever they are used, and without `.loc`."""
     kind = type(node)
     if kind is tuple:
         return tuple(_renamed(item, mapping) for item in node if type(item) is not ast.Loc)
@@ -186,15 +188,16 @@ def _renamed(node, mapping: dict[str, str]):
         return ast.Expr(_IDENTIFIER.sub(lambda m: mapping.get(m.group(0), m.group(0)), node.text))
     if kind is ast.TargetList:
         return dataclasses.replace(node, targets=tuple(mapping.get(t, t) for t in node.targets))
-    if not dataclasses.is_dataclass(node) or kind in (ast.Label, ast.IntImm, ast.FloatImm, ast.Pragma):
+    if isinstance(node, type) or not dataclasses.is_dataclass(node) or kind in (ast.Label, ast.IntImm,
+                                                                                   ast.FloatImm, ast.Pragma):
         return node
     changes = {}
     for field in dataclasses.fields(node):
         value = getattr(node, field.name)
         if type(value) is tuple or dataclasses.is_dataclass(value):
             changes[field.name] = _renamed(value, mapping)
-    if kind in (ast.Function, ast.Variable, ast.Alias) and node.name in mapping:
+    if isinstance(node, (ast.Function, ast.Variable, ast.Alias)) and node.name in mapping:
         changes["name"] = mapping[node.name]
-    if kind is ast.Alias and node.target in mapping:
+    if isinstance(node, ast.Alias) and node.target in mapping:
         changes["target"] = mapping[node.target]
     return dataclasses.replace(node, **changes)

@@ -53,7 +53,7 @@ from llvmlite import ir
 from fatkit.translate.lower.atomic import (
     Order, _bfloat_add, _BFLOAT_TYPES, _llvm_operation, _value_type, atomic_rmw,
 )
-from fatkit.translate.lower.core import I1, I8, I32, I64, handles
+from fatkit.translate.lower.core import I1, I8, I32, I64, Lowering, handles
 from fatkit.translate.lower.mbarrier import cluster_of_one, update
 from fatkit.translate.lower.sync import _predicate
 from fatkit.translate.ptx import ast
@@ -72,7 +72,7 @@ _REDUCTIONS = {
 
 # ------------------------------------------------------------------------------------------- helpers
 
-def counted_loop(lw, count: ir.Value, body: Callable[[ir.Value], None]) -> None:
+def counted_loop(lw: Lowering, count: ir.Value, body: Callable[[ir.Value], None]) -> None:
     """Run `body(index)` (index an i64) for index 0 … count-1; `body` builds at the builder's position."""
     builder = lw.builder
     entry = builder.block
@@ -91,12 +91,12 @@ def counted_loop(lw, count: ir.Value, body: Callable[[ir.Value], None]) -> None:
     builder.position_at_end(after)
 
 
-def _at(lw, pointer: ir.Value, offset: ir.Value | int) -> ir.Value:
+def _at(lw: Lowering, pointer: ir.Value, offset: ir.Value | int) -> ir.Value:
     offset = ir.Constant(I64, offset) if isinstance(offset, int) else offset
     return lw.builder.gep(pointer, [offset], source_etype=I8)
 
 
-def _copy_chunks(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, size: int) -> None:
+def _copy_chunks(lw: Lowering, destination: ir.Value, source: ir.Value, chunks: ir.Value, size: int) -> None:
     """Copy `chunks` (i64) runs of `size` bytes (a `_CHUNKS` size, both pointers aligned to it)."""
     chunk = _CHUNKS[size]
 
@@ -108,25 +108,25 @@ def _copy_chunks(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, 
     counted_loop(lw, chunks, copy)
 
 
-def _copy_bytes(lw, destination: ir.Value, source: ir.Value, count: ir.Value) -> None:
+def _copy_bytes(lw: Lowering, destination: ir.Value, source: ir.Value, count: ir.Value) -> None:
     def copy(index: ir.Value) -> None:
         lw.builder.store(lw.builder.load(_at(lw, source, index), typ=I8), _at(lw, destination, index))
 
     counted_loop(lw, count, copy)
 
 
-def _size(lw, operand: ast.Operand) -> ir.Value:
+def _size(lw: Lowering, operand: ast.Operand) -> ir.Value:
     """A 32-bit byte count as i64."""
     return lw.builder.zext(lw.read(operand, "u32"), I64)
 
 
-def _is_predicate(lw, operand: ast.Operand) -> bool:
+def _is_predicate(lw: Lowering, operand: ast.Operand) -> bool:
     if type(operand) is ast.Negated:
         return True
     return type(operand) is ast.Name and operand.name in lw.registers and lw.registers[operand.name].ptx_type == "pred"
 
 
-def _directions(lw, ins) -> tuple[str, str]:
+def _directions(lw: Lowering, ins: ast.Instruction) -> tuple[str, str]:
     """(destination, source) state spaces: the first and second space qualifiers, as the ISA writes them."""
     spaces = [m for m in ins.modifiers if m in _SPACES or m.startswith("shared::")]
     if len(spaces) != 2:
@@ -143,7 +143,7 @@ def _space(qualifier: str) -> str:
     return "global" if qualifier == "global" else "shared"
 
 
-def _complete_tx(lw, mbar: ast.Operand, size: ir.Value) -> None:
+def _complete_tx(lw: Lowering, mbar: ast.Operand, size: ir.Value) -> None:
     """The complete-tx of `size` bytes on the mbarrier at `mbar` (a shared::cta/cluster address): release
     at .cluster scope, after the data it reports is written."""
     if type(mbar) is not ast.Address:
@@ -151,7 +151,7 @@ def _complete_tx(lw, mbar: ast.Operand, size: ir.Value) -> None:
     update(lw, lw.address(mbar, "shared"), Order("release", lw.target.syncscope("cluster")), tx=lw.builder.neg(size))
 
 
-def _address_operands(lw, operands: tuple[ast.Operand, ...], count: int) -> tuple[ast.Operand, ...]:
+def _address_operands(lw: Lowering, operands: tuple[ast.Operand, ...], count: int) -> tuple[ast.Operand, ...]:
     for operand in operands[:count]:
         if type(operand) is not ast.Address or operand.extra:
             raise lw.fail("expected [address] operands")
@@ -166,7 +166,7 @@ TENSOR_FORMS: dict[str, Callable] = {}
 
 
 @handles("cp")
-def cp(lw, ins):
+def cp(lw: Lowering, ins: ast.Instruction) -> None:
     modifiers = ins.modifiers
     if modifiers[:1] == ("reduce",):
         if modifiers[1:3] != ("async", "bulk"):
@@ -203,7 +203,7 @@ def cp(lw, ins):
         raise lw.fail(f"cp.async.{kind} is not an instruction of the ISA")
 
 
-def _group(lw, ins, bulk: bool) -> None:
+def _group(lw: Lowering, ins: ast.Instruction, bulk: bool) -> None:
     """commit_group / wait_group N / wait_all and the bulk ones (.read waits only for the source reads):
     every copy is complete when issued, so no group is ever pending."""
     form = ins.modifiers[2 if bulk else 1:]
@@ -219,7 +219,7 @@ def _group(lw, ins, bulk: bool) -> None:
         lw.operands(ins, 0)
 
 
-def _cp_async(lw, ins, cache: str) -> None:
+def _cp_async(lw: Lowering, ins: ast.Instruction, cache: str) -> None:
     """cp.async.ca/.cg.shared{::cta}.global{hints} [dst], [src], cp-size {, src-size | ignore-src}{, policy}."""
     spaces = [m for m in ins.modifiers if m in ("shared", "shared::cta", "global")]
     if ins.modifiers[2:4] != tuple(spaces) or len(spaces) != 2 or spaces[1] != "global":
@@ -276,7 +276,7 @@ def _cp_async(lw, ins, cache: str) -> None:
             part(count)
 
 
-def _cp_async_arrive(lw, ins) -> None:
+def _cp_async_arrive(lw: Lowering, ins: ast.Instruction) -> None:
     """cp.async.mbarrier.arrive{.noinc}{.shared{::cta}}.b64 [addr]: the thread's copies are complete, so
     the arrive-on happens now; without .noinc it follows a +1 of the pending count (net no change)."""
     if ins.modifiers[2:3] != ("arrive",):
@@ -293,7 +293,7 @@ def _cp_async_arrive(lw, ins) -> None:
     update(lw, pointer, Order("release", lw.target.syncscope("cta")), arrivals=arrivals)
 
 
-def _bulk_copy(lw, ins) -> None:
+def _bulk_copy(lw: Lowering, ins: ast.Instruction) -> None:
     """cp.async.bulk.dst.src.completion{.multicast}{.L2::cache_hint}{.cp_mask} (see the module docstring)."""
     to, of = _directions(lw, ins)
     completions = [m for m in ins.modifiers if m in ("mbarrier::complete_tx::bytes", "bulk_group")]
@@ -325,7 +325,7 @@ def _bulk_copy(lw, ins) -> None:
         _complete_tx(lw, mbar, count)
 
 
-def _copy_masked(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, mask: ir.Value) -> None:
+def _copy_masked(lw: Lowering, destination: ir.Value, source: ir.Value, chunks: ir.Value, mask: ir.Value) -> None:
     """.cp_mask: byte i of each 16-byte chunk is copied where bit i of `mask` is set; the others are not
     written at all."""
     builder = lw.builder
@@ -341,7 +341,7 @@ def _copy_masked(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, 
     counted_loop(lw, chunks, copy)
 
 
-def _reduce(lw, ins) -> None:
+def _reduce(lw: Lowering, ins: ast.Instruction) -> None:
     """cp.reduce.async.bulk.dst.src.completion{.L2::cache_hint}.op{.noftz}.type [dst], [src], size {, [mbar]}
     {, policy}: element by element, each a relaxed .gpu atomic."""
     to, of = _directions(lw, ins)
@@ -393,7 +393,7 @@ def _reduce(lw, ins) -> None:
 
 # ------------------------------------------------------------------------------------------- st.bulk
 
-def st_bulk(lw, ins) -> None:
+def st_bulk(lw: Lowering, ins: ast.Instruction) -> None:
     """st.bulk{.weak}{.shared::cta} [a], size, 0: `size` (32- or 64-bit, a multiple of 8) bytes of zeros."""
     spaces = [m for m in ins.modifiers if m.startswith("shared")]
     if spaces not in ([], ["shared::cta"]):

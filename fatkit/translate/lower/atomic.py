@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from fatkit.translate.lower.convert import bf16_to_f32, f32_to_bf16, host_half_runtime
-from fatkit.translate.lower.core import F16, I16, handles, llvm_type
+from fatkit.translate.lower.core import F16, I16, Lowering, handles, llvm_type
 from fatkit.translate.lower.special import explicit_cluster_of_one
 from fatkit.translate.ptx import ast
 
@@ -53,7 +53,7 @@ STATE_SPACES = {"global": "global", "param": "param", "param::entry": "param", "
                 "shared": "shared", "shared::cta": "shared", "local": "local", "const": "const"}
 
 
-def state_space(lw, ins, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
+def state_space(lw: Lowering, ins: ast.Instruction, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
     """The space the instruction addresses ("generic" without a qualifier) and its qualifier, if any;
     raises for a space outside `allowed`. `.shared::cluster` is the executing CTA's shared memory: in a
     cluster of one CTA (the only clusters here; the kernel's directives are checked) every shared::cluster
@@ -73,7 +73,7 @@ def state_space(lw, ins, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
     return space, qualifiers
 
 
-def memory_order(lw, ins, allowed: set[str], default: str | None, default_scope: str | None) -> Order | None:
+def memory_order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str | None, default_scope: str | None) -> Order | None:
     """The instruction's `.sem` (one of `allowed`, else `default`) at its `.scope` (else `default_scope`);
     None for a weak access (no `.sem` and no default)."""
     semantics = [m for m in ins.modifiers if m in ORDERINGS]
@@ -184,7 +184,7 @@ _OPERATIONS = {"add", "and", "or", "xor", "exch", "inc", "dec", "min", "max", "c
 _REDUCTIONS = _OPERATIONS - {"exch", "cas"}
 
 
-def _value_type(lw, t: str) -> tuple[ir.Type, str]:
+def _value_type(lw: Lowering, t: str) -> tuple[ir.Type, str]:
     """The LLVM type an atomic computes in and the PTX type its operands are read as."""
     if t in _HALF_TYPES:
         host_half_runtime(lw)  # the CPU backend converts half through library routines
@@ -196,7 +196,7 @@ def _value_type(lw, t: str) -> tuple[ir.Type, str]:
     return llvm_type(t), t
 
 
-def _llvm_operation(lw, operation: str, t: str) -> str:
+def _llvm_operation(lw: Lowering, operation: str, t: str) -> str:
     floating = t[0] == "f" or t.startswith("bf")
     if operation == "add":
         return "fadd" if floating else "add"
@@ -213,7 +213,7 @@ def _llvm_operation(lw, operation: str, t: str) -> str:
     return ("" if t[0] == "s" else "u") + operation
 
 
-def _atomic(lw, ins, returns: bool) -> None:
+def _atomic(lw: Lowering, ins: ast.Instruction, returns: bool) -> None:
     """atom (`returns`: d = old value) and red: [space] op type, optional .sem/.scope, hints, vectors."""
     operations = [m for m in ins.modifiers if m in (_OPERATIONS if returns else _REDUCTIONS)]
     space, spaces = state_space(lw, ins, ("global", "shared", "generic"))
@@ -258,7 +258,7 @@ def _atomic(lw, ins, returns: bool) -> None:
             lw.write(item, old, read_as)
 
 
-def _bfloat_add(lw, pointer: ir.Value, addend: ir.Value, order: Order, size: int) -> ir.Value:
+def _bfloat_add(lw: Lowering, pointer: ir.Value, addend: ir.Value, order: Order, size: int) -> ir.Value:
     """bf16/bf16x2 add (bits in i16/i32) as a compare-and-swap loop: each half added in f32 and rounded
     to nearest even, which is the correctly rounded bf16 sum (f32's 24 bits are more than 2·8+2)."""
     builder = lw.builder
@@ -289,11 +289,11 @@ def _bfloat_add(lw, pointer: ir.Value, addend: ir.Value, order: Order, size: int
     return found
 
 
-def _cast(lw, value: ir.Value, typ: ir.Type) -> ir.Value:
+def _cast(lw: Lowering, value: ir.Value, typ: ir.Type) -> ir.Value:
     return value if value.type == typ else lw.builder.bitcast(value, typ)
 
 
-def _items(lw, operand, lanes: int) -> tuple:
+def _items(lw: Lowering, operand: ast.Operand, lanes: int) -> tuple:
     if lanes == 1:
         return (operand,)
     if type(operand) is not ast.Vector or len(operand.items) != lanes:
@@ -302,11 +302,11 @@ def _items(lw, operand, lanes: int) -> tuple:
 
 
 @handles("atom")
-def atom(lw, ins):
+def atom(lw: Lowering, ins: ast.Instruction) -> None:
     _atomic(lw, ins, returns=True)
 
 
 @handles("red")
-def red(lw, ins):
+def red(lw: Lowering, ins: ast.Instruction) -> None:
     _atomic(lw, ins, returns=False)
 

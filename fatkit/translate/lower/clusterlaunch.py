@@ -16,7 +16,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower.asynccopy import _complete_tx
-from fatkit.translate.lower.core import I1, I32, handles
+from fatkit.translate.lower.core import I1, I32, Lowering, handles
 from fatkit.translate.lower.mbarrier import cluster_of_one
 from fatkit.translate.ptx import ast
 
@@ -25,7 +25,7 @@ _DIMENSIONS = ("get_first_ctaid::x", "get_first_ctaid::y", "get_first_ctaid::z")
 
 
 @handles("clusterlaunchcontrol")
-def clusterlaunchcontrol(lw, ins):
+def clusterlaunchcontrol(lw: Lowering, ins: ast.Instruction) -> None:
     operation = ins.modifiers[:1]
     if operation == ("try_cancel",):
         _try_cancel(lw, ins)
@@ -35,7 +35,7 @@ def clusterlaunchcontrol(lw, ins):
         raise lw.fail("clusterlaunchcontrol is .try_cancel or .query_cancel")
 
 
-def _try_cancel(lw, ins) -> None:
+def _try_cancel(lw: Lowering, ins: ast.Instruction) -> None:
     """try_cancel.async{.shared::cta}.mbarrier::complete_tx::bytes{.multicast::cluster::all}.b128
     [response], [mbar]: the request fails (module docstring)."""
     if not ins.has("async", "mbarrier::complete_tx::bytes", "b128"):
@@ -52,7 +52,7 @@ def _try_cancel(lw, ins) -> None:
     _complete_tx(lw, mbar, ir.Constant(ir.IntType(64), RESPONSE_BYTES))
 
 
-def _query_cancel(lw, ins) -> None:
+def _query_cancel(lw: Lowering, ins: ast.Instruction) -> None:
     """query_cancel.is_canceled.pred.b128 p, response → false; query_cancel.get_first_ctaid{::x,::y,::z}
     (.v4).b32.b128 d, response → 0 (undefined after a failed request)."""
     queries = [m for m in ins.modifiers if m in ("is_canceled", "get_first_ctaid", *_DIMENSIONS)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
-from fatkit.translate.lower.core import F32, HANDLERS, handles, llvm_type
+from fatkit.translate.lower.core import F32, HANDLERS, Lowering, handles, llvm_type
 from fatkit.translate.ptx import ast
 
 # Compare operators: integer (signed, unsigned) and float predicates of LLVM.
@@ -22,7 +22,7 @@ _BOOL_OPS = {"and": "and_", "or": "or_", "xor": "xor"}
 _COMPARE_TYPES = {f"{kind}{bits}" for kind in "bsu" for bits in (16, 32, 64)} | {"f32", "f64"}
 
 
-def _compare(lw, ins, t: str, a, b, extra: set[str]) -> tuple[ir.Value, str | None]:
+def _compare(lw: Lowering, ins: ast.Instruction, t: str, a, b, extra: set[str]) -> tuple[ir.Value, str | None]:
     """The compare of a setp/set: (i1 result, BoolOp or None); `extra` are modifiers besides CmpOp/BoolOp."""
     if t not in _COMPARE_TYPES:
         raise lw.fail(f"compare of .{t} is not supported here")
@@ -52,7 +52,7 @@ def _compare(lw, ins, t: str, a, b, extra: set[str]) -> tuple[ir.Value, str | No
     return result, bool_ops[0] if bool_ops else None
 
 
-def _combine(lw, bool_op: str | None, value: ir.Value, c) -> ir.Value:
+def _combine(lw: Lowering, bool_op: str | None, value: ir.Value, c) -> ir.Value:
     """BoolOp(value, {!}c), or value where there is no BoolOp."""
     if bool_op is None:
         return value
@@ -63,7 +63,7 @@ def _combine(lw, bool_op: str | None, value: ir.Value, c) -> ir.Value:
     return getattr(lw.builder, _BOOL_OPS[bool_op])(value, predicate)
 
 
-def _sources(lw, ins, bool_op: str | None) -> tuple:
+def _sources(lw: Lowering, ins: ast.Instruction, bool_op: str | None) -> tuple:
     count = 4 if bool_op else 3
     if len(ins.operands) != count:
         raise lw.fail(f"expected {count} operands" + (" (a BoolOp takes {!}c)" if bool_op else ""))
@@ -71,7 +71,7 @@ def _sources(lw, ins, bool_op: str | None) -> tuple:
 
 
 @handles("setp")
-def setp(lw, ins):
+def setp(lw: Lowering, ins: ast.Instruction) -> None:
     (t,) = lw.types(ins, 1)
     lw.check_modifiers(ins, set(_UNSIGNED_CMP) | set(_FLOAT_CMP) | set(_BOOL_OPS) | {"ftz"})
     if not ins.operands:
@@ -87,7 +87,7 @@ def setp(lw, ins):
 
 
 @handles("set")
-def set_(lw, ins):
+def set_(lw: Lowering, ins: ast.Instruction) -> None:
     dtype, stype = lw.types(ins, 2)
     half = HANDLERS.get(("set", "half"))
     if stype.startswith(("f16", "bf16")) and half is not None:
@@ -108,7 +108,7 @@ def set_(lw, ins):
 
 
 @handles("selp")
-def selp(lw, ins):
+def selp(lw: Lowering, ins: ast.Instruction) -> None:
     (t,) = lw.types(ins, 1)
     lw.check_modifiers(ins, set())
     d, a, b, c = lw.operands(ins, 4)
@@ -116,7 +116,7 @@ def selp(lw, ins):
 
 
 @handles("slct")
-def slct(lw, ins):
+def slct(lw: Lowering, ins: ast.Instruction) -> None:
     dtype, ctype = lw.types(ins, 2)
     if ctype not in ("s32", "f32"):
         raise lw.fail(f"slct selects by .s32 or .f32, not .{ctype}")

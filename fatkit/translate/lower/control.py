@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I8, I32, handles, llvm_type
+from fatkit.translate.lower.core import I8, I32, Lowering, handles, llvm_type
 from fatkit.translate.lower.runtime import RUNTIME_FUNCTIONS, call_argument
 from fatkit.translate.ptx import ast
 
@@ -19,14 +19,14 @@ _ASSERT_PARAMETERS = ("b64", "b64", "b32", "b64", "b64")  # message, file, line,
 
 
 @handles("bra")
-def bra(lw, ins):
+def bra(lw: Lowering, ins: ast.Instruction) -> None:
     lw.check_modifiers(ins, {"uni"})
     (target,) = lw.operands(ins, 1)
     lw.builder.branch(lw.label(target))
 
 
 @handles("brx")
-def brx(lw, ins):
+def brx(lw: Lowering, ins: ast.Instruction) -> None:
     """`brx.idx index, tlist`: a jump to label `index` of a `.branchtargets` list; an index outside the list
     is undefined in PTX (unreachable here)."""
     lw.check_modifiers(ins, {"idx", "uni"})
@@ -46,7 +46,7 @@ def brx(lw, ins):
 
 
 @handles("call")
-def call(lw, ins):
+def call(lw: Lowering, ins: ast.Instruction) -> None:
     """`call{.uni} (r…), f, (a…)` or `call (r…), %rd, (a…), prototype|calltargets`."""
     lw.check_modifiers(ins, {"uni"})
     operands = list(ins.operands)
@@ -87,7 +87,7 @@ def call(lw, ins):
             lw.write(item, lw.builder.load(pointer, typ=llvm_type(declared.type)), declared.type)
 
 
-def _direct(lw, name: str, returns, arguments):
+def _direct(lw: Lowering, name: str, returns, arguments):
     """A `.func` of the module, or one of CUDA's external functions (then handled here: function None)."""
     callee = lw.callees.get(name)
     if callee is not None:
@@ -106,7 +106,7 @@ def _direct(lw, name: str, returns, arguments):
     raise lw.fail(f"{name} is not a .func defined in this module")
 
 
-def _indirect(lw, register: ast.Name, signature):
+def _indirect(lw: Lowering, register: ast.Name, signature):
     """A call through a function address: checked against its `.callprototype` or `.calltargets`."""
     if signature is None:
         raise lw.fail("an indirect call needs a .callprototype or a .calltargets list")
@@ -139,7 +139,7 @@ class _FunctionPointer(ir.instructions.CastInstr):
     function_type = None
 
 
-def _declaration(lw, operand, kinds):
+def _declaration(lw: Lowering, operand: ast.Operand, kinds):
     if type(operand) is ast.Name:
         for statement in lw.kernel.statements():
             if isinstance(statement, kinds) and statement.name == operand.name:
@@ -148,7 +148,7 @@ def _declaration(lw, operand, kinds):
     raise lw.fail(f"{operand} is not a {names} of this function")
 
 
-def _pass(lw, item: ast.Operand, declared: ast.Variable, result: bool) -> tuple[ir.Value, ast.Variable]:
+def _pass(lw: Lowering, item: ast.Operand, declared: ast.Variable, result: bool) -> tuple[ir.Value, ast.Variable]:
     """The pointer a call passes for one value: a `.param` variable's bytes, else a stack slot of the
     declared type: holding the argument (a register or an immediate), or receiving the result (a register)."""
     if type(item) is ast.Name and lw.variables.get(item.name, ("",))[0] == "param":
@@ -162,7 +162,7 @@ def _pass(lw, item: ast.Operand, declared: ast.Variable, result: bool) -> tuple[
     return slot, declared
 
 
-def _assert_fail(lw, returns, arguments) -> None:
+def _assert_fail(lw: Lowering, returns, arguments) -> None:
     """`__assertfail(message, file, line, function, charSize)`: CUDA's failed `assert`, a trap that reports
     the message, file, line and function where the target can."""
     if returns or len(arguments) != len(_ASSERT_PARAMETERS):
@@ -174,14 +174,14 @@ def _assert_fail(lw, returns, arguments) -> None:
 
 
 @handles("ret")
-def ret(lw, ins):
+def ret(lw: Lowering, ins: ast.Instruction) -> None:
     lw.check_modifiers(ins, {"uni"})
     lw.operands(ins, 0)
     lw.return_()
 
 
 @handles("exit")
-def exit_(lw, ins):
+def exit_(lw: Lowering, ins: ast.Instruction) -> None:
     """The thread ends (from a `.func` too); it no longer takes part in barriers."""
     lw.operands(ins, 0)
     lw.check_modifiers(ins, set())
@@ -189,7 +189,7 @@ def exit_(lw, ins):
 
 
 @handles("trap")
-def trap(lw, ins):
+def trap(lw: Lowering, ins: ast.Instruction) -> None:
     """Aborts the launch: the target's trap (the host records it, and the launch raises)."""
     lw.operands(ins, 0)
     lw.check_modifiers(ins, set())
@@ -198,7 +198,7 @@ def trap(lw, ins):
 
 
 @handles("pmevent")
-def pmevent(lw, ins):
+def pmevent(lw: Lowering, ins: ast.Instruction) -> None:
     """`pmevent a` / `pmevent.mask m` signal events to NVIDIA's performance monitors; nothing a thread can
     observe depends on them, so they lower to nothing once their form is checked."""
     lw.check_modifiers(ins, {"mask"})
@@ -209,7 +209,7 @@ def pmevent(lw, ins):
 
 
 @handles("brkpt")
-def brkpt(lw, ins):
+def brkpt(lw: Lowering, ins: ast.Instruction) -> None:
     """Suspends execution for a debugger: the target's breakpoint (none attached: execution goes on)."""
     lw.operands(ins, 0)
     lw.check_modifiers(ins, set())

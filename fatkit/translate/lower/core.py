@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from llvmlite import ir
 
@@ -23,6 +23,9 @@ from fatkit.translate.coverage import refusal
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
+
+if TYPE_CHECKING:
+    from fatkit.translate.lower.module import _Callees
 
 
 class Unsupported(FatkitError):
@@ -178,7 +181,7 @@ class Lowering:
 
     def __init__(self, kernel: ast.Function, params: list[KernelParam], storage: Storage,
                  target: Target, function: ir.Function, builder: ir.IRBuilder, values: list[ir.Value],
-                 memory: dict[str, tuple[str, ir.Value]], callees):
+                 memory: dict[str, tuple[str, ir.Value]], callees: _Callees):
         self.kernel, self.target, self.function, self.builder = kernel, target, function, builder
         self.callees = callees  # module._Callees: the called .func functions and the host's shared window
         self.entry = builder.block

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I1, I8, I16, I32, I64, handles
+from fatkit.translate.lower.core import I1, I8, I16, I32, I64, Lowering, handles
 from fatkit.translate.ptx import ast
 
 _INTEGER = {"u16", "u32", "u64", "s16", "s32", "s64"}
@@ -28,14 +28,14 @@ def _const(ty: ir.IntType, value: int) -> ir.Constant:
     return ir.Constant(ty, value & ((1 << ty.width) - 1))
 
 
-def _type(lw, ins, allowed: set[str], what: str) -> str:
+def _type(lw: Lowering, ins: ast.Instruction, allowed: set[str], what: str) -> str:
     (t,) = lw.types(ins, 1)
     if t not in allowed:
         raise lw.fail(f"{what} is not defined for .{t}")
     return t
 
 
-def _one_of(lw, ins, choices: tuple[str, ...], required: bool) -> str | None:
+def _one_of(lw: Lowering, ins: ast.Instruction, choices: tuple[str, ...], required: bool) -> str | None:
     """The one modifier of `choices` the instruction carries (a mode such as .lo/.hi or .clamp/.wrap)."""
     present = [m for m in ins.modifiers if m in choices]
     if len(present) > 1 or (required and not present):
@@ -43,14 +43,14 @@ def _one_of(lw, ins, choices: tuple[str, ...], required: bool) -> str | None:
     return present[0] if present else None
 
 
-def _resize(lw, value: ir.Value, ty: ir.IntType) -> ir.Value:
+def _resize(lw: Lowering, value: ir.Value, ty: ir.IntType) -> ir.Value:
     """An unsigned value as `ty`: zero-extended or truncated."""
     if value.type.width == ty.width:
         return value
     return (lw.builder.zext if value.type.width < ty.width else lw.builder.trunc)(value, ty)
 
 
-def _shift_or_zero(lw, op: str, value: ir.Value, amount: ir.Value) -> ir.Value:
+def _shift_or_zero(lw: Lowering, op: str, value: ir.Value, amount: ir.Value) -> ir.Value:
     """`value` shifted by the unsigned i32 `amount` with op "shl" or "lshr"; 0 once amount ≥ the width
     (PTX's result; LLVM's shift is poison there)."""
     ty = value.type
@@ -59,21 +59,21 @@ def _shift_or_zero(lw, op: str, value: ir.Value, amount: ir.Value) -> ir.Value:
     return lw.builder.select(too_far, _const(ty, 0), getattr(lw.builder, op)(value, safe))
 
 
-def _low_mask(lw, ty: ir.IntType, count: ir.Value) -> ir.Value:
+def _low_mask(lw: Lowering, ty: ir.IntType, count: ir.Value) -> ir.Value:
     """The `count` (i32) low bits of `ty` set; all of them once count ≥ the width."""
     return lw.builder.not_(_shift_or_zero(lw, "shl", _const(ty, -1), count))
 
 
-def _lanes(lw, value: ir.Value) -> list[ir.Value]:
+def _lanes(lw: Lowering, value: ir.Value) -> list[ir.Value]:
     """The two 16-bit halves of a 32-bit value, low half first."""
     return [lw.builder.trunc(value, I16), lw.builder.trunc(lw.builder.lshr(value, _const(I32, 16)), I16)]
 
 
-def _pack(lw, low: ir.Value, high: ir.Value) -> ir.Value:
+def _pack(lw: Lowering, low: ir.Value, high: ir.Value) -> ir.Value:
     return lw.builder.or_(lw.builder.zext(low, I32), lw.builder.shl(lw.builder.zext(high, I32), _const(I32, 16)))
 
 
-def _packed_type(lw, ins) -> str | None:
+def _packed_type(lw: Lowering, ins: ast.Instruction) -> str | None:
     """.u16x2/.s16x2 if the instruction operates on 16-bit pairs (then it has no other type)."""
     packed = _one_of(lw, ins, _PACKED, required=False)
     if packed and any(m in ast.TYPES for m in ins.modifiers):
@@ -81,21 +81,21 @@ def _packed_type(lw, ins) -> str | None:
     return packed
 
 
-def _lanewise(lw, ins, combine) -> None:
+def _lanewise(lw: Lowering, ins: ast.Instruction, combine) -> None:
     """d = combine(a, b) on each 16-bit half of the .b32 operands a and b."""
     d, a, b = lw.operands(ins, 3)
     pairs = zip(_lanes(lw, lw.read(a, "b32")), _lanes(lw, lw.read(b, "b32")))
     lw.write(d, _pack(lw, *(combine(x, y) for x, y in pairs)), "b32")
 
 
-def _minimum_or_maximum(lw, x: ir.Value, y: ir.Value, signed: bool, maximum: bool) -> ir.Value:
+def _minimum_or_maximum(lw: Lowering, x: ir.Value, y: ir.Value, signed: bool, maximum: bool) -> ir.Value:
     name = "llvm." + ("s" if signed else "u") + ("max" if maximum else "min")
     return lw.intrinsic(name, [x, y])
 
 
 # ------------------------------------------------------------------------------------- carry flag
 
-def _carry_slot(lw) -> ir.Value:
+def _carry_slot(lw: Lowering) -> ir.Value:
     """CC.CF: one i1 slot per function body, cleared in the entry block so that no read sees undef."""
     fresh = "carry" not in lw.slots
     slot = lw.slot("carry", I1)
@@ -105,11 +105,11 @@ def _carry_slot(lw) -> ir.Value:
     return slot
 
 
-def _carry_in(lw) -> ir.Value:
+def _carry_in(lw: Lowering) -> ir.Value:
     return lw.builder.load(_carry_slot(lw), typ=I1)
 
 
-def _add_with_carry(lw, x: ir.Value, y: ir.Value, carry: ir.Value | None) -> tuple[ir.Value, ir.Value]:
+def _add_with_carry(lw: Lowering, x: ir.Value, y: ir.Value, carry: ir.Value | None) -> tuple[ir.Value, ir.Value]:
     """x + y (+ carry): the sum and the unsigned carry out."""
     total = lw.builder.add(x, y)
     out = lw.builder.icmp_unsigned("<", total, x)
@@ -120,7 +120,7 @@ def _add_with_carry(lw, x: ir.Value, y: ir.Value, carry: ir.Value | None) -> tup
     return total, out
 
 
-def _extended_precision(lw, ins, subtract: bool, carry_in: bool) -> None:
+def _extended_precision(lw: Lowering, ins: ast.Instruction, subtract: bool, carry_in: bool) -> None:
     """add.cc/addc/sub.cc/subc. CC.CF is a carry flag throughout: subtraction runs as a + ~b + 1 (sub.cc)
     or a + ~b + CC.CF (subc), so after a subtraction the flag is 1 when nothing was borrowed and subc takes
     a borrow of 1 - CC.CF. Chains of sub.cc/subc so compute the ISA's d = a - (b + borrow), and an addc
@@ -141,7 +141,7 @@ def _extended_precision(lw, ins, subtract: bool, carry_in: bool) -> None:
 # ------------------------------------------------------------------------------------- add, sub
 
 @handles("add", "sub", family="int")
-def add_or_subtract(lw, ins):
+def add_or_subtract(lw: Lowering, ins: ast.Instruction) -> None:
     subtract = ins.opcode == "sub"
     packed = _packed_type(lw, ins)
     if packed:  # add.u16x2/.s16x2: wrapping 16-bit lanes
@@ -165,13 +165,13 @@ def add_or_subtract(lw, ins):
 
 
 @handles("addc", "subc", family="int")
-def with_carry_in(lw, ins):
+def with_carry_in(lw: Lowering, ins: ast.Instruction) -> None:
     _extended_precision(lw, ins, subtract=ins.opcode == "subc", carry_in=True)
 
 
 # ------------------------------------------------------------------------------------- multiply
 
-def _product(lw, ins, t: str, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
+def _product(lw: Lowering, ins: ast.Instruction, t: str, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
     """a*b per .lo/.hi/.wide: the value and the PTX type it has."""
     mode = _one_of(lw, ins, ("lo", "hi", "wide"), required=True)
     lw.check_modifiers(ins, {mode} | allowed)
@@ -189,7 +189,7 @@ def _product(lw, ins, t: str, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
 
 
 @handles("mul", family="int")
-def mul(lw, ins):
+def mul(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _INTEGER, "integer mul")
     d, a, b = lw.operands(ins, 3)
     value, result_type = _product(lw, ins, t, a, b, set())
@@ -197,7 +197,7 @@ def mul(lw, ins):
 
 
 @handles("mad", "madc", family="int")
-def multiply_add(lw, ins):
+def multiply_add(lw: Lowering, ins: ast.Instruction) -> None:
     """mad (.hi.sat.s32, .cc) and madc: the product's chosen half plus c (plus CC.CF for madc)."""
     carry_in = ins.opcode == "madc"
     t = _type(lw, ins, _INTEGER, "integer " + ins.opcode)
@@ -220,13 +220,13 @@ def multiply_add(lw, ins):
     lw.write(d, value, result_type)
 
 
-def _product24(lw, ins, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
+def _product24(lw: Lowering, ins: ast.Instruction, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
     """mul24: the 48-bit product of the low 24 bits of a and b; .lo its bits 31..0, .hi its bits 47..16."""
     t = _type(lw, ins, {"u32", "s32"}, ins.opcode)
     mode = _one_of(lw, ins, ("lo", "hi"), required=True)
     lw.check_modifiers(ins, {mode} | allowed)
 
-    def low24(operand):
+    def low24(operand: ast.Operand):
         value = lw.read(operand, t)
         if t == "s32":
             return lw.builder.sext(lw.builder.ashr(lw.builder.shl(value, _const(I32, 8)), _const(I32, 8)), I64)
@@ -239,13 +239,13 @@ def _product24(lw, ins, a, b, allowed: set[str]) -> tuple[ir.Value, str]:
 
 
 @handles("mul24", family="int")
-def mul24(lw, ins):
+def mul24(lw: Lowering, ins: ast.Instruction) -> None:
     d, a, b = lw.operands(ins, 3)
     lw.write(d, _product24(lw, ins, a, b, set())[0], "b32")
 
 
 @handles("mad24", family="int")
-def mad24(lw, ins):
+def mad24(lw: Lowering, ins: ast.Instruction) -> None:
     d, a, b, c = lw.operands(ins, 4)
     value, mode = _product24(lw, ins, a, b, {"sat"})
     addend = lw.read(c, "b32")
@@ -258,7 +258,7 @@ def mad24(lw, ins):
 
 
 @handles("sad", family="int")
-def sad(lw, ins):
+def sad(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _INTEGER, "sad")
     lw.check_modifiers(ins, set())
     d, a, b, c = lw.operands(ins, 4)
@@ -271,7 +271,7 @@ def sad(lw, ins):
 # ------------------------------------------------------------------------------------- abs, neg, min, max
 
 @handles("abs", family="int")
-def abs_(lw, ins):
+def abs_(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _SIGNED, "integer abs")
     lw.check_modifiers(ins, set())
     d, a = lw.operands(ins, 2)
@@ -281,7 +281,7 @@ def abs_(lw, ins):
 
 
 @handles("neg", family="int")
-def neg(lw, ins):
+def neg(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _SIGNED, "integer neg")
     lw.check_modifiers(ins, set())
     d, a = lw.operands(ins, 2)
@@ -289,7 +289,7 @@ def neg(lw, ins):
 
 
 @handles("min", "max", family="int")
-def min_or_max(lw, ins):
+def min_or_max(lw: Lowering, ins: ast.Instruction) -> None:
     maximum = ins.opcode == "max"
     packed = _packed_type(lw, ins)
     relu = "relu" in ins.modifiers
@@ -317,7 +317,7 @@ def min_or_max(lw, ins):
 # ------------------------------------------------------------------------------------- div, rem
 
 @handles("div", "rem", family="int")
-def divide(lw, ins):
+def divide(lw: Lowering, ins: ast.Instruction) -> None:
     """div/rem with NVIDIA's results where LLVM has UB, as measured on an H200 for every type: x/0 and x%0
     are all ones (signed too), INT_MIN / -1 wraps to INT_MIN with remainder 0."""
     t = _type(lw, ins, _INTEGER, f"integer {ins.opcode}")
@@ -340,7 +340,7 @@ def divide(lw, ins):
 # ------------------------------------------------------------------------------------- bit counting
 
 @handles("cnot", family="int")
-def cnot(lw, ins):
+def cnot(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, {"b16", "b32", "b64"}, "cnot")
     lw.check_modifiers(ins, set())
     d, a = lw.operands(ins, 2)
@@ -349,7 +349,7 @@ def cnot(lw, ins):
 
 
 @handles("popc", "clz", family="int")
-def count_bits(lw, ins):
+def count_bits(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _BITS, ins.opcode)
     lw.check_modifiers(ins, set())
     d, a = lw.operands(ins, 2)
@@ -362,7 +362,7 @@ def count_bits(lw, ins):
 
 
 @handles("brev", family="int")
-def brev(lw, ins):
+def brev(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, _BITS, "brev")
     lw.check_modifiers(ins, set())
     d, a = lw.operands(ins, 2)
@@ -370,7 +370,7 @@ def brev(lw, ins):
 
 
 @handles("bfind", family="int")
-def bfind(lw, ins):
+def bfind(lw: Lowering, ins: ast.Instruction) -> None:
     """Position of the most significant non-sign bit (.shiftamt: its distance from the top); 0xffffffff if none."""
     t = _type(lw, ins, {"u32", "s32", "u64", "s64"}, "bfind")
     lw.check_modifiers(ins, {"shiftamt"})
@@ -388,7 +388,7 @@ def bfind(lw, ins):
 
 
 @handles("fns", family="int")
-def fns(lw, ins):
+def fns(lw: Lowering, ins: ast.Instruction) -> None:
     """The |offset|-th set bit of mask counting up (offset > 0) or down (< 0) from bit base (inclusive);
     offset 0 tests bit base alone; 0xffffffff if there is none. Base above 31 is undefined in PTX: taken
     modulo 32 here, which keeps LLVM free of poison. Offset INT_MIN gives 0, as an H200 does (the ISA's
@@ -425,7 +425,7 @@ def fns(lw, ins):
 
 # ------------------------------------------------------------------------------------- bit fields
 
-def _field_operand(lw, operand, width: int) -> ir.Value:
+def _field_operand(lw: Lowering, operand: ast.Operand, width: int) -> ir.Value:
     """A position or length operand of bfe/bfi. The ISA keeps its low 8 bits; NVIDIA GPUs do so in the
     32-bit forms but use the whole value in the 64-bit ones (measured on an H200: only values ≥ 256 tell
     the two apart), and fatkit computes what the GPU does, so that programs behave as they did there."""
@@ -434,7 +434,7 @@ def _field_operand(lw, operand, width: int) -> ir.Value:
 
 
 @handles("bfe", family="int")
-def bfe(lw, ins):
+def bfe(lw: Lowering, ins: ast.Instruction) -> None:
     """Extract len bits from pos: zero-filled (.u) or filled with the field's last bit inside a (.s)."""
     t = _type(lw, ins, {"u32", "s32", "u64", "s64"}, "bfe")
     lw.check_modifiers(ins, set())
@@ -458,7 +458,7 @@ def bfe(lw, ins):
 
 
 @handles("bfi", family="int")
-def bfi(lw, ins):
+def bfi(lw: Lowering, ins: ast.Instruction) -> None:
     """Insert the low len bits of a into b at pos (bits past the top are dropped)."""
     t = _type(lw, ins, _BITS, "bfi")
     lw.check_modifiers(ins, set())
@@ -473,7 +473,7 @@ def bfi(lw, ins):
 
 
 @handles("bmsk", family="int")
-def bmsk(lw, ins):
+def bmsk(lw: Lowering, ins: ast.Instruction) -> None:
     """A mask of b bits from bit a; .wrap takes a and b modulo 32, .clamp saturates them at 32."""
     _type(lw, ins, {"b32"}, "bmsk")
     mode = _one_of(lw, ins, ("clamp", "wrap"), required=True)
@@ -497,7 +497,7 @@ def bmsk(lw, ins):
 
 
 @handles("szext", family="int")
-def szext(lw, ins):
+def szext(lw: Lowering, ins: ast.Instruction) -> None:
     """Sign- (.s32) or zero-extend (.u32) the low b bits of a; b = 0 gives 0, b ≥ 32 is .clamp'ed to a
     itself or .wrap'ped modulo 32."""
     t = _type(lw, ins, {"u32", "s32"}, "szext")
@@ -535,7 +535,7 @@ _PERMUTE_MODES = {
 
 
 @handles("prmt", family="int")
-def prmt(lw, ins):
+def prmt(lw: Lowering, ins: ast.Instruction) -> None:
     """Pick each result byte from the eight bytes of {b, a}: by the nibbles of c (whose top bit replicates
     the picked byte's sign), or by a mode and the low two bits of c."""
     _type(lw, ins, {"b32"}, "prmt")
@@ -563,7 +563,7 @@ def prmt(lw, ins):
 
 
 @handles("shf", family="int")
-def shf(lw, ins):
+def shf(lw: Lowering, ins: ast.Instruction) -> None:
     """Funnel shift of {b, a} by c (.clamp: at most 32, .wrap: modulo 32); .l keeps the high word, .r the low."""
     _type(lw, ins, {"b32"}, "shf")
     direction = _one_of(lw, ins, ("l", "r"), required=True)
@@ -589,7 +589,7 @@ def shf(lw, ins):
 # ------------------------------------------------------------------------------------- lop3, dot products
 
 @handles("lop3", family="int")
-def lop3(lw, ins):
+def lop3(lw: Lowering, ins: ast.Instruction) -> None:
     """Any three-input boolean function, given as the truth table immLut = F(0xF0, 0xCC, 0xAA); the
     .or/.and form also writes p = (d != 0) BoolOp q."""
     _type(lw, ins, {"b32"}, "lop3")
@@ -622,20 +622,20 @@ def lop3(lw, ins):
             lw.write(p, flag, "pred")
 
 
-def _dot_types(lw, ins) -> tuple[bool, bool]:
+def _dot_types(lw: Lowering, ins: ast.Instruction) -> tuple[bool, bool]:
     types = lw.types(ins, 2)
     if any(t not in ("u32", "s32") for t in types):
         raise lw.fail(f"{ins.opcode} takes .u32/.s32 operand types")
     return types[0] == "s32", types[1] == "s32"
 
 
-def _element(lw, value: ir.Value, index: int, bits: int, signed: bool) -> ir.Value:
+def _element(lw: Lowering, value: ir.Value, index: int, bits: int, signed: bool) -> ir.Value:
     """Element `index` of `bits` bits of a 32-bit value, extended to 32 bits."""
     piece = lw.builder.trunc(lw.builder.lshr(value, _const(I32, index * bits)), ir.IntType(bits))
     return (lw.builder.sext if signed else lw.builder.zext)(piece, I32)
 
 
-def _dot(lw, ins, pairs: list[tuple[int, int]], a_bits: int, extra: set[str]) -> None:
+def _dot(lw: Lowering, ins: ast.Instruction, pairs: list[tuple[int, int]], a_bits: int, extra: set[str]) -> None:
     """d = c + Σ a.element(i) · b.byte(j) over `pairs` (i, j), modulo 2^32."""
     a_signed, b_signed = _dot_types(lw, ins)
     lw.check_modifiers(ins, extra)
@@ -649,12 +649,12 @@ def _dot(lw, ins, pairs: list[tuple[int, int]], a_bits: int, extra: set[str]) ->
 
 
 @handles("dp4a", family="int")
-def dp4a(lw, ins):
+def dp4a(lw: Lowering, ins: ast.Instruction) -> None:
     _dot(lw, ins, [(i, i) for i in range(4)], 8, set())
 
 
 @handles("dp2a", family="int")
-def dp2a(lw, ins):
+def dp2a(lw: Lowering, ins: ast.Instruction) -> None:
     """The two 16-bit halves of a times bytes 0-1 (.lo) or 2-3 (.hi) of b."""
     half = _one_of(lw, ins, ("lo", "hi"), required=True)
     first = 0 if half == "lo" else 2
@@ -663,7 +663,7 @@ def dp2a(lw, ins):
 
 # ------------------------------------------------------------------------------------- logic, shifts
 
-def _logic_type(lw, ins) -> str:
+def _logic_type(lw: Lowering, ins: ast.Instruction) -> str:
     (t,) = lw.types(ins, 1)
     lw.check_modifiers(ins, set())
     if t != "pred" and t[0] != "b":
@@ -675,21 +675,21 @@ _LOGIC = {"and": "and_", "or": "or_", "xor": "xor"}  # llvmlite's builder method
 
 
 @handles(*_LOGIC)
-def logic(lw, ins):
+def logic(lw: Lowering, ins: ast.Instruction) -> None:
     t = _logic_type(lw, ins)
     d, a, b = lw.operands(ins, 3)
     lw.write(d, getattr(lw.builder, _LOGIC[ins.opcode])(lw.read(a, t), lw.read(b, t)), t)
 
 
 @handles("not")
-def not_(lw, ins):
+def not_(lw: Lowering, ins: ast.Instruction) -> None:
     t = _logic_type(lw, ins)
     d, a = lw.operands(ins, 2)
     lw.write(d, lw.builder.not_(lw.read(a, t)), t)
 
 
 @handles("shl", "shr")
-def shift(lw, ins):
+def shift(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins, {"b16", "b32", "b64"} | (_INTEGER if ins.opcode == "shr" else set()), ins.opcode)
     lw.check_modifiers(ins, set())
     d, a, b = lw.operands(ins, 3)

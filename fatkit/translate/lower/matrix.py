@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from fatkit.translate.lower.atomic import state_space
-from fatkit.translate.lower.core import I32, I64, handles
+from fatkit.translate.lower.core import I32, I64, Lowering, handles
 from fatkit.translate.lower.warp import M32, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -53,7 +53,7 @@ _SHAPES = {
 _DECOMPRESSING = ("b8x16", "b6x16_p32", "b4x16_p64")
 
 
-def _one(lw, ins, choices, what: str) -> str:
+def _one(lw: Lowering, ins: ast.Instruction, choices, what: str) -> str:
     chosen = [m for m in ins.modifiers if m in choices]
     if len(chosen) != 1:
         raise lw.fail(f"expected one {what} of {', '.join('.' + c for c in choices)}")
@@ -69,7 +69,7 @@ class _Form:
     space: str
 
 
-def _form(lw, ins) -> _Form:
+def _form(lw: Lowering, ins: ast.Instruction) -> _Form:
     """ldmatrix/stmatrix .sync.aligned.shape.num{.trans}{.shared{::cta}}.type, checked against the ISA."""
     if any(m in _DECOMPRESSING for m in ins.modifiers) or "m8n16" in ins.modifiers:
         raise lw.fail("the decompressing forms (.b8x16 from packed .b6x16_p32/.b4x16_p64 elements, sm_100) are "
@@ -94,7 +94,7 @@ def _form(lw, ins) -> _Form:
     return _Form(name, shape, count, trans, space)
 
 
-def _fragments(lw, operand: ast.Operand, count: int) -> tuple[ast.Operand, ...]:
+def _fragments(lw: Lowering, operand: ast.Operand, count: int) -> tuple[ast.Operand, ...]:
     """The {r0, …} operand of `count` 32-bit registers (a bare register for one)."""
     if type(operand) is ast.Vector and len(operand.items) == count:
         return operand.items
@@ -103,7 +103,7 @@ def _fragments(lw, operand: ast.Operand, count: int) -> tuple[ast.Operand, ...]:
     raise lw.fail(f"expected a {{…}} operand of {count} .b32 register(s)")
 
 
-def _pointer_bits(lw, address_space: int) -> int:
+def _pointer_bits(lw: Lowering, address_space: int) -> int:
     """The width of a pointer in `address_space` (32 for AMDGPU's LDS), from the target's data layout."""
     found = re.search(rf"(?:^|-)p{address_space or ''}:(\d+)", lw.target.data_layout)
     return int(found.group(1)) if found else 64
@@ -121,7 +121,7 @@ class _Piece:
     shift: int
 
 
-def _pieces(lw, warp: WarpPosition, form: _Form, register: int) -> list[_Piece]:
+def _pieces(lw: Lowering, warp: WarpPosition, form: _Form, register: int) -> list[_Piece]:
     """The pieces of a lane's `register`-th fragment register, as the module docstring lays them out."""
     builder = lw.builder
 
@@ -157,7 +157,7 @@ def _pieces(lw, warp: WarpPosition, form: _Form, register: int) -> list[_Piece]:
 class _Rows:
     """The row addresses the warp's lanes supplied (`[p]` of each lane), read across lanes by row."""
 
-    def __init__(self, lw, warp: WarpPosition, operand: ast.Operand, space: str):
+    def __init__(self, lw: Lowering, warp: WarpPosition, operand: ast.Operand, space: str):
         self.lw, self.warp, builder = lw, warp, lw.builder
         pointer = lw.address(operand, space)
         self.pointer_type = pointer.type
@@ -177,7 +177,7 @@ class _Rows:
 
 
 @handles("ldmatrix")
-def ldmatrix(lw, ins):
+def ldmatrix(lw: Lowering, ins: ast.Instruction) -> None:
     form = _form(lw, ins)
     destination, address = lw.operands(ins, 2)
     registers = _fragments(lw, destination, form.count * form.shape.registers)
@@ -197,7 +197,7 @@ def ldmatrix(lw, ins):
 
 
 @handles("stmatrix")
-def stmatrix(lw, ins):
+def stmatrix(lw: Lowering, ins: ast.Instruction) -> None:
     form = _form(lw, ins)
     address, source = lw.operands(ins, 2)
     values = [lw.read(register, "b32") for register in _fragments(lw, source, form.count * form.shape.registers)]
@@ -212,7 +212,7 @@ def stmatrix(lw, ins):
 
 
 @handles("movmatrix")
-def movmatrix(lw, ins):
+def movmatrix(lw: Lowering, ins: ast.Instruction) -> None:
     """d of lane l is the transposed fragment: elements (2(l%4), l/4) and (2(l%4)+1, l/4) of the matrix whose
     element (r, c) lane 4r + c/2 holds in half c%2 of a."""
     if not ins.has("sync", "aligned", "m8n8", "trans"):

@@ -49,7 +49,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower.atomic import Order, atomic_load, atomic_store, compare_exchange, memory_order
-from fatkit.translate.lower.core import I1, I32, I64, handles
+from fatkit.translate.lower.core import I1, I32, I64, Lowering, handles
 from fatkit.translate.lower.special import explicit_cluster_of_one
 from fatkit.translate.ptx import ast
 
@@ -65,13 +65,13 @@ def mbarrier_word(pending: int, expected: int, tx: int = 0, phase: int = 0) -> i
             | (expected & _COUNT_MASK) << _EXPECTED_SHIFT | pending & _COUNT_MASK)
 
 
-def cluster_of_one(lw) -> None:
+def cluster_of_one(lw: Lowering) -> None:
     """Refuse the instruction (a cluster form) when its kernel's directives allow more than one CTA a
     cluster; lower/special.py reads the directives, for the cluster registers too."""
     explicit_cluster_of_one(lw)
 
 
-def barrier_space(lw, ins) -> tuple[str, str | None]:
+def barrier_space(lw: Lowering, ins: ast.Instruction) -> tuple[str, str | None]:
     """(address space, qualifier) of an mbarrier operand: .shared{::cta} and, in a cluster of one CTA,
     .shared::cluster are the CTA's shared memory; no qualifier is a generic address."""
     qualifiers = [m for m in ins.modifiers if m in _SPACES or m.startswith("shared::")]
@@ -106,7 +106,7 @@ def _compose(builder: ir.IRBuilder, pending: ir.Value, expected: ir.Value, tx: i
                        builder.or_(field(expected, _COUNT_MASK, _EXPECTED_SHIFT), field(pending, _COUNT_MASK, 0)))
 
 
-def update(lw, pointer: ir.Value, order: Order, arrivals: ir.Value | None = None, tx: ir.Value | None = None,
+def update(lw: Lowering, pointer: ir.Value, order: Order, arrivals: ir.Value | None = None, tx: ir.Value | None = None,
            dropped: ir.Value | None = None) -> ir.Value:
     """One atomic transition of the mbarrier at `pointer`: `arrivals` arrive-ons (i64), `tx` added to the
     tx-count (i64, signed), `dropped` taken off the expected count; completes the phase when pending and
@@ -134,7 +134,7 @@ def update(lw, pointer: ir.Value, order: Order, arrivals: ir.Value | None = None
     return old
 
 
-def phase_completed(lw, pointer: ir.Value, order: Order, token: ir.Value | None, parity: ir.Value | None) -> ir.Value:
+def phase_completed(lw: Lowering, pointer: ir.Value, order: Order, token: ir.Value | None, parity: ir.Value | None) -> ir.Value:
     """i1: whether the phase of state `token` (or of parity `parity`, i32) has completed."""
     builder = lw.builder
     phase = builder.lshr(atomic_load(builder, pointer, I64, order, 8), ir.Constant(I64, _PHASE_SHIFT))
@@ -144,21 +144,21 @@ def phase_completed(lw, pointer: ir.Value, order: Order, token: ir.Value | None,
     return builder.icmp_unsigned("!=", current, builder.and_(parity, ir.Constant(I32, 1)))
 
 
-def _pointer(lw, ins, operand: ast.Operand) -> ir.Value:
+def _pointer(lw: Lowering, ins: ast.Instruction, operand: ast.Operand) -> ir.Value:
     space, _ = barrier_space(lw, ins)
     if type(operand) is not ast.Address:
         raise lw.fail("the mbarrier operand must be an [address]")
     return lw.address(operand, space)
 
 
-def _order(lw, ins, allowed: set[str], default: str) -> Order:
+def _order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str) -> Order:
     """The `.sem.scope` pair (the ISA: given together, else `default` at .cta)."""
     if ins.has("cluster"):
         cluster_of_one(lw)
     return memory_order(lw, ins, allowed, default, "cta")
 
 
-def _count(lw, operand: ast.Operand) -> ir.Value:
+def _count(lw: Lowering, operand: ast.Operand) -> ir.Value:
     return lw.builder.zext(lw.read(operand, "u32"), I64)
 
 
@@ -167,7 +167,7 @@ _SUBOPERATIONS = ("init", "inval", "arrive", "arrive_drop", "expect_tx", "comple
 
 
 @handles("mbarrier")
-def mbarrier(lw, ins):
+def mbarrier(lw: Lowering, ins: ast.Instruction) -> None:
     operations = [m for m in ins.modifiers if m in _SUBOPERATIONS]
     if not operations or operations[0] != ins.modifiers[0]:
         raise lw.fail("mbarrier needs one of ." + "/.".join(_SUBOPERATIONS))
@@ -201,11 +201,11 @@ def mbarrier(lw, ins):
         _wait(lw, ins, operation, spaces)
 
 
-def _store_word(lw, pointer: ir.Value, word: ir.Value) -> None:
+def _store_word(lw: Lowering, pointer: ir.Value, word: ir.Value) -> None:
     atomic_store(lw.builder, word, pointer, Order("monotonic", lw.target.syncscope("cta")), 8)
 
 
-def _arrive(lw, ins, operation: str, spaces: set[str]) -> None:
+def _arrive(lw: Lowering, ins: ast.Instruction, operation: str, spaces: set[str]) -> None:
     """arrive / arrive_drop {.expect_tx | .noComplete}{.sem.scope}: state, [addr] {, count | txCount}."""
     expect = ins.has("expect_tx")
     lw.check_modifiers(ins, {operation, *spaces, "expect_tx", "noComplete", "release", "relaxed", "cta", "cluster"})
@@ -227,7 +227,7 @@ def _arrive(lw, ins, operation: str, spaces: set[str]) -> None:
         lw.write(state, token, "b64")
 
 
-def _wait(lw, ins, operation: str, spaces: set[str]) -> None:
+def _wait(lw: Lowering, ins: ast.Instruction, operation: str, spaces: set[str]) -> None:
     """test_wait / try_wait {.parity}{.sem.scope}: waitComplete, [addr], state | phaseParity {, suspendTimeHint}."""
     parity = ins.has("parity")
     unsupported = [m for m in ins.modifiers if m.startswith(("phase_type::", "layout::"))]

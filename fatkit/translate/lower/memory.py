@@ -20,7 +20,7 @@ from fatkit.translate.lower.asynccopy import st_bulk
 from fatkit.translate.lower.atomic import (
     SCOPES, STATE_SPACES, Order, atomic_load, atomic_store, memory_order, state_space,
 )
-from fatkit.translate.lower.core import I1, I32, I64, handles, llvm_type, reads_special
+from fatkit.translate.lower.core import I1, I32, I64, Lowering, handles, llvm_type, reads_special
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import Unavailable
 
@@ -31,7 +31,7 @@ _ORDERED_SPACES = ("global", "shared", "generic")  # where .volatile/.relaxed/.a
 
 
 @handles("mov")
-def mov(lw, ins):
+def mov(lw: Lowering, ins: ast.Instruction) -> None:
     lw.check_modifiers(ins, set())
     (t,) = lw.types(ins, 1)
     d, a = lw.operands(ins, 2)
@@ -41,7 +41,7 @@ def mov(lw, ins):
     lw.write(d, lw.read(a, t), t)
 
 
-def _vector_mov_128(lw, t: str, d: ast.Operand, a: ast.Operand) -> None:
+def _vector_mov_128(lw: Lowering, t: str, d: ast.Operand, a: ast.Operand) -> None:
     """`mov.b128 %q, {%lo, %hi}` packs (first element in the low bits), `mov.b128 {%lo, %hi}, %q` unpacks."""
     if t != "b128" or (type(a) is ast.Vector) == (type(d) is ast.Vector):
         raise lw.fail("a vector mov of this form is expanded before lowering; here only mov.b128 with one {…}")
@@ -70,7 +70,7 @@ def _vector_mov_128(lw, t: str, d: ast.Operand, a: ast.Operand) -> None:
             lw.write(item, builder.trunc(shifted, ir.IntType(bits)), part)
 
 
-def _access(lw, ins, stored: bool):
+def _access(lw: Lowering, ins: ast.Instruction, stored: bool):
     """ld/ldu/st: (space, type, vector width, order or None, volatile, operands without the cache policy)."""
     space, qualifiers = state_space(lw, ins, ("global", "param", "shared", "local", "const", "generic"))
     widths = [m for m in ins.modifiers if m in ("v2", "v4", "v8")]
@@ -95,19 +95,19 @@ def _access(lw, ins, stored: bool):
     return space, t, int(widths[0][1]) if widths else 1, order, volatile, operands
 
 
-def _vector(lw, operand: ast.Operand, width: int) -> tuple[ast.Operand, ...]:
+def _vector(lw: Lowering, operand: ast.Operand, width: int) -> tuple[ast.Operand, ...]:
     if type(operand) is not ast.Vector or len(operand.items) != width:
         raise lw.fail(f"a .v{width} access needs a {{…}} operand of {width} registers")
     return operand.items
 
 
-def _element(lw, pointer: ir.Value, index: int, size: int) -> ir.Value:
+def _element(lw: Lowering, pointer: ir.Value, index: int, size: int) -> ir.Value:
     return pointer if index == 0 else lw.builder.gep(pointer, [ir.Constant(I64, index * size)],
                                                      source_etype=ir.IntType(8))
 
 
 @handles("ld", "ldu")
-def ld(lw, ins):
+def ld(lw: Lowering, ins: ast.Instruction) -> None:
     space, t, width, order, volatile, (d, a) = _access(lw, ins, stored=False)
     if ins.opcode == "ldu" and space not in ("global", "generic"):
         raise lw.fail("ldu reads .global memory")
@@ -129,7 +129,7 @@ def ld(lw, ins):
 
 
 @handles("st")
-def st(lw, ins):
+def st(lw: Lowering, ins: ast.Instruction) -> None:
     if ins.has("bulk"):  # st.bulk: zeroing a range (lower/asynccopy.py)
         st_bulk(lw, ins)
         return
@@ -156,7 +156,7 @@ def st(lw, ins):
 
 
 @handles("prefetch", "prefetchu")
-def prefetch(lw, ins):
+def prefetch(lw: Lowering, ins: ast.Instruction) -> None:
     """Only brings a line into a cache (or a tensor map into its cache): nothing a thread can observe, and
     it does not fault, so it lowers to nothing once its form is checked."""
     state_space(lw, ins, ("global", "local", "const", "param", "generic"))
@@ -168,7 +168,7 @@ def prefetch(lw, ins):
 
 
 @handles("cvta")
-def cvta(lw, ins):
+def cvta(lw: Lowering, ins: ast.Instruction) -> None:
     """Between a state space's addresses and generic ones: an addrspacecast where the target gives the
     space its own address space (AMDGPU .shared/.local: 32-bit offsets ↔ flat addresses), else the same
     number (.param addresses are generic already)."""
@@ -194,7 +194,7 @@ def cvta(lw, ins):
 
 
 @handles("isspacep")
-def isspacep(lw, ins):
+def isspacep(lw: Lowering, ins: ast.Instruction) -> None:
     """Whether a generic address lies in .shared (the target's LDS aperture; the host's window), .local (the
     private aperture; the host thread's stack), .const (one of the module's .const variables) or .global
     (none of those: every other generic address is global memory)."""
@@ -213,7 +213,7 @@ def isspacep(lw, ins):
         lw.write(p, _in_space(lw, space, address), "pred")
 
 
-def _in_space(lw, space: str, address: ir.Value) -> ir.Value:
+def _in_space(lw: Lowering, space: str, address: ir.Value) -> ir.Value:
     builder = lw.builder
     if space == "const":
         inside = ir.Constant(I1, 0)
@@ -232,7 +232,7 @@ def _in_space(lw, space: str, address: ir.Value) -> ir.Value:
         raise lw.fail(str(error)) from None
 
 
-def _in_range(lw, pointer: ir.Value, size: int, address: ir.Value) -> ir.Value:
+def _in_range(lw: Lowering, pointer: ir.Value, size: int, address: ir.Value) -> ir.Value:
     builder = lw.builder
     if pointer.type.addrspace != 0:
         pointer = builder.addrspacecast(pointer, ir.PointerType())
@@ -245,7 +245,7 @@ _SHARED_ALLOCATION_UNIT = 128  # %total_smem_size is a multiple of it (the ISA: 
 
 
 @reads_special("%dynamic_smem_size", "%total_smem_size")
-def shared_memory_size(lw, operand):
+def shared_memory_size(lw: Lowering, operand: ast.Operand):
     """Dynamic shared memory of this launch; the total adds the kernel's static shared memory and rounds
     up to the allocation unit."""
     try:
@@ -259,7 +259,7 @@ def shared_memory_size(lw, operand):
 
 
 @handles("alloca")
-def alloca(lw, ins):
+def alloca(lw: Lowering, ins: ast.Instruction) -> None:
     """`alloca.u32/.u64 d, size{, align}`: size bytes of the thread's stack, kept until the function returns;
     d is their .local address (nvcc follows it with cvta.local). The alignment defaults to 8."""
     (t,) = lw.types(ins, 1)
@@ -277,7 +277,7 @@ def alloca(lw, ins):
 
 
 @handles("discard", "applypriority")
-def cache_line_hint(lw, ins):
+def cache_line_hint(lw: Lowering, ins: ast.Instruction) -> None:
     """`discard.global.L2 [a], 128` lets the L2 line's contents become indeterminate, and `applypriority
     .global.L2::evict_normal [a], 128` changes its eviction priority: keeping the line as it is satisfies
     both, so they lower to nothing once their form is checked."""
@@ -293,7 +293,7 @@ _POLICIES = {"fractional", "range", "cvt", "L2", "L2::evict_last", "L2::evict_no
 
 
 @handles("createpolicy")
-def createpolicy(lw, ins):
+def createpolicy(lw: Lowering, ins: ast.Instruction) -> None:
     """A 64-bit L2 cache policy, opaque to the program, for the `.L2::cache_hint` operand of loads, stores
     and copies, which are hints this translation ignores: any policy value is as good, 0 it is."""
     lw.check_modifiers(ins, _POLICIES)
@@ -308,7 +308,7 @@ def createpolicy(lw, ins):
 
 
 @handles("stacksave")
-def stacksave(lw, ins):
+def stacksave(lw: Lowering, ins: ast.Instruction) -> None:
     """`stacksave.u32/.u64 d`: the stack pointer as a .local address, for a later stackrestore (which frees
     the `alloca`s since)."""
     (t,) = lw.types(ins, 1)
@@ -322,7 +322,7 @@ def stacksave(lw, ins):
 
 
 @handles("stackrestore")
-def stackrestore(lw, ins):
+def stackrestore(lw: Lowering, ins: ast.Instruction) -> None:
     """`stackrestore.u32/.u64 a`: the stack pointer back to what stacksave returned."""
     (t,) = lw.types(ins, 1)
     if t not in ("u32", "u64"):
@@ -335,6 +335,6 @@ def stackrestore(lw, ins):
                               [pointer_type]), [pointer])
 
 
-def _declared(lw, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
+def _declared(lw: Lowering, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
     module = lw.builder.module
     return module.globals.get(name) or ir.Function(module, ir.FunctionType(result, args), name)

@@ -93,7 +93,7 @@ def _names_used(kernel: ast.Function, functions: dict[str, ast.Function]) -> set
     """Every name an instruction of the kernel, or of a function it calls (transitively), mentions."""
     names: set[str] = set()
 
-    def visit(operand) -> None:
+    def visit(operand: ast.Operand) -> None:
         kind = type(operand)
         if kind is ast.Name:
             names.add(operand.name)

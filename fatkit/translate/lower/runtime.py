@@ -29,7 +29,7 @@ from llvmlite import ir
 
 from fatkit.translate import printf_buffer
 from fatkit.translate.lower.atomic import Order, atomic_load, atomic_rmw, atomic_store, compare_exchange
-from fatkit.translate.lower.core import I1, I32, I64, I8, llvm_type, reads_special
+from fatkit.translate.lower.core import I1, I32, I64, I8, Lowering, llvm_type, reads_special
 from fatkit.translate.ptx import ast
 
 WORKSPACE = "__fatkit_grid_workspace"
@@ -97,7 +97,7 @@ class _Blocks:
 # ------------------------------------------------------------------------------------------ grid workspace
 
 @reads_special("%envreg1", "%envreg2")
-def grid_workspace(lw, operand):
+def grid_workspace(lw: Lowering, operand: ast.Operand):
     """The high (%envreg1) or low (%envreg2) half of the grid workspace's generic address."""
     address = _generic(lw.builder, runtime_global(lw.builder.module, lw.target, WORKSPACE, WORKSPACE_BYTES))
     if operand.name == "%envreg1":
@@ -209,7 +209,7 @@ def _free_body(target):
     return body
 
 
-def malloc(lw, returns, arguments) -> None:
+def malloc(lw: Lowering, returns, arguments) -> None:
     """`malloc(size)`: a 16-byte aligned block of the module's heap, or NULL."""
     if len(returns) != 1 or len(arguments) != 1:
         raise lw.fail("malloc takes (size) and returns a pointer")
@@ -217,7 +217,7 @@ def malloc(lw, returns, arguments) -> None:
     set_result(lw, returns[0], lw.builder.call(helper, [call_argument(lw, arguments[0], "b64")]), "b64")
 
 
-def free(lw, returns, arguments) -> None:
+def free(lw: Lowering, returns, arguments) -> None:
     """`free(ptr)`: the block goes back to its size class's free list; NULL is ignored."""
     if returns or len(arguments) != 1:
         raise lw.fail("free takes (pointer) and returns nothing")
@@ -268,7 +268,7 @@ def _record_body(target):
     return body
 
 
-def vprintf(lw, returns, arguments) -> None:
+def vprintf(lw: Lowering, returns, arguments) -> None:
     """`vprintf(format, args)`: a record of the format's address and the argument bytes its conversions
     read; returns the number of arguments, as CUDA's printf does."""
     if len(returns) > 1 or len(arguments) != 2:
@@ -285,7 +285,7 @@ def vprintf(lw, returns, arguments) -> None:
         set_result(lw, returns[0], ir.Constant(I32, len(layout)), "b32")
 
 
-def _format_string(lw, operand: ast.Operand) -> bytes:
+def _format_string(lw: Lowering, operand: ast.Operand) -> bytes:
     """The bytes (up to the NUL) of the constant module string whose address `operand` holds."""
     name, offset = _constant_address(lw, operand, hops=16)
     pointer = lw.variables[name][1]
@@ -299,7 +299,7 @@ def _format_string(lw, operand: ast.Operand) -> bytes:
     return bytes(data[offset:end])
 
 
-def _constant_address(lw, operand: ast.Operand, hops: int) -> tuple[str, int]:
+def _constant_address(lw: Lowering, operand: ast.Operand, hops: int) -> tuple[str, int]:
     """(variable, byte offset) when `operand` is, through .param stores, movs, cvta to generic and additions
     of constants, the address of a .global/.const variable with its value fixed at translation time."""
     not_constant = lw.fail("vprintf: the format is not a constant string of the module (its conversions give "
@@ -332,7 +332,7 @@ def _constant_address(lw, operand: ast.Operand, hops: int) -> tuple[str, int]:
     raise not_constant
 
 
-def _before_call(lw) -> list[ast.Instruction]:
+def _before_call(lw: Lowering) -> list[ast.Instruction]:
     """The instructions of the function up to the call being lowered."""
     found = []
     for instruction in lw.kernel.instructions():
@@ -344,14 +344,14 @@ def _before_call(lw) -> list[ast.Instruction]:
 
 # ------------------------------------------------------------------------------------------ call values
 
-def call_argument(lw, item: ast.Operand, ptx_type: str) -> ir.Value:
+def call_argument(lw: Lowering, item: ast.Operand, ptx_type: str) -> ir.Value:
     """An argument of a call to a runtime function: a `.param` variable's value, a register or an immediate."""
     if type(item) is ast.Name and lw.variables.get(item.name, ("",))[0] == "param":
         return lw.builder.load(lw.variables[item.name][1], typ=llvm_type(ptx_type))
     return lw.read(item, ptx_type)
 
 
-def set_result(lw, item: ast.Operand, value: ir.Value, ptx_type: str) -> None:
+def set_result(lw: Lowering, item: ast.Operand, value: ir.Value, ptx_type: str) -> None:
     """Hand a runtime function's result to the caller's `.param` variable or register."""
     if type(item) is ast.Name and lw.variables.get(item.name, ("",))[0] == "param":
         lw.builder.store(value, lw.variables[item.name][1])

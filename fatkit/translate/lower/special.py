@@ -11,7 +11,8 @@ import math
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I1, I32, handles, reads_special
+from fatkit.translate.lower.core import I1, I32, Lowering, handles, reads_special
+from fatkit.translate.ptx import ast
 from fatkit.translate.lower.warp import WARP, WarpPosition
 from fatkit.translate.targets.base import DIM_REGISTERS, Unavailable
 
@@ -19,7 +20,7 @@ MAX_BLOCK_THREADS = 1024  # CUDA's (and AMD's) limit on a block's threads
 
 
 @reads_special(*DIM_REGISTERS)
-def dimension(lw, operand):
+def dimension(lw: Lowering, operand: ast.Operand):
     if operand.component not in ("x", "y", "z"):
         raise lw.fail(f"special register {operand.name} needs .x/.y/.z")
     return lw.target.special_register(lw.builder, operand.name, operand.component), "u32"
@@ -28,12 +29,12 @@ def dimension(lw, operand):
 # ------------------------------------------------------------------------------------------------ warps
 
 @reads_special("%laneid")
-def laneid(lw, operand):
+def laneid(lw: Lowering, operand: ast.Operand):
     return WarpPosition(lw).lane, "u32"
 
 
 @reads_special("%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt")
-def lanemask(lw, operand):
+def lanemask(lw: Lowering, operand: ast.Operand):
     builder = lw.builder
     below = builder.sub(builder.shl(ir.Constant(I32, 1), WarpPosition(lw).lane), ir.Constant(I32, 1))  # lanes < mine
     mine = builder.add(below, ir.Constant(I32, 1))
@@ -43,20 +44,20 @@ def lanemask(lw, operand):
 
 
 @reads_special("%warpid")
-def warpid(lw, operand):
+def warpid(lw: Lowering, operand: ast.Operand):
     """The warp's index in its block: the linear thread index (x fastest, as warps are formed) / 32. PTX
     only promises an identifier below %nwarpid that may change over time; this one does not."""
     return lw.builder.lshr(lw.target.linear_thread(lw.builder), ir.Constant(I32, 5)), "u32"
 
 
 @reads_special("%nwarpid")
-def nwarpid(lw, operand):
+def nwarpid(lw: Lowering, operand: ast.Operand):
     return ir.Constant(I32, MAX_BLOCK_THREADS // WARP), "u32"  # every %warpid above is below this
 
 
 # ------------------------------------------------------------------------------------------------ machine
 
-def _machine(lw, register: str) -> ir.Value:
+def _machine(lw: Lowering, register: str) -> ir.Value:
     try:
         return lw.target.machine_register(lw.builder, register)
     except Unavailable as error:
@@ -64,12 +65,12 @@ def _machine(lw, register: str) -> ir.Value:
 
 
 @reads_special("%clock64", "%globaltimer", "%gridid")
-def counter64(lw, operand):
+def counter64(lw: Lowering, operand: ast.Operand):
     return _machine(lw, operand.name), "u64"
 
 
 @reads_special("%clock", "%clock_hi", "%globaltimer_lo", "%globaltimer_hi")
-def counter_half(lw, operand):
+def counter_half(lw: Lowering, operand: ast.Operand):
     """The low or high 32 bits of %clock64 / %globaltimer."""
     whole, _, half = operand.name.partition("_")
     value = _machine(lw, "%clock64" if whole == "%clock" else whole)
@@ -79,12 +80,12 @@ def counter_half(lw, operand):
 
 
 @reads_special("%smid", "%nsmid")
-def processor(lw, operand):
+def processor(lw: Lowering, operand: ast.Operand):
     return _machine(lw, operand.name), "u32"
 
 
 @reads_special(*(f"%envreg{i}" for i in range(32) if i not in (1, 2)))
-def envreg(lw, operand):
+def envreg(lw: Lowering, operand: ast.Operand):
     raise lw.fail(f"{operand.name} holds a value the CUDA driver sets for the launch, which fatkit does not "
                   "define (only %envreg1/%envreg2, the grid workspace of cooperative groups)")
 
@@ -94,7 +95,7 @@ def envreg(lw, operand):
 _CLUSTER_DIRECTIVES = ("reqnctapercluster", "explicitcluster", "maxclusterrank")
 
 
-def _launching_kernel(lw):
+def _launching_kernel(lw: Lowering):
     """The kernel being lowered: the body itself, or, for a .func, the kernel whose LLVM module (named after
     it) the function is lowered into."""
     if lw.kernel.is_kernel:
@@ -106,7 +107,7 @@ def _launching_kernel(lw):
     return kernel
 
 
-def explicit_cluster_of_one(lw) -> bool:
+def explicit_cluster_of_one(lw: Lowering) -> bool:
     """Whether the kernel's cluster of one CTA was declared (`.reqnctapercluster 1, 1, 1`) rather than
     implied by a launch without cluster dimensions; raises for a kernel whose clusters may hold more."""
     kernel = _launching_kernel(lw)
@@ -132,7 +133,7 @@ def explicit_cluster_of_one(lw) -> bool:
 _WORKGROUP_LDS = 64 * 1024  # LDS one AMD workgroup may use on gfx9 (gfx90a, gfx942) and RDNA
 
 
-def _one_workgroup(lw, kernel, ctas: int) -> str:
+def _one_workgroup(lw: Lowering, kernel, ctas: int) -> str:
     """Whether a cluster of `ctas` CTAs could run as one AMD workgroup (k·blockDim ≤ 1024 threads, k times the
     static shared memory in one workgroup's LDS), as far as the kernel's directives tell."""
     threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
@@ -150,7 +151,7 @@ def _one_workgroup(lw, kernel, ctas: int) -> str:
 
 @reads_special("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
                "%cluster_nctarank", "%is_explicit_cluster")
-def cluster(lw, operand):
+def cluster(lw: Lowering, operand: ast.Operand):
     """A cluster of one CTA: the cluster is the CTA (%clusterid = %ctaid, %nclusterid = %nctaid), the CTA is
     rank 0 at (0, 0, 0) of a 1x1x1 cluster. AMD launches no clusters, so a kernel that does not require
     more than one CTA a cluster runs in clusters of one (CUDA's implicit 1x1x1 cluster)."""
@@ -168,7 +169,7 @@ def cluster(lw, operand):
 
 
 @handles("mapa")
-def mapa(lw, ins):
+def mapa(lw: Lowering, ins: ast.Instruction) -> None:
     """`mapa{.shared::cluster}.u32/.u64 d, a, rank`: a's location in the shared memory of CTA `rank` of the
     cluster. In a cluster of one CTA the only rank is 0, the executing CTA (a larger rank is out of range,
     which the ISA leaves undefined), whose shared memory `a` already addresses: d = a."""
@@ -183,7 +184,7 @@ def mapa(lw, ins):
 
 
 @handles("getctarank")
-def getctarank(lw, ins):
+def getctarank(lw: Lowering, ins: ast.Instruction) -> None:
     """`getctarank{.shared::cluster}.u32 d, a`: the rank of the CTA whose shared memory `a` addresses; in a
     cluster of one CTA, 0."""
     explicit_cluster_of_one(lw)

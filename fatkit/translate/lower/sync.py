@@ -32,7 +32,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower.atomic import SCOPES, Order, atomic_load, atomic_rmw, fence, memory_order
-from fatkit.translate.lower.core import I1, I16, I32, handles
+from fatkit.translate.lower.core import I1, I16, I32, Lowering, handles
 from fatkit.translate.lower.special import explicit_cluster_of_one
 from fatkit.translate.lower.warp import bar_warp_sync
 from fatkit.translate.ptx import ast
@@ -44,7 +44,7 @@ BARRIERS = 16
 
 
 @handles("membar")
-def membar(lw, ins):
+def membar(lw: Lowering, ins: ast.Instruction) -> None:
     if ins.has("proxy"):
         _proxy_fence(lw, ins)
         return
@@ -57,7 +57,7 @@ def membar(lw, ins):
 
 
 @handles("fence")
-def fence_(lw, ins):
+def fence_(lw: Lowering, ins: ast.Instruction) -> None:
     if ins.has("proxy"):
         _proxy_fence(lw, ins)
         return
@@ -71,7 +71,7 @@ def fence_(lw, ins):
     fence(lw.builder, order)
 
 
-def _proxy_fence(lw, ins):
+def _proxy_fence(lw: Lowering, ins: ast.Instruction):
     kinds = [m for m in ins.modifiers if m not in ("proxy", *SCOPES, "acquire", "release")]
     if kinds == ["alias"]:
         order = Order("acq_rel", lw.target.syncscope("gpu"))
@@ -95,7 +95,7 @@ def _proxy_fence(lw, ins):
 
 
 @handles("griddepcontrol")
-def griddepcontrol(lw, ins):
+def griddepcontrol(lw: Lowering, ins: ast.Instruction) -> None:
     """Programmatic dependent launch, which AMD does not have: a kernel of a stream starts only once the one
     before it has completed, with its memory writes visible. So `.wait` (wait for the prerequisite grids to
     complete and their writes to be visible) has nothing left to wait for, and `.launch_dependents` (let
@@ -108,7 +108,7 @@ def griddepcontrol(lw, ins):
 
 
 @handles("setmaxnreg")
-def setmaxnreg(lw, ins):
+def setmaxnreg(lw: Lowering, ins: ast.Instruction) -> None:
     """setmaxnreg.inc/.dec.sync.aligned.u32 n hands physical registers between the warpgroups of a CTA. PTX
     registers are virtual, so no value a thread can see depends on it, and AMD allocates a kernel's
     registers once for its whole run: a no-op once the form is checked (n in 24-256, a multiple of 8)."""
@@ -123,7 +123,7 @@ def setmaxnreg(lw, ins):
 
 
 @handles("nanosleep")
-def nanosleep(lw, ins):
+def nanosleep(lw: Lowering, ins: ast.Instruction) -> None:
     """The ISA bounds the sleep to [0, 2t] ns: the target's short pause (about 64 cycles on AMDGPU, none on
     the host) where t is at least 64 ns, else no sleep at all."""
     lw.check_modifiers(ins, set())
@@ -142,7 +142,7 @@ def needs_named_barriers(instruction: ast.Instruction) -> bool:
 
 
 @handles("bar", "barrier")
-def bar(lw, ins):
+def bar(lw: Lowering, ins: ast.Instruction) -> None:
     """bar{.cta}.sync/arrive/red and barrier{.cta}.sync/arrive/red{.aligned}: barrier a (0–15), thread
     count b; red writes the popc (u32) or and/or (pred) of predicate c over the phase's threads."""
     if ins.has("warp"):  # bar.warp.sync: a warp collective, not a CTA barrier
@@ -194,7 +194,7 @@ def bar(lw, ins):
             lw.write(destination, lw.builder.icmp_unsigned("!=", result, ir.Constant(I32, 0)), "pred")
 
 
-def cluster_barrier(lw, ins) -> None:
+def cluster_barrier(lw: Lowering, ins: ast.Instruction) -> None:
     """barrier.cluster.arrive{.release|.relaxed}{.aligned} / barrier.cluster.wait{.acquire}{.aligned} in a
     cluster of one CTA (explicit_cluster_of_one refuses larger ones): every thread of the cluster arrives
     before it waits, so waiting for all arrivals is the CTA barrier at the wait, and the arrive only orders
@@ -214,18 +214,18 @@ def cluster_barrier(lw, ins) -> None:
         fence(lw.builder, Order("release", lw.target.syncscope("cta")))
 
 
-def _predicate(lw, operand: ast.Operand) -> ir.Value:
+def _predicate(lw: Lowering, operand: ast.Operand) -> ir.Value:
     if type(operand) is ast.Negated:
         return lw.builder.not_(lw.read(operand.operand, "pred"))
     return lw.read(operand, "pred")
 
 
-def _block_size(lw) -> ir.Value:
+def _block_size(lw: Lowering) -> ir.Value:
     x, y, z = (lw.target.special_register(lw.builder, "%ntid", c) for c in "xyz")
     return lw.builder.mul(lw.builder.mul(x, y), z)
 
 
-def _shared_memory_barrier(lw, barrier: ir.Value, expected: ir.Value, kind: str, vote: ir.Value) -> ir.Value:
+def _shared_memory_barrier(lw: Lowering, barrier: ir.Value, expected: ir.Value, kind: str, vote: ir.Value) -> ir.Value:
     """Arrive at (and unless `kind` is arrive, wait for) a barrier of the shared-memory state; returns the
     phase's number of true votes for red, else 0 (see the module docstring)."""
     builder, state = lw.builder, lw.callees.barrier_state

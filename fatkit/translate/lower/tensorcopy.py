@@ -63,7 +63,7 @@ from fatkit.translate.lower.atomic import (
     memory_order,
 )
 from fatkit.translate.lower.convert import host_half_runtime
-from fatkit.translate.lower.core import F16, F32, F64, I1, I8, I16, I32, I64, handles
+from fatkit.translate.lower.core import F16, F32, F64, I1, I8, I16, I32, I64, Lowering, handles
 from fatkit.translate.ptx import ast
 
 _RANKS = {f"{n}d": n for n in range(1, 6)}
@@ -88,7 +88,7 @@ def _const(value: int) -> ir.Constant:
 class _Map:
     """A tensor map's fields, loaded from its generic address as i64 values (dimension i of rank r)."""
 
-    def __init__(self, lw, pointer: ir.Value, rank: int):
+    def __init__(self, lw: Lowering, pointer: ir.Value, rank: int):
         self.lw, self.pointer, self.rank = lw, pointer, rank
         self.address = self.field("global_address")
         self.dims = [self.field("global_dim", i) for i in range(rank)]
@@ -161,7 +161,7 @@ class _Box:
     address the swizzle reads, which on the host is an offset in the block's shared window, not the
     pointer's value)."""
 
-    def __init__(self, lw, operand: ast.Operand):
+    def __init__(self, lw: Lowering, operand: ast.Operand):
         if type(operand) is not ast.Address or operand.extra or operand.base is None:
             raise lw.fail("the box must be a shared [address]")
         self.lw, self.pointer = lw, lw.address(operand, "shared")
@@ -177,7 +177,7 @@ class _Box:
         return builder.gep(self.pointer, [builder.sub(builder.xor(absolute, delta), self.address)], source_etype=I8)
 
 
-def _by_size(lw, size: ir.Value, action) -> None:
+def _by_size(lw: Lowering, size: ir.Value, action) -> None:
     """Run `action(llvm_type, bytes)` under a switch on the element size (1, 2, 4 or 8 bytes)."""
     builder = lw.builder
     after = lw.function.append_basic_block("element.done")
@@ -191,7 +191,7 @@ def _by_size(lw, size: ir.Value, action) -> None:
     builder.position_at_end(after)
 
 
-def _loops(lw, counts: list[ir.Value], body) -> None:
+def _loops(lw: Lowering, counts: list[ir.Value], body) -> None:
     """Nested counted loops, the last count outermost: body(indices) with indices[0] fastest."""
     def level(depth: int, outer: list[ir.Value]) -> None:
         if depth < 0:
@@ -206,7 +206,7 @@ def _ceil_div(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     return builder.udiv(builder.add(a, builder.sub(b, _const(1))), b)
 
 
-def _coordinates(lw, operand: ast.Operand, rank: int) -> tuple[ir.Value, list[ir.Value]]:
+def _coordinates(lw: Lowering, operand: ast.Operand, rank: int) -> tuple[ir.Value, list[ir.Value]]:
     """(the map's generic pointer, the rank signed 32-bit coordinates as i64) of `[tensorMap, {c…}]`."""
     if type(operand) is not ast.Address or len(operand.extra) != 1 or type(operand.extra[0]) is not ast.Vector:
         raise lw.fail("expected [tensorMap, {coordinates}]")
@@ -223,7 +223,7 @@ def _coordinates(lw, operand: ast.Operand, rank: int) -> tuple[ir.Value, list[ir
     return pointer, [lw.builder.sext(lw.read(item, "s32"), I64) for item in items]
 
 
-def _extents(lw, tensor: _Map) -> list[ir.Value]:
+def _extents(lw: Lowering, tensor: _Map) -> list[ir.Value]:
     """Box elements per dimension: ceil(box / traversal stride)."""
     return [_ceil_div(lw.builder, box, step) for box, step in zip(tensor.box, tensor.steps)]
 
@@ -235,7 +235,7 @@ def _linear(builder: ir.IRBuilder, indices: list[ir.Value], extents: list[ir.Val
     return builder.mul(linear, size)
 
 
-def _put(lw, tensor: _Map, inside: ir.Value, source: ir.Value, destination: ir.Value, fill: ir.Value) -> None:
+def _put(lw: Lowering, tensor: _Map, inside: ir.Value, source: ir.Value, destination: ir.Value, fill: ir.Value) -> None:
     """One element of a load: copied where `inside`, else the fill."""
     builder = lw.builder
 
@@ -251,7 +251,7 @@ def _put(lw, tensor: _Map, inside: ir.Value, source: ir.Value, destination: ir.V
 
 # ------------------------------------------------------------------------------------------- cp.async.bulk.tensor
 
-def tensor_copy(lw, ins) -> None:
+def tensor_copy(lw: Lowering, ins: ast.Instruction) -> None:
     """cp.async.bulk.tensor.Nd, loads (global → shared::cluster/cta on an mbarrier) and stores
     (shared::cta → global, bulk_group)."""
     ranks = [_RANKS[m] for m in ins.modifiers if m in _RANKS]
@@ -285,7 +285,7 @@ def tensor_copy(lw, ins) -> None:
         raise lw.fail(f"no tensor copy from .{of} to .{to} completes by .{completions[0]}")
 
 
-def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multicast: bool) -> None:
+def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multicast: bool) -> None:
     destination, source, mbar = operands[:3]
     builder = lw.builder
     offsets = None
@@ -313,7 +313,7 @@ def _load(lw, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multic
     builder.position_at_end(written)
 
 
-def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:
+def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:
     """The tile load (module docstring); returns the bytes it wrote."""
     builder = lw.builder
     extents = _extents(lw, tensor)
@@ -336,7 +336,7 @@ def _load_tile(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill
 _CHUNK = ir.VectorType(I32, 4)
 
 
-def _walk(lw, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk) -> None:
+def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk) -> None:
     """Every element of the box: `element(indices)`. Where dimension 0 is walked element by element
     (traversal stride 1), rows go by 16-byte chunks, the swizzle's unit, and a chunk wholly inside the tensor
     whose global address is 16-byte aligned is `chunk(global pointer, linear byte offset in the box)`, one
@@ -372,7 +372,7 @@ def _walk(lw, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value]
             _loops(lw, extents, element)
 
 
-def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
+def _load_im2col(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
                  fill: ir.Value) -> ir.Value:
     """The im2col load (module docstring); returns the bytes it wrote."""
     builder, rank = lw.builder, tensor.rank
@@ -417,7 +417,7 @@ def _load_im2col(lw, tensor: _Map, shared: _Box, coordinates: list[ir.Value], of
     return builder.mul(builder.mul(pixels, channels), tensor.size)
 
 
-def _store(lw, target: ast.Operand, source: ast.Operand, rank: int, operation: str | None) -> None:
+def _store(lw: Lowering, target: ast.Operand, source: ast.Operand, rank: int, operation: str | None) -> None:
     """A tile store (operation None) or reduction from the shared box at `source` into the tensor."""
     builder = lw.builder
     pointer, coordinates = _coordinates(lw, target, rank)
@@ -444,7 +444,7 @@ def _store(lw, target: ast.Operand, source: ast.Operand, rank: int, operation: s
     _walk(lw, tensor, coordinates, extents, element, chunk if operation is None else None)
 
 
-def _reduce_element(lw, tensor: _Map, operation: str, destination: ir.Value, source: ir.Value) -> None:
+def _reduce_element(lw: Lowering, tensor: _Map, operation: str, destination: ir.Value, source: ir.Value) -> None:
     """One element reduced into global memory, switched on the map's element type."""
     builder = lw.builder
     order = Order("monotonic", lw.target.syncscope("gpu"))
@@ -472,7 +472,7 @@ def _reduce_element(lw, tensor: _Map, operation: str, destination: ir.Value, sou
     builder.position_at_end(after)
 
 
-def tensor_reduce(lw, ins) -> None:
+def tensor_reduce(lw: Lowering, ins: ast.Instruction) -> None:
     """cp.reduce.async.bulk.tensor.Nd.global.shared::cta.op{.tile}.bulk_group{.L2::cache_hint}
     [tensorMap, {coordinates}], [srcMem] {, policy}."""
     ranks = [_RANKS[m] for m in ins.modifiers if m in _RANKS]
@@ -507,7 +507,7 @@ _FIELD_TYPES = {"Q": I64, "H": I16, "h": I16, "B": I8}
 
 
 @handles("tensormap")
-def tensormap(lw, ins):
+def tensormap(lw: Lowering, ins: ast.Instruction) -> None:
     if ins.modifiers[:1] == ("replace",):
         _replace(lw, ins)
     elif ins.modifiers[:1] == ("cp_fenceproxy",):
@@ -516,14 +516,14 @@ def tensormap(lw, ins):
         raise lw.fail("tensormap is tensormap.replace or tensormap.cp_fenceproxy")
 
 
-def _map_space(lw, ins) -> str:
+def _map_space(lw: Lowering, ins: ast.Instruction) -> str:
     spaces = [m for m in ins.modifiers if m in ("global", "shared::cta", "shared")]
     if len(spaces) > 1:
         raise lw.fail("more than one state space")
     return {"global": "global", "shared::cta": "shared", "shared": "shared"}.get(spaces[0] if spaces else "", "generic")
 
 
-def _replace(lw, ins) -> None:
+def _replace(lw: Lowering, ins: ast.Instruction) -> None:
     """tensormap.replace.tile.field{.space}.b1024.type [map], {ordinal,} value: the field in the layout's
     encoding (rank as rank − 1, as PTX passes it; element strides as stride − 1)."""
     fields = [m for m in ins.modifiers if m in _REPLACEABLE]
@@ -560,7 +560,7 @@ def _replace(lw, ins) -> None:
     builder.store(builder.trunc(new, typ) if typ != I64 else new, _at(lw, pointer, offset), align=width)
 
 
-def _copy_fence(lw, ins) -> None:
+def _copy_fence(lw: Lowering, ins: ast.Instruction) -> None:
     """tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.scope.sync.aligned [dst], [src],
     128: the map copied to global memory, then a release fence at the scope (the consumer's
     fence.proxy.tensormap::generic acquire pairs with it)."""

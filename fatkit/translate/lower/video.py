@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I32, I64, I128, handles
+from fatkit.translate.lower.core import I32, I64, I128, Lowering, handles
 from fatkit.translate.ptx import ast
 
 _SCALAR = ("vadd", "vsub", "vabsdiff", "vmin", "vmax")
@@ -53,7 +53,7 @@ def _const(ty: ir.IntType, value: int) -> ir.Constant:
     return ir.Constant(ty, value & ((1 << ty.width) - 1))
 
 
-def _video_types(lw, ins, count: int) -> list[bool]:
+def _video_types(lw: Lowering, ins: ast.Instruction, count: int) -> list[bool]:
     """Whether each of the `count` type modifiers (.u32/.s32) is signed."""
     types = [m for m in ins.modifiers if m in ast.TYPES]
     if len(types) != count or any(t not in ("u32", "s32") for t in types):
@@ -61,14 +61,14 @@ def _video_types(lw, ins, count: int) -> list[bool]:
     return [t == "s32" for t in types]
 
 
-def _one(lw, ins, choices, what: str) -> str | None:
+def _one(lw: Lowering, ins: ast.Instruction, choices, what: str) -> str | None:
     found = [m for m in ins.modifiers if m in choices]
     if len(found) > 1:
         raise lw.fail(f"more than one {what}")
     return found[0] if found else None
 
 
-def _plain(lw, operand: ast.Operand) -> tuple[ast.Operand, str | None]:
+def _plain(lw: Lowering, operand: ast.Operand) -> tuple[ast.Operand, str | None]:
     """An operand and its selector (`%r1.b2` → %r1, "b2")."""
     if type(operand) is ast.Minus:
         raise lw.fail(f"-{operand.operand}: only vmad negates its operands")
@@ -77,15 +77,15 @@ def _plain(lw, operand: ast.Operand) -> tuple[ast.Operand, str | None]:
     return operand, None
 
 
-def _word(lw, operand: ast.Operand) -> ir.Value:
+def _word(lw: Lowering, operand: ast.Operand) -> ir.Value:
     return lw.read(operand, "u32")
 
 
-def _extend(lw, value: ir.Value, signed: bool, ty: ir.IntType) -> ir.Value:
+def _extend(lw: Lowering, value: ir.Value, signed: bool, ty: ir.IntType) -> ir.Value:
     return (lw.builder.sext if signed else lw.builder.zext)(value, ty)
 
 
-def _part(lw, word: ir.Value, selector: str | None, signed: bool, ty: ir.IntType) -> ir.Value:
+def _part(lw: Lowering, word: ir.Value, selector: str | None, signed: bool, ty: ir.IntType) -> ir.Value:
     """The selected byte/half-word (or the whole word) of `word`, extended to `ty`."""
     if selector is None:
         return _extend(lw, word, signed, ty)
@@ -96,7 +96,7 @@ def _part(lw, word: ir.Value, selector: str | None, signed: bool, ty: ir.IntType
     return _extend(lw, piece, signed, ty)
 
 
-def _clamp(lw, value: ir.Value, low: int, high: int, signed: bool = True) -> ir.Value:
+def _clamp(lw: Lowering, value: ir.Value, low: int, high: int, signed: bool = True) -> ir.Value:
     builder, ty = lw.builder, value.type
     compare = builder.icmp_signed if signed else builder.icmp_unsigned
     value = builder.select(compare("<", value, _const(ty, low)), _const(ty, low), value)
@@ -107,18 +107,18 @@ def _range(bits: int, signed: bool) -> tuple[int, int]:
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
 
-def _minmax(lw, x: ir.Value, y: ir.Value, maximum: bool) -> ir.Value:
+def _minmax(lw: Lowering, x: ir.Value, y: ir.Value, maximum: bool) -> ir.Value:
     return lw.builder.select(lw.builder.icmp_signed(">" if maximum else "<", x, y), x, y)
 
 
-def _absolute(lw, x: ir.Value) -> ir.Value:
+def _absolute(lw: Lowering, x: ir.Value) -> ir.Value:
     negative = lw.builder.icmp_signed("<", x, ir.Constant(x.type, 0))
     return lw.builder.select(negative, lw.builder.neg(x), x)
 
 
 # ------------------------------------------------------------------------------------------------- scalar
 
-def _finish_scalar(lw, ins, tmp: ir.Value, d: ast.Operand, rest: tuple, dtype_signed: bool, sat: bool,
+def _finish_scalar(lw: Lowering, ins: ast.Instruction, tmp: ir.Value, d: ast.Operand, rest: tuple, dtype_signed: bool, sat: bool,
                    secondary: str | None) -> None:
     """Saturate, then the secondary operation or the merge with c, and write the low 32 bits to d."""
     builder, ty = lw.builder, tmp.type
@@ -208,7 +208,7 @@ def scalar_video(lw, ins):
 
 
 @handles("vmad")
-def vmad(lw, ins):
+def vmad(lw: Lowering, ins: ast.Instruction) -> None:
     """d = ±(a·b) ± c [+ 1 with .po] [>> 7 or 15], exact in 128 bits. The result is signed when a or b is or
     either term is negated (then c is read as signed; a negated c as -c of its signed value); .sat clamps to
     the 32-bit range of that signedness. The ISA negates the product or c, not both, and nothing with .po."""
@@ -242,7 +242,7 @@ def vmad(lw, ins):
 
 # ------------------------------------------------------------------------------------------------- SIMD
 
-def _simd_selector(lw, selector: str | None, default: str, lanes: int) -> list[int]:
+def _simd_selector(lw: Lowering, selector: str | None, default: str, lanes: int) -> list[int]:
     """The source element index of each lane (lane 0 first) for `.hxy`/`.bxyzw`."""
     selector = selector or default
     kind, digits = ("h", 4) if lanes == 2 else ("b", 8)
@@ -252,7 +252,7 @@ def _simd_selector(lw, selector: str | None, default: str, lanes: int) -> list[i
     return [int(x) for x in reversed(selector[1:])]
 
 
-def _simd_mask(lw, selector: str | None, lanes: int) -> list[bool]:
+def _simd_mask(lw: Lowering, selector: str | None, lanes: int) -> list[bool]:
     kind = "h" if lanes == 2 else "b"
     if selector is None:
         return [True] * lanes
@@ -339,7 +339,7 @@ def simd_video(lw, ins):
 _PACK_WIDTHS = {"u16": 16, "s16": 16, "u8": 8, "s8": 8, "u4": 4, "s4": 4, "u2": 2, "s2": 2}
 
 
-def cvt_pack(lw, ins) -> None:
+def cvt_pack(lw: Lowering, ins: ast.Instruction) -> None:
     """cvt.pack.sat (see the module docstring); lower/convert.py's cvt hands it over."""
     builder = lw.builder
     kinds = [m for m in ins.modifiers if m in _PACK_WIDTHS]

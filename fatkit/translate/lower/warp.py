@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import F32, I1, I32, handles
+from fatkit.translate.lower.core import F32, I1, I32, Lowering, handles
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import Unavailable
 
@@ -28,7 +28,7 @@ CANONICAL_NAN = 0x7FFFFFFF  # PTX's canonical f32 NaN
 class WarpPosition:
     """Where the executing thread is: its hardware lane, PTX lane and the base hardware lane of its warp."""
 
-    def __init__(self, lw):
+    def __init__(self, lw: Lowering):
         self.lw, self.builder, self.wave = lw, lw.builder, ir.IntType(lw.target.wave_size)
         self.hardware_lane = self.lane_call(lambda target: target.lane_id(self.builder))
         self.lane = self.builder.and_(self.hardware_lane, ir.Constant(I32, WARP - 1))
@@ -61,7 +61,7 @@ class WarpPosition:
             raise self.lw.fail(str(error)) from error
 
 
-def _split(lw, ins, sync_count: int) -> tuple[tuple[ast.Operand, ...], ast.Operand | None]:
+def _split(lw: Lowering, ins: ast.Instruction, sync_count: int) -> tuple[tuple[ast.Operand, ...], ast.Operand | None]:
     """The operands before the membermask, and the membermask (None for a form without .sync)."""
     if "sync" in ins.modifiers:
         operands = lw.operands(ins, sync_count)
@@ -69,14 +69,14 @@ def _split(lw, ins, sync_count: int) -> tuple[tuple[ast.Operand, ...], ast.Opera
     return lw.operands(ins, sync_count - 1), None
 
 
-def _mode(lw, ins, modes: tuple[str, ...]) -> str:
+def _mode(lw: Lowering, ins: ast.Instruction, modes: tuple[str, ...]) -> str:
     chosen = [m for m in ins.modifiers if m in modes]
     if len(chosen) != 1:
         raise lw.fail(f"expected one mode of {', '.join('.' + m for m in modes)}")
     return chosen[0]
 
 
-def _destinations(lw, operand: ast.Operand, predicate_allowed: bool) -> tuple[ast.Operand, ast.Operand | None]:
+def _destinations(lw: Lowering, operand: ast.Operand, predicate_allowed: bool) -> tuple[ast.Operand, ast.Operand | None]:
     """`d` or `d|p`: the value destination (maybe `_`) and the predicate destination (None if absent)."""
     if type(operand) is ast.Pair:
         if not predicate_allowed:
@@ -85,18 +85,18 @@ def _destinations(lw, operand: ast.Operand, predicate_allowed: bool) -> tuple[as
     return operand, None
 
 
-def _write(lw, operand: ast.Operand | None, value: ir.Value, ptx_type: str) -> None:
+def _write(lw: Lowering, operand: ast.Operand | None, value: ir.Value, ptx_type: str) -> None:
     if operand is not None and type(operand) is not ast.Sink:
         lw.write(operand, value, ptx_type)
 
 
-def _predicate(lw, operand: ast.Operand) -> ir.Value:
+def _predicate(lw: Lowering, operand: ast.Operand) -> ir.Value:
     if type(operand) is ast.Negated:
         return lw.builder.not_(lw.read(operand.operand, "pred"))
     return lw.read(operand, "pred")
 
 
-def _fold_lanes(lw, warp: WarpPosition, exchange, initial: ir.Value, step) -> ir.Value:
+def _fold_lanes(lw: Lowering, warp: WarpPosition, exchange, initial: ir.Value, step) -> ir.Value:
     """Fold `step(acc, ptx_lane, value)` over the lanes of the exchange, lowest first: a loop over the
     wave-uniform `uniform_lanes` (uniform reads), skipping the lanes that did not take part."""
     builder, function = lw.builder, lw.function
@@ -125,7 +125,7 @@ def _fold_lanes(lw, warp: WarpPosition, exchange, initial: ir.Value, step) -> ir
 # ------------------------------------------------------------------------------------------------ shfl
 
 @handles("shfl")
-def shfl(lw, ins):
+def shfl(lw: Lowering, ins: ast.Instruction) -> None:
     """PTX's pseudo-code: maxLane = (lane & segmask) | (c & ~segmask), minLane = lane & segmask; the
     source lane j by mode; out of range (pval false) a lane reads its own value."""
     lw.check_modifiers(ins, {"sync", "up", "down", "bfly", "idx"})
@@ -165,7 +165,7 @@ def shfl(lw, ins):
 # ------------------------------------------------------------------------------------------------ vote
 
 @handles("vote")
-def vote(lw, ins):
+def vote(lw: Lowering, ins: ast.Instruction) -> None:
     lw.check_modifiers(ins, {"sync", "all", "any", "uni", "ballot"})
     mode = _mode(lw, ins, ("all", "any", "uni", "ballot"))
     if lw.types(ins, 1) != (["b32"] if mode == "ballot" else ["pred"]):
@@ -189,7 +189,7 @@ def vote(lw, ins):
 # ------------------------------------------------------------------------------------------------ match
 
 @handles("match")
-def match(lw, ins):
+def match(lw: Lowering, ins: ast.Instruction) -> None:
     """.any: the lanes holding the executing lane's value; .all: the lanes taking part (the non-exited ones
     of the membermask; and p true) if they all hold the same value, else 0."""
     lw.check_modifiers(ins, {"sync", "any", "all"})
@@ -278,7 +278,7 @@ def redux(lw, ins):
 # ------------------------------------------------------------------------------------------------ the rest
 
 @handles("activemask")
-def activemask(lw, ins):
+def activemask(lw: Lowering, ins: ast.Instruction) -> None:
     lw.check_modifiers(ins, set())
     if lw.types(ins, 1) != ["b32"]:
         raise lw.fail("activemask writes .b32")
@@ -288,7 +288,7 @@ def activemask(lw, ins):
 
 
 @handles("elect")
-def elect(lw, ins):
+def elect(lw: Lowering, ins: ast.Instruction) -> None:
     """The leader is the lowest lane of the membermask taking part: the same one every time."""
     lw.check_modifiers(ins, {"sync"})
     if "sync" not in ins.modifiers:
@@ -305,7 +305,7 @@ def elect(lw, ins):
     _write(lw, destination.second, builder.icmp_unsigned("==", warp.lane, leader), "pred")
 
 
-def bar_warp_sync(lw, ins):
+def bar_warp_sync(lw: Lowering, ins: ast.Instruction):
     """bar.warp.sync membermask (dispatched from `bar` in sync.py)."""
     lw.check_modifiers(ins, {"warp", "sync"})
     if ins.modifiers != ("warp", "sync"):

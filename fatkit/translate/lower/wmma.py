@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I32, I64, handles
+from fatkit.translate.lower.core import I32, I64, Lowering, handles
+from fatkit.translate.ptx import ast
 from fatkit.translate.lower.mma import (
     Form, Fragment, _a_fragment, _b_fragment, _c_fragment, _dense_plan, _elements, _emit_lane, _lane_function,
     _read_fragment, _registers, _write_fragment, _write_words, product_words,
@@ -71,20 +72,20 @@ def fragment(matrix: str, shape: str, ptx_type: str) -> Fragment:
     return _tiled(base, tiles, base.registers * len(tiles))
 
 
-def _shape(lw, ins) -> str:
+def _shape(lw: Lowering, ins: ast.Instruction) -> str:
     shapes = [m for m in ins.modifiers if m in _SHAPES]
     if len(shapes) != 1:
         raise lw.fail("wmma shapes lowered: " + ", ".join(f".{s}" for s in _SHAPES))
     return shapes[0]
 
 
-def _check_sync(lw, ins) -> None:
+def _check_sync(lw: Lowering, ins: ast.Instruction) -> None:
     if "sync" not in ins.modifiers or "aligned" not in ins.modifiers:
         raise lw.fail("wmma is .sync.aligned")
 
 
 @handles("wmma")
-def wmma(lw, ins):
+def wmma(lw: Lowering, ins: ast.Instruction) -> None:
     _check_sync(lw, ins)
     operation = ins.modifiers[0]
     if operation in ("load", "store"):
@@ -95,7 +96,7 @@ def wmma(lw, ins):
         raise lw.fail(f"wmma.{operation} is not an operation (load, store, mma)")
 
 
-def _memory(lw, ins, operation: str) -> None:
+def _memory(lw: Lowering, ins: ast.Instruction, operation: str) -> None:
     """wmma.load.{a,b,c} r, [p]{, stride} and wmma.store.d [p], r{, stride}: each lane moves its slots; the
     element at (row, column) sits stride·row + column elements past p (.row) or stride·column + row (.col),
     stride by default the leading dimension (columns for .row, rows for .col)."""
@@ -160,7 +161,7 @@ def _memory(lw, ins, operation: str) -> None:
         _write_fragment(lw, registers, frag, loaded)
 
 
-def _lane_value(lw, lane: ir.Value, table: list[int]) -> ir.Value:
+def _lane_value(lw: Lowering, lane: ir.Value, table: list[int]) -> ir.Value:
     """The i32 value `table[lane]` takes, computed from the lane (the tables here are bit-affine in it)."""
     function = _lane_function(table)
     if function is None:
@@ -168,7 +169,7 @@ def _lane_value(lw, lane: ir.Value, table: list[int]) -> ir.Value:
     return _emit_lane(lw.builder, lane, function)
 
 
-def _mma(lw, ins) -> None:
+def _mma(lw: Lowering, ins: ast.Instruction) -> None:
     """wmma.mma.sync.aligned.alayout.blayout.shape.dtype.ctype (f16), .f32.atype.btype.f32 (bf16, tf32),
     .s32.atype.btype.s32{.satfinite} (s8/u8) and {.rn}.f64.f64.f64.f64: the layouts only say how the
     fragments were loaded, which they already hold."""
