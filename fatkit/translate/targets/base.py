@@ -101,10 +101,14 @@ EMIT_KINDS = ("obj", "asm", "llvm")  # what `Target.emit` writes besides the pro
 
 
 def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int) -> llvm.ModuleRef:
-    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`."""
-    module = llvm.parse_assembly(texts[0])
+    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`.
+
+    They are parsed into a context of their own: a process that compiles one module after another (the
+    amdgpu codegen child) gives each the same type names, and so the same output, as a fresh process would."""
+    context = llvm.create_context()
+    module = llvm.parse_assembly(texts[0], context)
     for text in texts[1:]:
-        module.link_in(llvm.parse_assembly(text))
+        module.link_in(llvm.parse_assembly(text, context))
     module.verify()
     if opt_level:
         tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
