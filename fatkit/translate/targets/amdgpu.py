@@ -58,7 +58,9 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up
+# LLVM IR text per codegen request, ~1 s of LLVM: the children stay up, so a group need not pay for a start;
+# smaller groups spread a module over the jobs more evenly, larger ones compile shared functions fewer times
+_GROUP_IR_BYTES = 300_000
 
 
 def wavefront_size(processor: str) -> int:
@@ -234,8 +236,11 @@ class AmdgpuTarget(Target):
         down to the kernels that fail alone: those are left out with LLVM's message, the rest still link."""
         failed: dict[str, str] = {}
         groups = codegen_groups(kernels)
+        # the largest groups start first, so that a big one last does not leave the other jobs idle
+        order = sorted(range(len(groups)), key=lambda i: -sum(len(k.llvm_ir) for k in groups[i]))
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
-            objects = [o for group in pool.map(lambda g: self._objects(g, opt_level, failed), groups) for o in group]
+            compiled = dict(zip(order, pool.map(lambda i: self._objects(groups[i], opt_level, failed), order)))
+        objects = [o for index in range(len(groups)) for o in compiled[index]]
         if not objects:
             raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
                               + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
