@@ -4,7 +4,8 @@
 
 fatkit runs with `--jobs` processes (default: every core, like `fatkit translate`) and again with one;
 ptxas uses one. Per module the table gives the PTX size, the LLVM IR lowering hands to codegen per PTX byte,
-the seconds of each pipeline stage in the `--jobs` run, and both fatkit runs against ptxas.
+the seconds of each pipeline stage in the `--jobs` run, both fatkit runs against ptxas, and the seconds a
+second target (`--extra-target`) adds to a run for both, against the first target's.
 For every distinct PTX module found in PATHs (default: every fetched corpus binary and tests/samples/ptx),
 in the same run: fatkit's whole pipeline (parse, passes, lower, codegen in its child process, link,
 validate) and `ptxas -O3` for the module's own `.target` (at least sm_75, the oldest ptxas 13 accepts), each
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
-from fatkit.translate.pipeline import Options, run  # noqa: E402
+from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 OLDEST_PTXAS_ARCH = 75
@@ -47,6 +48,18 @@ def ptxas_arch(text: str) -> str:
         raise FatkitError("PTX without a .target directive")
     number, suffix = int(found.group(1)), found.group(2)
     return f"sm_{number}{suffix}" if number >= OLDEST_PTXAS_ARCH else f"sm_{OLDEST_PTXAS_ARCH}"
+
+
+def two_targets(text: str, options: Options, extra: str) -> float:
+    """Seconds the `extra` target adds to a run for options.target and it: parse and passes are shared."""
+    prepared = run(text, options, until="passes")
+    run_from("lower", prepared, options)
+    started = time.perf_counter()
+    try:
+        run_from("lower", prepared, replace(options, target=extra))
+    except FatkitError:
+        pass
+    return time.perf_counter() - started
 
 
 def best_of(repeat: int, call) -> float:
@@ -66,6 +79,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="stop after this many modules")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="fatkit's processes per module (its -j; default: every core, as the CLI)")
+    parser.add_argument("--extra-target", default="gfx1100",
+                        help="a second target of the same run: its extra seconds (the module parsed and prepared "
+                             "once for both), against the first's; '' to leave out")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     ptxas = shutil.which("ptxas")
@@ -112,17 +128,20 @@ def main() -> None:
             fatkit_s = best_of(args.repeat, lambda: run_fatkit(options))
             stages = outcome.pop("stages", {})
             one_s = best_of(args.repeat, lambda: run_fatkit(one_job)) if args.jobs > 1 else fatkit_s
+            extra_s = best_of(args.repeat, lambda: two_targets(module.text, options, args.extra_target)) \
+                if args.extra_target and "error" not in outcome else None
             kernels = outcome.get("kernels", ())
             ok = sum(k.status == "ok" for k in kernels)
             translated = bool(kernels) and "error" not in outcome
             ptx_bytes = len(module.text.encode())
             rows.append(Row(module.stem, arch, ok, len(kernels) or None, ptx_bytes,
                             outcome.get("ir_bytes", 0) / ptx_bytes, stages,
-                            fatkit_s if translated else None, one_s if translated else None, ptxas_s))
+                            fatkit_s if translated else None, one_s if translated else None, ptxas_s,
+                            extra_s if translated else None))
             print(f"{module.stem[:60]:60s} {arch:7s} {ok:4d}/{len(kernels) or '?':<4} "
                   f"fatkit {fatkit_s:7.2f}s  -j1 {one_s:7.2f}s  "
                   f"ptxas {ptxas_s if ptxas_s is not None else float('nan'):7.2f}s", file=sys.stderr)
-    report(rows, args.markdown, args.jobs)
+    report(rows, args.markdown, args.jobs, args.extra_target)
 
 
 STAGES = ("parse", "passes", "lower", "codegen", "validate")
@@ -140,12 +159,13 @@ class Row:
     fatkit_s: float | None  # --jobs
     one_job_s: float | None  # -j 1
     ptxas_s: float | None
+    extra_s: float | None = None  # the extra target's seconds in a run for both (--jobs)
 
 
-def report(rows: list[Row], markdown: bool, jobs: int) -> None:
+def report(rows: list[Row], markdown: bool, jobs: int, extra: str) -> None:
     header = ["module", "arch", "ok/total", "PTX KB", "IR/PTX", *(f"{s} s" for s in STAGES),
-              f"-j{jobs} s", "-j1 s", "ptxas s", f"-j{jobs} ratio", "-j1 ratio"]
-    widths = [44, 7, 9, 7, 6, *([8] * len(STAGES)), 7, 7, 7, 9, 9]
+              f"-j{jobs} s", "-j1 s", "ptxas s", f"-j{jobs} ratio", "-j1 ratio", f"+{extra} s", "+/first"]
+    widths = [44, 7, 9, 7, 6, *([8] * len(STAGES)), 7, 7, 7, 9, 9, 10, 7]
     if markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
@@ -163,7 +183,8 @@ def report(rows: list[Row], markdown: bool, jobs: int) -> None:
                  f"{row.ir_per_ptx:.1f}" if row.ir_per_ptx else "-",
                  *(seconds(row.stages.get(s)) for s in STAGES), seconds(row.fatkit_s), seconds(row.one_job_s),
                  seconds(row.ptxas_s) if row.ptxas_s is not None else "failed",
-                 ratio(row.fatkit_s, row.ptxas_s), ratio(row.one_job_s, row.ptxas_s)]
+                 ratio(row.fatkit_s, row.ptxas_s), ratio(row.one_job_s, row.ptxas_s), seconds(row.extra_s),
+                 ratio(row.extra_s, row.fatkit_s)]
         if markdown:
             print("| " + " | ".join(cells) + " |")
         else:
@@ -183,6 +204,9 @@ def report(rows: list[Row], markdown: bool, jobs: int) -> None:
         if small:
             print(f"modules under 20 KB ({len(small)}): fatkit -j{jobs} median "
                   f"{statistics.median(r.fatkit_s for r in small):.2f} s, max {max(r.fatkit_s for r in small):.2f} s")
+        extra = [r.extra_s / r.fatkit_s for r in timed if r.extra_s is not None]
+        if extra:
+            print(f"the second target of a run against the first: median {statistics.median(extra):.2f}x")
         ir = [r.ir_per_ptx for r in rows if r.ir_per_ptx]
         if ir:
             print(f"LLVM IR per PTX byte: median {statistics.median(ir):.2f}")
