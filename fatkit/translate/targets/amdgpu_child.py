@@ -35,8 +35,11 @@ def target_machine(processor: str, opt_level: int = 2) -> llvm.TargetMachine:
 
 
 def compile_modules(texts: list[str], machine: llvm.TargetMachine, opt_level: int, kind: str) -> bytes:
-    """The LLVM modules `texts` linked, optimised and emitted as `kind`: "obj", "asm" or "llvm"."""
-    module = linked_and_optimised(texts, machine, opt_level)
+    """The LLVM modules `texts` linked, optimised and emitted as `kind`: "obj", "asm" or "llvm". They are
+    parsed into a context of their own, so that a child compiling one request after another gives each the
+    type names, and so the output, a fresh process would."""
+    context = llvm.create_context()
+    module = linked_and_optimised(texts, machine, opt_level, context)
     if kind == "llvm":
         return str(module).encode()
     if kind == "asm":
