@@ -319,9 +319,13 @@ class _CodegenChild:
 
     def __init__(self) -> None:
         self.log = tempfile.TemporaryFile()
+        # the child imports this fatkit, wherever it came from: another one on its path would speak another
+        # protocol (or translate differently)
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=environment)
 
     @property
     def alive(self) -> bool:
@@ -399,6 +403,7 @@ class _CodegenChildren:
                 child.close()
 
 
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the directory holding this fatkit package
 _WORKERS = _CodegenChildren()
 atexit.register(_WORKERS.close)
 
