@@ -237,9 +237,10 @@ class AmdgpuTarget(Target):
         failed: dict[str, str] = {}
         groups = codegen_groups(kernels)
         # the largest groups start first, so that a big one last does not leave the other jobs idle
-        order = sorted(range(len(groups)), key=lambda i: -sum(len(k.llvm_ir) for k in groups[i]))
+        largest_first = sorted(range(len(groups)), key=lambda i: -sum(len(k.llvm_ir) for k in groups[i]))
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
-            compiled = dict(zip(order, pool.map(lambda i: self._objects(groups[i], opt_level, failed), order)))
+            compiled = dict(zip(largest_first,
+                                pool.map(lambda i: self._objects(groups[i], opt_level, failed), largest_first)))
         objects = [o for index in range(len(groups)) for o in compiled[index]]
         if not objects:
             raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
@@ -326,6 +327,8 @@ class _CodegenChild:
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=environment)
+        assert self.process.stdin is not None and self.process.stdout is not None  # (both are pipes)
+        self.requests, self.answers = self.process.stdin, self.process.stdout
 
     @property
     def alive(self) -> bool:
@@ -343,11 +346,11 @@ class _CodegenChild:
         timer = threading.Timer(_CODEGEN_TIMEOUT_S, expire)
         timer.start()
         try:
-            self.process.stdin.write(payload)
-            self.process.stdin.flush()
-            header = self.process.stdout.read(ANSWER.size)
+            self.requests.write(payload)
+            self.requests.flush()
+            header = self.answers.read(ANSWER.size)
             status, length = ANSWER.unpack(header) if len(header) == ANSWER.size else (None, 0)
-            answer = self.process.stdout.read(length) if status is not None else b""
+            answer = self.answers.read(length) if status is not None else b""
         except (BrokenPipeError, ConnectionResetError):
             status, answer = None, b""
         finally:
@@ -362,7 +365,7 @@ class _CodegenChild:
 
     def close(self) -> None:
         if self.alive:
-            self.process.stdin.close()
+            self.requests.close()
             self.process.wait()
         self.log.close()
 
