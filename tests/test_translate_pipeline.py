@@ -13,7 +13,7 @@ import pytest
 from fatkit.errors import FatkitError
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.lower import Unsupported, kernel_signature, lower_kernel, register_types
-from fatkit.translate.pipeline import STAGES, Options, finish, run, translate
+from fatkit.translate.pipeline import STAGES, Options, finish, run, run_from, translate
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.targets import target_named
 from tests.ptxrun import HEADER, M32, M64, bits, f32, from_bits, run_table, signed
@@ -798,3 +798,19 @@ def test_run_stops_where_asked_and_reports_each_stage():
     assert seen[-2:] == ["parse", "passes"] and one_pass.module.kernels
     with pytest.raises(FatkitError, match="no stage or pass"):
         run(SAMPLE.read_text(), Options(), until="optimise")
+
+
+def test_one_prepared_module_lowers_for_every_target_as_a_run_of_its_own():
+    """Parse and passes once, then lower and compile per target: the same code objects as separate runs,
+    and the Prepared is left as it was (a second lowering for the first target gives the same bytes)."""
+    text = (Path(__file__).parent / "samples" / "ptx" / "basics.sm_80.ptx").read_text()
+    prepared = run(text, Options(), until="passes")
+    products = {}
+    for target in ("gfx942", "gfx1100", "gfx942"):
+        options = Options(target=target)
+        products.setdefault(target, []).append(run_from("lower", prepared, options).product)
+    for target, made in products.items():
+        assert all(product == translate(text, Options(target=target)).product for product in made)
+    assert products["gfx942"][0] != products["gfx1100"][0]
+    with pytest.raises(FatkitError, match="cannot stop at"):
+        run_from("lower", prepared, Options(), until="passes")

@@ -22,6 +22,7 @@ from fatkit.cache.store import Cache, CacheEntry
 from fatkit.errors import FatkitError
 from fatkit.extract.select import PtxModule
 from fatkit.translate import pipeline
+from fatkit.translate.passes import Prepared
 from fatkit.translate.pipeline import Lowered, Options
 from fatkit.translate.targets.ids import TargetId
 
@@ -101,26 +102,45 @@ def cached_entry(cache: Cache, job: Job, options: Options) -> CacheEntry | None:
 # --- the work done in a pool process -------------------------------------------------------------------
 
 
-def translate_job(texts: list[str], options: Options) -> dict[str, Any]:
+def translate_jobs(texts: list[str], targets: list[Options]) -> list[dict[str, Any]]:
+    """`translate_job` for each of several targets' options, each candidate parsed and prepared once (the
+    passes do not depend on the target)."""
+    prepared: dict[int, tuple[Prepared | Exception, float]] = {}
+    return [translate_job(texts, options, prepared) for options in targets]
+
+
+def translate_job(texts: list[str], options: Options,
+                  prepared: dict[int, tuple[Prepared | Exception, float]] | None = None) -> dict[str, Any]:
     """Select a candidate by lowering, translate it for `options`; a plain dict travels back from the pool
-    process.
+    process. `prepared` holds the candidates already parsed and prepared (or what that raised) with the
+    seconds it took, by index; filled as they are.
 
     Keys: `index` (candidate chosen), `kernels`, `code_object` (bytes | None), `target_id` (of the code
     object), `seconds` (parse to validate of the chosen one), `error` (codegen/validate or internal failure),
     `store` (whether the outcome is the translator's settled answer, worth caching when there is no object).
     """
+    prepared = {} if prepared is None else prepared
     best: tuple[int, Lowered, float] | None = None
     failures: list[str] = []
     for index, text in enumerate(texts):
         start = time.perf_counter()
+        reused = index in prepared  # then its preparing counts as it would alone
         try:
-            lowered = pipeline.run(text, options, until="lower")
+            if not reused:
+                try:
+                    prepared[index] = (pipeline.run(text, options, until="passes"), time.perf_counter() - start)
+                except Exception as exc:
+                    prepared[index] = (exc, time.perf_counter() - start)
+            made, preparing = prepared[index]
+            if isinstance(made, Exception):
+                raise made
+            lowered = pipeline.run_from("lower", made, options, until="lower")
         except FatkitError as exc:
             failures.append(str(exc))
             continue
         except Exception as exc:  # a translator bug must not stop the other modules: reported, not cached
             return _outcome(index, [], error=f"internal translator error: {type(exc).__name__}: {exc}")
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start + (preparing if reused else 0.0)
         complete = lowered.kernels and len(lowered.kernels) == len(lowered.reports)
         if complete or best is None or len(lowered.kernels) > len(best[1].kernels):
             best = (index, lowered, elapsed)
@@ -242,25 +262,33 @@ def _for(job: Job, options: Options, kernel_jobs: int = 1) -> Options:
 
 
 def _run(jobs: list[Job], workers: int, options: Options) -> Iterator[tuple[Job, dict[str, Any]]]:
-    """(job, outcome) pairs as they finish: in this process for one worker or one job, else in a process pool.
-    Workers beyond the number of jobs go to the kernels of each module (Options.jobs)."""
-    kernel_jobs = max(1, workers // max(1, len(jobs)))
-    if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            yield job, translate_job([c.text for c in job.candidates], _for(job, options, kernel_jobs))
+    """(job, outcome) pairs as they finish: in this process for one worker or one module, else in a process
+    pool. The jobs of one module (its targets) run together, preparing it once (`translate_jobs`). Workers
+    beyond the number of modules go to the kernels of each module (Options.jobs)."""
+    modules: dict[tuple[str, ...], list[Job]] = {}
+    for job in jobs:
+        modules.setdefault(tuple(c.ptx_blake3 for c in job.candidates), []).append(job)
+    groups = list(modules.values())
+    kernel_jobs = max(1, workers // max(1, len(groups)))
+
+    def work(group: list[Job]) -> tuple[list[str], list[Options]]:
+        return [c.text for c in group[0].candidates], [_for(job, options, kernel_jobs) for job in group]
+
+    if workers <= 1 or len(groups) <= 1:
+        for group in groups:
+            yield from zip(group, translate_jobs(*work(group)))
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        running: dict[Future, Job] = {}
-        queue = sorted(jobs, key=lambda j: len(j.candidates[0].text), reverse=True)  # big modules first
+        running: dict[Future, list[Job]] = {}
+        queue = sorted(groups, key=lambda g: len(g[0].candidates[0].text) * len(g), reverse=True)  # big first
         try:
             while queue or running:
                 while queue and len(running) < 2 * workers:  # bounded: texts are pickled on submission
-                    job = queue.pop(0)
-                    running[pool.submit(translate_job, [c.text for c in job.candidates],
-                                        _for(job, options, kernel_jobs))] = job
+                    group = queue.pop(0)
+                    running[pool.submit(translate_jobs, *work(group))] = group
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
-                    yield running.pop(future), future.result()
+                    yield from zip(running.pop(future), future.result())
         finally:
             for future in running:
                 future.cancel()

@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     outdir = _output_dir(args.output)
     base = options.translation_options(args)
-    reports = [_translate_module(module, replace(base, target=target), outdir) for module in modules
-               for target in targets]
+    reports = [report for module in modules for report in _translate_module(module, base, targets, outdir)]
     if args.as_json:
         from fatkit.cli.output import print_json
 
@@ -99,40 +98,47 @@ def _output_dir(output: Path) -> Path:
     return output.resolve()
 
 
-def _translate_module(module: PtxModule, options: Options, outdir: Path) -> dict[str, Any]:
-    """Run the pipeline for one target; write the code object (or what --emit asks for) when any kernel
-    lowered."""
+def _translate_module(module: PtxModule, base: Options, targets: list[TargetId], outdir: Path) -> list[dict[str, Any]]:
+    """Run the pipeline for each target, parsing and preparing the module once (the passes do not depend on
+    the target); write each code object (or what --emit asks for) when any kernel lowered."""
     from fatkit.translate import pipeline
 
-    target = options.target
-    report: dict[str, Any] = {
+    reports: list[dict[str, Any]] = [{
         "source": module.source, "container": module.container, "entry": module.entry,
         "linked": list(module.linked),  # the -rdc units' containers, for a module linked from them
         "ptx_sha256": hashlib.sha256(module.text.encode()).hexdigest(), "target": str(target),
         "output": None, "kernels": [], "error": None,
-    }
+    } for target in targets]
     try:
-        lowered: pipeline.Lowered = pipeline.run(module.text, options, until="lower")
+        prepared = pipeline.run(module.text, base, until="passes")
     except FatkitError as exc:
-        report["error"] = str(exc)
-        return report
-    report["kernels"] = [k.to_json() for k in lowered.reports]
-    if not lowered.kernels:
-        return report
-    try:
-        translation = pipeline.finish(lowered, options)
-        product = translation.product
-        report["kernels"] = [k.to_json() for k in translation.kernels]  # with the kernels LLVM failed on
-    except FatkitError as exc:
-        for kernel in report["kernels"]:
-            if kernel["status"] == "ok":
-                kernel.update(status="error", reason=str(exc))
-        return report
-    suffix = "ptx" if target.vendor == "nvidia" else EMIT_SUFFIX[options.emit]
-    path = outdir / f"{module.stem}.{str(target).replace(':', '-')}.{suffix}"  # sm_90:wave64 → sm_90-wave64
-    path.write_bytes(product)
-    report["output"] = str(path)
-    return report
+        for report in reports:
+            report["error"] = str(exc)
+        return reports
+    for target, report in zip(targets, reports):
+        options = replace(base, target=target)
+        try:
+            lowered: pipeline.Lowered = pipeline.run_from("lower", prepared, options, until="lower")
+        except FatkitError as exc:
+            report["error"] = str(exc)
+            continue
+        report["kernels"] = [k.to_json() for k in lowered.reports]
+        if not lowered.kernels:
+            continue
+        try:
+            translation = pipeline.finish(lowered, options)
+            product = translation.product
+            report["kernels"] = [k.to_json() for k in translation.kernels]  # with the kernels LLVM failed on
+        except FatkitError as exc:
+            for kernel in report["kernels"]:
+                if kernel["status"] == "ok":
+                    kernel.update(status="error", reason=str(exc))
+            continue
+        suffix = "ptx" if target.vendor == "nvidia" else EMIT_SUFFIX[options.emit]
+        path = outdir / f"{module.stem}.{str(target).replace(':', '-')}.{suffix}"  # sm_90:wave64 → sm_90-wave64
+        path.write_bytes(product)
+        report["output"] = str(path)
+    return reports
 
 
 def _dump(module: PtxModule, targets: list[TargetId], stage: str) -> None:

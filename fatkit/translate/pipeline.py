@@ -215,6 +215,18 @@ def run(text: str, options: Options = Options(), until: str | None = None,
     return _run_from(0, text, options, until, on_stage)
 
 
+def run_from(stage: str, value: Any, options: Options, until: str | None = None,
+             on_stage: OnStage | None = None) -> Any:
+    """The stages from `stage` on, given what the stage before it returned. Parse and the passes do not depend
+    on the target: a run for several targets makes the Prepared once (`run(text, options, until="passes")`)
+    and lowers it for each (`run_from("lower", prepared, options_for_target, ...)`)."""
+    if stage not in STAGE_NAMES:
+        raise UsageError(f"no stage {stage!r}: one of {', '.join(STAGE_NAMES)}")
+    if until is not None and until not in STAGE_NAMES[STAGE_NAMES.index(stage):]:
+        raise UsageError(f"a run from {stage} cannot stop at {until!r}")
+    return _run_from(STAGE_NAMES.index(stage), value, options, until, on_stage)
+
+
 def finish(lowered: Lowered, options: Options, on_stage: OnStage | None = None) -> Translation:
     """The rest of a run stopped after "lower" (precompile lowers several PTX candidates, then finishes one)."""
     result: Translation = _run_from(STAGE_NAMES.index("codegen"), lowered, options, None, on_stage)

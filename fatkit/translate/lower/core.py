@@ -1,8 +1,12 @@
 """The core of lowering: one PTX kernel or `.func` body → llvmlite IR for a `Target`.
 
 The body comes out of the passes (fatkit/translate/passes): flat, uniquely named, only `bra` guarded.
-Every PTX register and every scalar kernel parameter is an alloca (LLVM's SROA/mem2reg makes SSA of them),
-as the `storage` pass lists them; labels start basic blocks; `@p bra` becomes a conditional branch.
+PTX registers (as the `storage` pass lists them) are SSA values: nothing takes a register's address, so a
+read is the value last written in the same LLVM block, or the value the block receives, which `finish_ssa`
+resolves once the function's control flow is complete: a phi where predecessors bring different values (an
+on-the-fly SSA construction in the manner of Braun et al., with every block sealed at the end). Scalar kernel
+parameters, `.local`/`.param` buffers and handler scratch stay allocas (their addresses are used); labels
+start basic blocks; `@p bra` becomes a conditional branch.
 `Lowering` walks the body and hands each instruction to the handler registered for its opcode (and, where
 integer and floating-point forms are lowered apart, its type family) by the family modules beside this one:
 `@handles("add", family="int")`. Handlers read operands with `read`, write registers with `write` and report
@@ -174,6 +178,39 @@ class _Slot:
     ptx_type: str
 
 
+@dataclass(frozen=True)
+class _Register:
+    """A PTX register: an SSA value of `type` in each block (`Lowering.load_register`/`write`)."""
+
+    name: str
+    type: ir.Type
+    ptx_type: str
+
+
+class _Incoming(ir.values.Value):
+    """The value register `register` has on entry to `block`, before the function's control flow is known:
+    `finish_ssa` points it at the predecessor's value, a phi, or undef. Its text is that of the value it
+    stands for, so instructions that use it need no rewriting."""
+
+    def __init__(self, block: ir.Block, register: _Register):
+        self.block, self.register, self.type = block, register, register.type
+        self.value: ir.Value | None = None  # what it stands for, once known
+        self.edges: list[tuple[ir.Value, ir.Block]] = []  # while a phi candidate: a value per incoming edge
+
+    def resolved(self) -> ir.Value:
+        """The value at the end of the chain; an unresolved _Incoming (a phi candidate) while resolving."""
+        value: ir.Value = self
+        while type(value) is _Incoming and value.value is not None:
+            value = value.value
+        return value
+
+    def get_reference(self) -> str:
+        return self.resolved().get_reference()
+
+    def __str__(self) -> str:
+        return str(self.resolved())
+
+
 class Lowering:
     """Lowers the body of a kernel or of a `.func` (then its parameters are all pointers, `array`, and its
     last argument points to the caller's stop flag: an i8 set when the thread ended inside the call by
@@ -193,13 +230,17 @@ class Lowering:
             pointer = self.alloca(ir.ArrayType(I8, buffer.size), buffer.name)
             pointer.align = buffer.align
             self.variables[buffer.name] = (buffer.space, pointer)
-        self.registers: dict[str, _Slot] = {}
+        self.registers: dict[str, _Register] = {}
         for name, ptx_type in storage.registers.items():
             if llvm_type(ptx_type) is None:
                 line = next((v.line for v in kernel.variables() if v.name == name), kernel.line)
                 raise Unsupported(kernel.name, f".reg .{ptx_type} {name}", line,
                                   f"registers of type .{ptx_type} are not supported yet")
-            self.registers[name] = _Slot(self.alloca(llvm_type(ptx_type), name), llvm_type(ptx_type), ptx_type)
+            self.registers[name] = _Register(name, llvm_type(ptx_type), ptx_type)
+        # block → register name → its value at the current end of the block (what the block wrote last, or
+        # the _Incoming that stands for what it received); the blocks of this function only
+        self._values: dict[ir.Block, dict[str, ir.Value]] = {}
+        self._incoming: list[_Incoming] = []  # made while lowering, resolved by finish_ssa
         if kernel.is_kernel:
             self.stop_flag = self.alloca(I8, "stopped")
             builder.store(ir.Constant(I8, 0), self.stop_flag)
@@ -286,21 +327,85 @@ class Lowering:
                                   "statement not supported yet")
         if not self.builder.block.is_terminated:
             self.return_()
+        self.finish_ssa()
+
+    def finish_ssa(self) -> None:
+        """Resolve every block's incoming register values now that the control flow is complete: no
+        predecessor (the entry, unreachable code): undef, as an unwritten register; one predecessor block:
+        its value at the end; several: a phi of theirs (one entry per edge, as LLVM wants), unless all its
+        entries are one value (or the phi itself, around a loop): then that value."""
+        predecessors: dict[ir.Block, list[ir.Block]] = {block: [] for block in self.function.blocks}
+        for block in self.function.blocks:
+            for successor in _successors(block.terminator):
+                predecessors[successor].append(block)
+        undefined: dict[str, ir.Value] = {}
+        created, candidates = list(self._incoming), []
+        pending, self._incoming = self._incoming, []
+        while pending:
+            incoming = pending.pop()
+            register, edges = incoming.register, predecessors.get(incoming.block)
+            if edges is None:
+                raise FatkitError(f"internal: {register.name} read in a block outside {self.function.name}")
+            if not edges:
+                incoming.value = undefined.setdefault(register.name, ir.Constant(register.type, ir.Undefined))
+            elif all(edge is edges[0] for edge in edges):
+                incoming.value = self._value_at_end(edges[0], register, pending, created)
+            else:
+                incoming.edges = [(self._value_at_end(edge, register, pending, created), edge) for edge in edges]
+                candidates.append(incoming)
+        changed = True
+        while changed:  # a candidate merging one value is that value; each such may make others so
+            changed, kept = False, []
+            for incoming in candidates:
+                merged = None
+                for value, _ in incoming.edges:
+                    resolved = value.resolved() if type(value) is _Incoming else value
+                    if resolved is incoming or resolved is merged:
+                        continue
+                    if merged is not None:
+                        kept.append(incoming)
+                        break
+                    merged = resolved
+                else:
+                    incoming.value = merged if merged is not None else undefined.setdefault(
+                        incoming.register.name, ir.Constant(incoming.type, ir.Undefined))
+                    incoming.edges = []
+                    changed = True
+            candidates = kept
+        phis: dict[ir.Block, list[ir.Instruction]] = {}
+        for incoming in candidates:
+            phi = ir.instructions.PhiInstr(incoming.block, incoming.type, "")
+            phi.incomings = incoming.edges
+            incoming.value, incoming.edges = phi, []
+            phis.setdefault(incoming.block, []).append(phi)
+        for block, placed in phis.items():
+            block.instructions[0:0] = placed
+        for incoming in created:  # shorten the chains the text is written through
+            incoming.value = incoming.resolved()
+
+    def _value_at_end(self, block: ir.Block, register: _Register, pending: list[_Incoming],
+                      created: list[_Incoming]) -> ir.Value:
+        """Register's value at the end of `block`: written there or received (a new _Incoming, to resolve)."""
+        values = self._values.setdefault(block, {})
+        value = values.get(register.name)
+        if value is None:
+            value = values[register.name] = _Incoming(block, register)
+            pending.append(value)
+            created.append(value)
+        return value
 
     def _receive_register_params(self) -> None:
         """`.reg` parameters of a `.func` arrive, like all, as pointers to the caller's bytes: copied in."""
         for param in self.kernel.params:
             if param.state_space == "reg":
-                slot = self.registers[param.name]
-                self.builder.store(self.builder.load(self.params[param.name].pointer, typ=slot.type), slot.pointer)
+                register = self.registers[param.name]
+                self._define(register, self.builder.load(self.params[param.name].pointer, typ=register.type))
 
     def return_(self) -> None:
         """Return normally: a `.func` first copies its `.reg` return values out to the caller's bytes."""
         for result in self.kernel.returns:
             if result.state_space == "reg":
-                slot = self.registers[result.name]
-                value = self.builder.load(slot.pointer, typ=slot.type)
-                self.builder.store(value, self.params[result.name].pointer)
+                self.builder.store(self._current(self.registers[result.name]), self.params[result.name].pointer)
         self.builder.ret_void()
 
     def stop_thread(self) -> None:
@@ -366,7 +471,7 @@ class Lowering:
             raise self.fail(f"expected {count} operands, found {len(ins.operands)}")
         return ins.operands
 
-    def register(self, operand: ast.Operand) -> _Slot:
+    def register(self, operand: ast.Operand) -> _Register:
         if type(operand) is not ast.Name or operand.component is not None or operand.name not in self.registers:
             raise self.fail(f"operand {operand} is not a declared scalar register")
         return self.registers[operand.name]
@@ -374,8 +479,26 @@ class Lowering:
     def load_register(self, name: str, ptx_type: str) -> ir.Value:
         if name not in self.registers:
             raise self.fail(f"{name} is not a declared register")
-        slot = self.registers[name]
-        return self.convert(self.builder.load(slot.pointer, typ=slot.type), slot.ptx_type, ptx_type)
+        register = self.registers[name]
+        return self.convert(self._current(register), register.ptx_type, ptx_type)
+
+    def _current(self, register: _Register) -> ir.Value:
+        """The register's value at the builder's position: written earlier in this block, or received."""
+        block = self.builder.block
+        if block.parent is not self.function:
+            raise FatkitError(f"internal: register {register.name} read outside the function being lowered")
+        values = self._values.setdefault(block, {})
+        value = values.get(register.name)
+        if value is None:
+            value = values[register.name] = _Incoming(block, register)
+            self._incoming.append(value)
+        return value
+
+    def _define(self, register: _Register, value: ir.Value) -> None:
+        block = self.builder.block
+        if block.parent is not self.function:
+            raise FatkitError(f"internal: register {register.name} written outside the function being lowered")
+        self._values.setdefault(block, {})[register.name] = value
 
     def convert(self, value: ir.Value, have: str, want: str) -> ir.Value:
         """A register of PTX type `have` read or written as `want`: same size → bits; else resize by sign."""
@@ -438,8 +561,8 @@ class Lowering:
         raise self.fail(f"operand {operand} not supported yet")
 
     def write(self, operand: ast.Operand, value: ir.Value, ptx_type: str) -> None:
-        slot = self.register(operand)
-        self.builder.store(self.convert(value, ptx_type, slot.ptx_type), slot.pointer)
+        register = self.register(operand)
+        self._define(register, self.convert(value, ptx_type, register.ptx_type))
 
     def intrinsic(self, name: str, args: list[ir.Value], result: ir.Type | None = None) -> ir.Value:
         """Call an overloaded LLVM intrinsic; the overload is the result type (if it differs) and the
@@ -482,3 +605,15 @@ class Lowering:
             integer = self.read(base, "u64")
             pointer = self.builder.inttoptr(integer, ir.PointerType(addrspace=self.address_space(space)))
         return self.builder.gep(pointer, [offset], source_etype=I8)
+
+
+def _successors(terminator: ir.Instruction | None) -> list[ir.Block]:
+    """The blocks a terminator may go to, one per edge (a block named twice is two edges)."""
+    if terminator is None:
+        return []
+    kind = type(terminator)
+    if kind is ir.instructions.SwitchInstr:
+        return [terminator.default] + [block for _, block in terminator.cases]
+    if kind is ir.instructions.IndirectBranch:
+        return list(terminator.destinations)
+    return [operand for operand in terminator.operands if isinstance(operand, ir.Block)]

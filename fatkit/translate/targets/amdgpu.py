@@ -12,13 +12,15 @@ implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgr
 (cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
-a child Python process (amdgpu_child.py), one per group of kernels; a group whose child dies is halved until
-the kernels that fail alone are found, which are left out and reported with LLVM's message. ziglang's
-ld.lld (PyPI) links the relocatable objects they return.
+child Python processes (amdgpu_child.py) that stay up for the run, one group of kernels per request; a group
+whose child dies is halved until the kernels that fail alone are found, which are left out and reported with
+LLVM's message (a fresh child takes the next request). ziglang's ld.lld (PyPI) links the relocatable objects
+they return.
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import re
@@ -27,6 +29,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
@@ -40,7 +43,7 @@ from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.common import align
 from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
-from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine
+from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, target_machine
 from fatkit.translate.targets.base import (
     Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
@@ -55,7 +58,9 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-_GROUP_IR_BYTES = 1_000_000  # LLVM IR text per codegen child: ~2 s of LLVM against ~0.3 s of child start-up
+# LLVM IR text per codegen request, ~1 s of LLVM: the children stay up, so a group need not pay for a start;
+# smaller groups spread a module over the jobs more evenly, larger ones compile shared functions fewer times
+_GROUP_IR_BYTES = 300_000
 
 
 def wavefront_size(processor: str) -> int:
@@ -299,8 +304,12 @@ class AmdgpuTarget(Target):
         down to the kernels that fail alone: those are left out with LLVM's message, the rest still link."""
         failed: dict[str, str] = {}
         groups = codegen_groups(kernels)
+        # the largest groups start first, so that a big one last does not leave the other jobs idle
+        largest_first = sorted(range(len(groups)), key=lambda i: -sum(len(k.llvm_ir) for k in groups[i]))
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
-            objects = [o for group in pool.map(lambda g: self._objects(g, opt_level, failed), groups) for o in group]
+            compiled = dict(zip(largest_first,
+                                pool.map(lambda i: self._objects(groups[i], opt_level, failed), largest_first)))
+        objects = [o for index in range(len(groups)) for o in compiled[index]]
         if not objects:
             raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
                               + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
@@ -326,23 +335,24 @@ class AmdgpuTarget(Target):
         raises CodegenFailed where the child fails."""
         if kind not in EMIT_KINDS:
             raise FatkitError(f"cannot emit {kind!r}; one of {', '.join(EMIT_KINDS)}")
-        payload = "\0".join(k.llvm_ir for k in kernels).encode()
+        irs = [k.llvm_ir for k in kernels]
         # llvmlite has no AMDGPU assembly parser, which LLVM needs for inline asm in an object (`directed`):
         # such modules become assembly, which clang's assembler (in ziglang) turns into the object
-        switched = b"asm sideeffect" in payload and kind in ("obj", "asm")
+        switched = any("asm sideeffect" in ir_text for ir_text in irs) and kind in ("obj", "asm")
+        worker = _WORKERS.take()
         try:
-            child = subprocess.run(
-                [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import main; main()",
-                 self.processor, str(opt_level), "asm" if switched else kind],
-                input=payload, capture_output=True, timeout=_CODEGEN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") from None
-        if child.returncode != 0:
-            message = llvm_message(child.stderr.decode(errors="replace"), child.returncode)
-            raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message)
+            product = worker.compile(request(self.processor, opt_level, "asm" if switched else kind, irs))
+        except _ChildFailed as failed:
+            if failed.timed_out:
+                raise FatkitError(f"LLVM codegen for {self.processor} took longer than {_CODEGEN_TIMEOUT_S} s") \
+                    from None
+            message = llvm_message(failed.stderr, failed.returncode)
+            raise CodegenFailed(f"LLVM codegen for {self.processor} failed: {message}", message) from None
+        finally:
+            _WORKERS.give(worker)
         if not switched:
-            return child.stdout
-        assembly = shared_switches(child.stdout.decode()).encode()
+            return product
+        assembly = shared_switches(product.decode()).encode()
         return assembled(assembly, self.processor) if kind == "obj" else assembly
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
@@ -370,6 +380,111 @@ class CodegenFailed(FatkitError):
     def __init__(self, text: str, message: str):
         super().__init__(text)
         self.message = message
+
+
+class _ChildFailed(Exception):
+    """A codegen child's request failed: what it wrote to stderr meanwhile and how it ended (exit status 1 for a
+    Python error it reported; a negative signal number when LLVM aborted it)."""
+
+    def __init__(self, stderr: str, returncode: int, timed_out: bool = False):
+        self.stderr, self.returncode, self.timed_out = stderr, returncode, timed_out
+
+
+class _CodegenChild:
+    """One codegen process (`amdgpu_child.serve`), answering requests one at a time. Its stderr goes to a
+    file: LLVM may write there at length, and a pipe nobody reads would stall it."""
+
+    def __init__(self) -> None:
+        self.log = tempfile.TemporaryFile()
+        # the child imports this fatkit, wherever it came from: another one on its path would speak another
+        # protocol (or translate differently)
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from fatkit.translate.targets.amdgpu_child import serve; serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=environment)
+        assert self.process.stdin is not None and self.process.stdout is not None  # (both are pipes)
+        self.requests, self.answers = self.process.stdin, self.process.stdout
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def compile(self, payload: bytes) -> bytes:
+        """The child's answer to one request; _ChildFailed when it reports an error, dies or takes too long."""
+        start = self.log.seek(0, os.SEEK_END)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self.process.kill()
+
+        timer = threading.Timer(_CODEGEN_TIMEOUT_S, expire)
+        timer.start()
+        try:
+            self.requests.write(payload)
+            self.requests.flush()
+            header = self.answers.read(ANSWER.size)
+            status, length = ANSWER.unpack(header) if len(header) == ANSWER.size else (None, 0)
+            answer = self.answers.read(length) if status is not None else b""
+        except (BrokenPipeError, ConnectionResetError):
+            status, answer = None, b""
+        finally:
+            timer.cancel()
+        if status == 0 and len(answer) == length:
+            return answer
+        if status == 1:
+            raise _ChildFailed(answer.decode(errors="replace"), 1)
+        returncode = self.process.wait()
+        self.log.seek(start)
+        raise _ChildFailed(self.log.read().decode(errors="replace"), returncode, expired.is_set())
+
+    def close(self) -> None:
+        if self.alive:
+            self.requests.close()
+            self.process.wait()
+        self.log.close()
+
+
+class _CodegenChildren:
+    """The idle codegen children of this process, reused by every codegen of the run; a child that died is
+    replaced by a fresh one when next needed. Children end when this process does (their stdin closes)."""
+
+    def __init__(self) -> None:
+        self._idle: list[_CodegenChild] = []
+        self._lock = threading.Lock()
+        self._owner = os.getpid()
+
+    def take(self) -> _CodegenChild:
+        with self._lock:
+            if self._owner != os.getpid():  # a forked process: the children are its parent's
+                self._idle, self._owner = [], os.getpid()
+            while self._idle:
+                child = self._idle.pop()
+                if child.alive:
+                    return child
+                child.close()
+        return _CodegenChild()
+
+    def give(self, child: _CodegenChild) -> None:
+        with self._lock:
+            if child.alive and self._owner == os.getpid():
+                self._idle.append(child)
+                return
+        if self._owner == os.getpid():
+            child.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        if self._owner == os.getpid():
+            for child in idle:
+                child.close()
+
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # the directory holding this fatkit package
+_WORKERS = _CodegenChildren()
+atexit.register(_WORKERS.close)
 
 
 _LLVM_LINE = re.compile(r"Assertion .* failed|LLVM ERROR:|error:|Error:")

@@ -1,19 +1,30 @@
 """The amdgpu target's codegen process: LLVM's optimisation and AMDGPU code generation, apart from fatkit.
 
-LLVM reports fatal errors by aborting the process, so `AmdgpuTarget.emit` runs `main` in a child Python
-process. It imports only llvmlite and the module linker of targets/base.py: a child starts for every group of
-kernels, and fatkit's format readers would add a tenth of a second to each.
+LLVM reports fatal errors by aborting the process, so `AmdgpuTarget.emit` hands the work to a child Python
+process running `serve`, which stays up for the run and compiles one request after another (a start costs
+~0.2 s, more than LLVM spends on a small module). It imports only llvmlite and the module linker of
+targets/base.py. A request that aborts LLVM ends the child; the parent reads LLVM's message from the child's
+stderr and starts a fresh one for the next request.
+
+The protocol, on the child's stdin and stdout: a request is a line `processor opt_level kind count` and
+`count` LLVM modules, each an 8-byte little-endian length and that many bytes of IR text; the answer is a
+status byte (0: the product; 1: a Python error's traceback) and an 8-byte length, then that many bytes.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 import sys
+import traceback
 
 from llvmlite import binding as llvm
 
 from fatkit.translate.targets.base import linked_and_optimised
 
 TRIPLE = "amdgcn-amd-amdhsa"
+_LENGTH = struct.Struct("<Q")
+ANSWER = struct.Struct("<BQ")  # status, length
 
 
 def target_machine(processor: str, opt_level: int = 2) -> llvm.TargetMachine:
@@ -23,15 +34,49 @@ def target_machine(processor: str, opt_level: int = 2) -> llvm.TargetMachine:
         cpu=processor, opt=opt_level, reloc="pic", codemodel="default")
 
 
-def main() -> None:
-    """NUL-separated LLVM modules on stdin → what argv[3] asks for on stdout: "obj", "asm" or "llvm"."""
-    processor, opt_level, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    texts = sys.stdin.buffer.read().decode().split("\0")
-    machine = target_machine(processor, opt_level)
-    module = linked_and_optimised(texts, machine, opt_level)
+def compile_modules(texts: list[str], machine: llvm.TargetMachine, opt_level: int, kind: str) -> bytes:
+    """The LLVM modules `texts` linked, optimised and emitted as `kind`: "obj", "asm" or "llvm". They are
+    parsed into a context of their own, so that a child compiling one request after another gives each the
+    type names, and so the output, a fresh process would."""
+    context = llvm.create_context()
+    module = linked_and_optimised(texts, machine, opt_level, context)
     if kind == "llvm":
-        sys.stdout.buffer.write(str(module).encode())
-    elif kind == "asm":
-        sys.stdout.buffer.write(machine.emit_assembly(module).encode())
-    else:
-        sys.stdout.buffer.write(machine.emit_object(module))
+        return str(module).encode()
+    if kind == "asm":
+        return machine.emit_assembly(module).encode()
+    return machine.emit_object(module)
+
+
+def serve() -> None:
+    """Answer requests on stdin until it closes. The protocol owns file descriptor 1: whatever else writes
+    to stdout (LLVM, Python) goes to stderr instead."""
+    requests = sys.stdin.buffer
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    machines: dict[tuple[str, int], llvm.TargetMachine] = {}
+    while True:
+        header = requests.readline()
+        if not header:
+            return
+        processor, opt, kind, count = header.decode().split()
+        opt_level = int(opt)
+        texts = [requests.read(_LENGTH.unpack(requests.read(_LENGTH.size))[0]).decode() for _ in range(int(count))]
+        try:
+            machine = machines.get((processor, opt_level))
+            if machine is None:
+                machine = machines[processor, opt_level] = target_machine(processor, opt_level)
+            status, answer = 0, compile_modules(texts, machine, opt_level, kind)
+        except Exception:  # reported to the parent as the child's failure, as an uncaught error would be
+            status, answer = 1, traceback.format_exc().encode()
+        answers.write(ANSWER.pack(status, len(answer)))
+        answers.write(answer)
+        answers.flush()
+
+
+def request(processor: str, opt_level: int, kind: str, texts: list[str]) -> bytes:
+    """The bytes of one request for `serve`."""
+    parts = [f"{processor} {opt_level} {kind} {len(texts)}\n".encode()]
+    for text in texts:
+        data = text.encode()
+        parts += [_LENGTH.pack(len(data)), data]
+    return b"".join(parts)

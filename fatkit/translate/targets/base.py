@@ -100,11 +100,14 @@ def kernel_function(module: ir.Module, signature: KernelSignature, param_types: 
 EMIT_KINDS = ("obj", "asm", "llvm")  # what `Target.emit` writes besides the product
 
 
-def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int) -> llvm.ModuleRef:
-    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`."""
-    module = llvm.parse_assembly(texts[0])
+def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int,
+                         context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
+    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`, parsed
+    into `context` (LLVM's global one if None). The module must not outlive the context: an execution engine
+    that takes it over does not keep the context alive."""
+    module = llvm.parse_assembly(texts[0], context)
     for text in texts[1:]:
-        module.link_in(llvm.parse_assembly(text))
+        module.link_in(llvm.parse_assembly(text, context))
     module.verify()
     if opt_level:
         tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
