@@ -244,7 +244,8 @@ def test_gc_removes_rows_of_a_stale_key_scheme_and_keeps_other_toolchains(tmp_pa
     current = make_key(ptx(0), "gfx942").options
     llvm = next(part for part in current.split(";") if part.startswith("llvm="))
     stale = {1: "O2",  # the hand-kept key: f"O{opt_level}"
-             2: current.replace("mma_numerics=sm90;", ""),  # written before mma_numerics was an Options field
+             # written before mma_numerics was an Options field
+             2: ";".join(part for part in current.split(";") if not part.startswith("mma_numerics=")),
              3: current + ";fp_mode=sm90"}  # by a fatkit whose Options has a field this one lacks
     for n, options in stale.items():
         sql(tmp_path, "UPDATE entries SET options = ? WHERE ptx_blake3 = ?", options, ptx_hash(ptx(n)))
