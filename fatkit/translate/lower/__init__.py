@@ -6,7 +6,7 @@ family modules below registers their handlers.
 """
 
 from fatkit.translate.lower import (  # noqa: F401
-    asynccopy, atomic, clusterlaunch, compare, control, convert, floating, half, integer, matrix, mbarrier, memory, mma,
+    asynccopy, atomic, cluster, clusterlaunch, compare, control, convert, floating, half, integer, matrix, mbarrier, memory, mma,
     runtime, special, sync, tensorcopy, video, warp, wmma,
 )
 from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type

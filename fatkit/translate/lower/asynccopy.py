@@ -54,7 +54,8 @@ from fatkit.translate.lower.atomic import (
     Order, _bfloat_add, _BFLOAT_TYPES, _llvm_operation, _value_type, atomic_rmw,
 )
 from fatkit.translate.lower.core import I1, I8, I32, I64, handles
-from fatkit.translate.lower.mbarrier import cluster_of_one, update
+from fatkit.translate.lower.cluster import checked_cluster
+from fatkit.translate.lower.mbarrier import update
 from fatkit.translate.lower.sync import _predicate
 from fatkit.translate.ptx import ast
 
@@ -135,7 +136,7 @@ def _directions(lw, ins) -> tuple[str, str]:
         if space not in _SPACES:
             raise lw.fail(f".{space} is not a state space of bulk copies")
     if "shared::cluster" in spaces:
-        cluster_of_one(lw)
+        checked_cluster(lw)
     return spaces[0], spaces[1]
 
 
