@@ -28,9 +28,12 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
   a thread whose `try_wait`/`test_wait` (acquire) sees the phase complete sees the data. A complete-tx
   before the matching expect-tx is allowed (the tx-count goes negative, lower/mbarrier.py), so programs
   that issue the copy before `arrive.expect_tx` work too. `cp.async.bulk.commit_group` and
-  `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. The copy by another CTA's engine
-  that `.multicast::cluster` asks for does not exist without clusters: refused. The shared::cta →
-  shared::cluster form copies into the CTA the mbarrier belongs to, in a cluster of one the executing one.
+  `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. `.multicast::cluster` copies into
+  each CTA whose bit of ctaMask is set, at the destination's CTA-relative offset, and completes the tx on
+  the mbarrier at the mbarrier's CTA-relative offset there (a cluster is one workgroup, lower/cluster.py;
+  in a cluster of one, bit 0 alone counts). The shared::cta → shared::cluster form copies into the CTA
+  the destination names. `.ignore_oob` leaves the up to 15 ignored bytes at either end unread and their
+  destination as it was (the ISA makes them indeterminate); the complete-tx still counts `size`.
 - Proxies: the ISA performs bulk copies in the async proxy and asks for `fence.proxy.async` between the
   generic-proxy accesses of a location and async-proxy ones. Here every copy is the issuing thread's own
   generic access, so the proxy fences (lower/sync.py) need order only that thread's accesses, which an
@@ -54,7 +57,7 @@ from fatkit.translate.lower.atomic import (
     Order, _bfloat_add, _BFLOAT_TYPES, _llvm_operation, _value_type, atomic_rmw,
 )
 from fatkit.translate.lower.core import I1, I8, I32, I64, handles
-from fatkit.translate.lower.cluster import checked_cluster
+from fatkit.translate.lower.cluster import checked_cluster, multicast_destinations
 from fatkit.translate.lower.mbarrier import update
 from fatkit.translate.lower.sync import _predicate
 from fatkit.translate.ptx import ast
@@ -144,12 +147,16 @@ def _space(qualifier: str) -> str:
     return "global" if qualifier == "global" else "shared"
 
 
-def _complete_tx(lw, mbar: ast.Operand, size: ir.Value) -> None:
-    """The complete-tx of `size` bytes on the mbarrier at `mbar` (a shared::cta/cluster address): release
-    at .cluster scope, after the data it reports is written."""
+def _complete_tx(lw, mbar: ast.Operand, size: ir.Value, shift: ir.Value | None = None) -> None:
+    """The complete-tx of `size` bytes on the mbarrier at `mbar` (a shared::cta/cluster address; `shift`
+    bytes further, i32, for another CTA's of a multicast): release at .cluster scope, after the data it
+    reports is written."""
     if type(mbar) is not ast.Address:
         raise lw.fail("the mbarrier operand must be an [address]")
-    update(lw, lw.address(mbar, "shared"), Order("release", lw.target.syncscope("cluster")), tx=lw.builder.neg(size))
+    pointer = lw.address(mbar, "shared")
+    if shift is not None:
+        pointer = lw.builder.gep(pointer, [shift], source_etype=I8)
+    update(lw, pointer, Order("release", lw.target.syncscope("cluster")), tx=lw.builder.neg(size))
 
 
 def _address_operands(lw, operands: tuple[ast.Operand, ...], count: int) -> tuple[ast.Operand, ...]:
@@ -300,18 +307,22 @@ def _bulk_copy(lw, ins) -> None:
     completions = [m for m in ins.modifiers if m in ("mbarrier::complete_tx::bytes", "bulk_group")]
     if len(completions) != 1:
         raise lw.fail("a bulk copy completes by .mbarrier::complete_tx::bytes or .bulk_group")
-    lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask"})
+    lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask",
+                             "multicast::cluster", "ignore_oob"})
     hinted, masked = ins.has("L2::cache_hint"), ins.has("cp_mask")
+    multicast, ignoring = ins.has("multicast::cluster"), ins.has("ignore_oob")
     by_group = completions[0] == "bulk_group"
+    if multicast and (to, of) != ("shared::cluster", "global") or ignoring and (to, of) != ("shared::cta", "global"):
+        raise lw.fail(".multicast::cluster copies global → shared::cluster, .ignore_oob global → shared::cta")
     if (to, of) == ("global", "shared::cta") and by_group:
         operands = lw.operands(ins, 3 + hinted + masked)
         mbar = None
     elif (to in ("shared::cta", "shared::cluster") and of == "global"
           or (to, of) == ("shared::cluster", "shared::cta")) and not by_group and not masked:
-        # shared::cta → shared::cluster: into the CTA of the cluster that `mbar` belongs to, which in a
-        # cluster of one CTA (`_directions` checked the kernel allows no more) is the executing one
-        operands = lw.operands(ins, 4 + hinted)
-        mbar = operands[3]
+        # shared::cluster destinations (and mbarriers) are LDS addresses of the CTA they name (a cluster
+        # is one workgroup, lower/cluster.py): shared::cta → shared::cluster copies into that CTA
+        operands = lw.operands(ins, 4 + hinted + multicast + 2 * ignoring)
+        mbar = operands[5 if ignoring else 3]
     else:
         raise lw.fail(f"no bulk copy from .{of} to .{to} completes by .{completions[0]}")
     destination, source, size = _address_operands(lw, operands, 2)[:3]
@@ -320,10 +331,44 @@ def _bulk_copy(lw, ins) -> None:
     chunks = lw.builder.lshr(count, ir.Constant(I64, 4))
     if masked:
         _copy_masked(lw, to_pointer, of_pointer, chunks, lw.read(operands[-1], "u32"))
+    elif ignoring:
+        _copy_ignoring(lw, to_pointer, of_pointer, count, lw.read(operands[3], "u32"), lw.read(operands[4], "u32"))
+    elif multicast:
+        for selected, (to_shift, mbar_shift) in multicast_destinations(lw, lw.read(operands[4], "b16"),
+                                                                       [destination, mbar]):
+            with lw.builder.if_then(selected):
+                target = to_pointer if to_shift is None else lw.builder.gep(to_pointer, [to_shift], source_etype=I8)
+                _copy_chunks(lw, target, of_pointer, chunks, 16)
+                _complete_tx(lw, mbar, count, mbar_shift)
+        return
     else:
         _copy_chunks(lw, to_pointer, of_pointer, chunks, 16)
     if mbar is not None:
         _complete_tx(lw, mbar, count)
+
+
+def _copy_ignoring(lw, destination: ir.Value, source: ir.Value, count: ir.Value, left: ir.Value,
+                   right: ir.Value) -> None:
+    """.ignore_oob: the first `left` and last `right` (0–15) bytes of the source may lie outside its
+    allocation and their destination bytes are indeterminate: they are not read, and the destination keeps
+    what it held. The whole chunks between are copied as chunks, the two edge chunks byte by byte."""
+    builder = lw.builder
+    sixteen = ir.Constant(I64, 16)
+    left, right = builder.zext(left, I64), builder.zext(right, I64)
+    end = builder.sub(count, right)  # one past the last byte read
+
+    def copy_range(start: ir.Value, stop: ir.Value) -> None:  # bytes [start, stop), none where stop ≤ start
+        length = builder.select(builder.icmp_unsigned(">", stop, start), builder.sub(stop, start), ir.Constant(I64, 0))
+        _copy_bytes(lw, _at(lw, destination, start), _at(lw, source, start), length)
+
+    head_end = builder.select(builder.icmp_unsigned("<", end, sixteen), end, sixteen)
+    copy_range(left, head_end)
+    chunks = builder.lshr(count, ir.Constant(I64, 4))
+    two = ir.Constant(I64, 2)
+    middle = builder.select(builder.icmp_unsigned(">", chunks, two), builder.sub(chunks, two), ir.Constant(I64, 0))
+    _copy_chunks(lw, _at(lw, destination, 16), _at(lw, source, 16), middle, 16)
+    tail_start = builder.select(builder.icmp_unsigned(">", count, sixteen), builder.sub(count, sixteen), count)
+    copy_range(tail_start, end)
 
 
 def _copy_masked(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, mask: ir.Value) -> None:

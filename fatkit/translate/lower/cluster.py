@@ -234,10 +234,11 @@ def checked_cluster(lw) -> ClusterLayout | None:
 
 
 def explicit_cluster(lw) -> bool:
-    """%is_explicit_cluster: whether the kernel declares its clusters (a cluster of one CTA is implied by
-    a launch without cluster dimensions)."""
+    """%is_explicit_cluster: whether the kernel declares its cluster shape (a cluster of one CTA is implied
+    by a launch without cluster dimensions; `.maxclusterrank` only bounds the shape)."""
     checked_cluster(lw)
-    return bool(declared_cluster(_launching_kernel(lw)))
+    declared = declared_cluster(_launching_kernel(lw))
+    return "reqnctapercluster" in declared or "explicitcluster" in declared
 
 
 @reads_special("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
@@ -338,3 +339,33 @@ def getctarank(lw, ins):
     offset = _shared_offset(lw, value, t)
     start, stride = _region(lw, layout, offset)
     lw.write(d, lw.builder.udiv(lw.builder.sub(offset, start), stride), "u32")
+
+
+def _shift_to(lw, layout: ClusterLayout, address: ir.Value, rank: int) -> ir.Value:
+    """The i32 byte shift that moves shared::cluster address `address` to the same CTA-relative offset in
+    the shared memory of CTA `rank`."""
+    builder = lw.builder
+    start, stride = _region(lw, layout, address)
+    owner = builder.udiv(builder.sub(address, start), stride)
+    return builder.mul(builder.sub(ir.Constant(I32, rank), owner), stride)
+
+
+def multicast_destinations(lw, mask: ir.Value, addresses: list[ast.Operand]) -> list[tuple[ir.Value, list]]:
+    """`.multicast::cluster` with 16-bit `ctaMask`: for each CTA rank of the cluster, whether its bit is set
+    and, per [address] operand of `addresses` (shared::cluster addresses: the destination, the mbarrier),
+    the i32 shift to the same CTA-relative offset in that CTA (None: no shift, in a cluster of one)."""
+    layout = checked_cluster(lw)
+    builder = lw.builder
+    destinations = []
+    for rank in range(layout.cluster.ctas if layout else 1):
+        selected = builder.trunc(builder.lshr(builder.zext(mask, I32), ir.Constant(I32, rank)), I1)
+        shifts = [None if layout is None else _shift_to(lw, layout, _address_value(lw, a), rank) for a in addresses]
+        destinations.append((selected, shifts))
+    return destinations
+
+
+def _address_value(lw, operand: ast.Operand) -> ir.Value:
+    """The i32 shared address an [address] operand names."""
+    if type(operand) is not ast.Address or operand.base is None or operand.extra:
+        raise lw.fail("expected a shared [address]")
+    return lw.builder.add(lw.read(operand.base, "u32"), ir.Constant(I32, operand.offset & 0xFFFFFFFF))

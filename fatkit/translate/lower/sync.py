@@ -253,9 +253,10 @@ def _shared_memory_barrier(lw, barrier: ir.Value, expected: ir.Value, kind: str,
         "==", builder.urem(builder.add(arrivals, ir.Constant(I32, 1)), expected), ir.Constant(I32, 0))
     # Branch-free, so that no lane of a wave spins while another of it has yet to open the next phase:
     # the completing thread clears the next phase's counter and advances the generation, the others add 0.
-    if kind == "red":
-        keep = builder.select(completes, ir.Constant(I32, 0), ir.Constant(I32, -1))
-        atomic_rmw(builder, "and", counter(builder.add(phase, ir.Constant(I32, 1))), keep, Order("monotonic", cta), 4)
+    # Whatever the kind: a bar.sync phase between two bar.red ones of a barrier must clear the counter of
+    # the phase after it, which the red phase two before left its votes in.
+    keep = builder.select(completes, ir.Constant(I32, 0), ir.Constant(I32, -1))
+    atomic_rmw(builder, "and", counter(builder.add(phase, ir.Constant(I32, 1))), keep, Order("monotonic", cta), 4)
     advance = builder.sub(ir.Constant(I32, 1 << 16), expected)
     atomic_rmw(builder, "add", word, builder.select(completes, advance, ir.Constant(I32, 0)), Order("release", cta), 4)
     if kind == "arrive":
