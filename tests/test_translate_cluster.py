@@ -21,7 +21,8 @@ import pytest
 from fatkit import runtime
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
-from fatkit.translate.pipeline import Options, parse, run
+from fatkit.formats.hsaco import parse_code_object
+from fatkit.translate.pipeline import Options, parse, run, translate
 from fatkit.translate.ptx import ast
 from tests.amdrun import TARGETS, program
 from tests.corpus import corpus_file
@@ -534,6 +535,19 @@ def test_ignore_oob_copies_all_but_the_ignored_edges_and_completes_the_whole_siz
         want = np.full(64, 0xFF, np.uint8)
         want[left:size - right] = source[64 * index + left:64 * index + size - right]
         assert (out[64 * index:64 * index + 64] == want).all(), (size, left, right)
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_the_code_objects_metadata_gives_the_shim_the_cluster_shape(processor):
+    """.fatkit.cluster_dims on the cluster kernel alone; its LDS holds every CTA's static shared memory."""
+    both = DIVERGENT + _registers_kernel((1, 2, 2)).replace(HEADER, "") + IGNORE_OOB.replace(HEADER, "")
+    code_object = parse_code_object(translate(both, Options(target=processor)).product)
+    kernels = {k.name: k for k in code_object.kernels}
+    metadata = {k[".name"]: k for k in code_object.metadata["amdhsa.kernels"]}
+    assert metadata["divergent"][".fatkit.cluster_dims"] == [2, 1, 1]
+    assert metadata["registers"][".fatkit.cluster_dims"] == [1, 2, 2]
+    assert ".fatkit.cluster_dims" not in metadata["ignore_oob"]
+    assert kernels["divergent"].group_segment_size >= 2 * (256 + 192)  # s and the 16 named barriers, twice
 
 
 # ------------------------------------------------------------------------------------------------ refusals

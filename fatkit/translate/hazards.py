@@ -136,7 +136,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "tcgen05": HazardKind(ERROR, BOTH, "{name}: 5th-generation tensor core and tensor memory (sm_100a) have no AMD "
                                        "counterpart"),
     "cluster": HazardKind(ERROR, BOTH, "{name}: thread-block clusters and distributed shared memory do not exist "
-                                       "on AMD"),
+                                       "on AMD (fatkit runs a cluster whose shape the PTX fixes as one workgroup, "
+                                       "which the shim launches so: docs/runtime.md)"),
     "multimem": HazardKind(ERROR, BOTH, "{name}: NVLink multicast memory has no AMD counterpart"),
     "texture": HazardKind(ERROR, BOTH, "{name}: texture fetches are not translated (no texture-object to AMD "
                                        "image-descriptor mapping)"),
@@ -558,8 +559,9 @@ class _Analysis:
         for directive in kernel.directives:
             # a cluster of one CTA (`.reqnctapercluster 1, 1, 1`, `.maxclusterrank 1`) is the CTA itself
             one_cta = directive.name in ("reqnctapercluster", "maxclusterrank") and math.prod(directive.values) == 1
-            if "cluster" in directive.name and not one_cta:
-                add("cluster", kernel.line, None, name=f".{directive.name}")
+            if "cluster" in directive.name and not one_cta:  # a fixed shape translates (lower/cluster.py)
+                add("cluster", kernel.line, None, name=f".{directive.name}",
+                    translated=directive.name == "reqnctapercluster")
         ftz: list[tuple[int, str, str | None]] = []  # (line, instruction, function) of f32 arithmetic
         plain: list[tuple[int, str, str | None]] = []
         symbols: set[str] = set()
