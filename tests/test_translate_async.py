@@ -677,8 +677,6 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
 @pytest.mark.parametrize("body, directives, reason", [
     ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
      "[%r2];", ".explicitcluster", "its cluster shape is given at launch"),
-    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1], 256, "
-     "[%r2], %rs1;", "", ".multicast::cluster copies into the shared memory of several CTAs"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 256, [%r2];",
      ".explicitcluster", "its cluster shape is given at launch"),
     ("mbarrier.arrive.release.cluster.shared::cta.b64 %rd2, [%r2];", ".maxclusterrank 4",
