@@ -60,6 +60,8 @@ from fatkit.translate.lower.core import I1, I8, I32, I64, handles
 from fatkit.translate.lower.cluster import checked_cluster, multicast_destinations
 from fatkit.translate.lower.mbarrier import update
 from fatkit.translate.lower.sync import _predicate
+from fatkit.translate.lower.warp import WarpPosition
+from fatkit.translate.passes.elected import SPREAD
 from fatkit.translate.ptx import ast
 
 _HINTS = {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}
@@ -187,7 +189,9 @@ def cp(lw, ins):
     if modifiers[:1] != ("async",) or len(modifiers) < 2:
         raise lw.fail("cp exists as cp.async and cp.reduce.async.bulk")
     kind = modifiers[1]
-    if kind in ("ca", "cg"):
+    if SPREAD in modifiers:
+        _spread_copy(lw, ins)
+    elif kind in ("ca", "cg"):
         _cp_async(lw, ins, kind)
     elif kind in ("commit_group", "wait_group", "wait_all"):
         _group(lw, ins, bulk=False)
@@ -345,6 +349,59 @@ def _bulk_copy(lw, ins) -> None:
         _copy_chunks(lw, to_pointer, of_pointer, chunks, 16)
     if mbar is not None:
         _complete_tx(lw, mbar, count)
+
+
+def _spread_copy(lw, ins) -> None:
+    """A bulk copy the elected pass moved to where the warp rejoins (passes/elected.py): `[dst], [src], size
+    {, [mbar]}, flag`, the operands those of the lane whose flag is set. The lanes executing it together
+    take its 16-byte chunks in turn, wait for each other, and the issuing lane completes the transaction
+    bytes; a lane alone (no lane issued, or the issuer came by itself) does what it finds."""
+    to, of = _directions(lw, ins)
+    by_group = ins.has("bulk_group")
+    lw.check_modifiers(ins, {"async", "bulk", to, of, "bulk_group" if by_group else "mbarrier::complete_tx::bytes",
+                             SPREAD})
+    operands = lw.operands(ins, 4 if by_group else 5)
+    destination, source, size = _address_operands(lw, operands, 2)[:3]
+    flag = operands[-1]
+    builder = lw.builder
+    warp = WarpPosition(lw)
+    members = warp.members(None)
+    issued = builder.icmp_unsigned("!=", lw.read(flag, "u32"), ir.Constant(I32, 0))
+    votes, _ = warp.lane_call(lambda target: target.ballot(builder, issued, members))
+    with builder.if_then(builder.icmp_unsigned("!=", votes, ir.Constant(votes.type, 0))):
+        issuer = builder.trunc(lw.intrinsic("llvm.cttz", [votes, ir.Constant(I1, 1)]), I32)  # its hardware lane
+        for operand in operands[:-1]:  # every lane takes the issuer's operand registers (fresh ones)
+            register = operand.base if type(operand) is ast.Address else operand
+            if type(register) is ast.Name and register.name in lw.registers:
+                ptx_type = lw.registers[register.name].ptx_type
+                value = lw.read(register, ptx_type)
+                shared = warp.lane_call(lambda target: target.exchange(builder, value, members))
+                # (not uniform: on wave64 the two warps of a wave read their own issuers)
+                lw.write(register, shared.read(builder, issuer, False), ptx_type)
+        to_pointer, of_pointer = lw.address(destination, _space(to)), lw.address(source, _space(of))
+        count = _size(lw, size)
+        chunks = builder.lshr(count, ir.Constant(I64, 4))
+        # this lane's turn among the members: its rank below it, the members' number
+        wave = votes.type
+        lane = builder.zext(warp.hardware_lane, wave)
+        below = builder.sub(builder.shl(ir.Constant(wave, 1), lane), ir.Constant(wave, 1))
+        rank = builder.zext(lw.intrinsic("llvm.ctpop", [builder.and_(members, below)]), I64)
+        lanes = builder.zext(lw.intrinsic("llvm.ctpop", [members]), I64)
+        mine = builder.select(builder.icmp_unsigned(">", chunks, rank),
+                              builder.udiv(builder.add(builder.sub(chunks, rank), builder.sub(lanes, ir.Constant(I64, 1))),
+                                           lanes), ir.Constant(I64, 0))
+
+        def copy(index: ir.Value) -> None:
+            offset = builder.mul(builder.add(rank, builder.mul(index, lanes)), ir.Constant(I64, 16))
+            value = builder.load(_at(lw, of_pointer, offset), typ=_CHUNKS[16], align=16)
+            builder.store(value, _at(lw, to_pointer, offset), align=16)
+
+        counted_loop(lw, mine, copy)
+        warp.lane_call(lambda target: target.wave_barrier(builder, members))  # every chunk written
+        if not by_group:
+            with builder.if_then(builder.icmp_unsigned("==", warp.hardware_lane, issuer)):
+                _complete_tx(lw, operands[3], count)
+    lw.write(flag, ir.Constant(I32, 0), "u32")
 
 
 def _copy_ignoring(lw, destination: ir.Value, source: ir.Value, count: ir.Value, left: ir.Value,
