@@ -200,8 +200,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                                  "so pointers are widened"),
     "cluster-launch-control": HazardKind(WARNING, BOTH, "{name}: cluster launch control never cancels a cluster on "
                                                         "AMD (every workgroup runs): the kernel does its own work"),
-    "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD can only give the "
-                                                  "values of a cluster of one CTA"),
+    "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD gives it the values "
+                                                  "of the cluster shape the PTX fixes (of one CTA without one)"),
     "grid-sync": HazardKind(WARNING, BOTH, "{name}: the cooperative-groups grid-sync workspace; fatkit serves it "
                                            "from a per-module word (docs/runtime.md), and the kernel needs a "
                                            "cooperative launch (every block resident at once)"),

@@ -23,7 +23,9 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
   the phase: pending stays at least one), which still orders the copies before the phase's completion.
 - cp.async.bulk (global → shared with `.mbarrier::complete_tx::bytes`; shared → global with
   `.bulk_group`): PTX issues a bulk copy from one thread, so that thread copies the bytes (16-byte
-  loads and stores; the ISA makes size and addresses multiples of 16), then performs the complete-tx of
+  loads and stores; the ISA makes size and addresses multiples of 16) — except where one lane issued it
+  under `elect.sync` in a region passes/elected.py recognises: there the copy is made where the warp
+  rejoins, by all its lanes (`_spread_copy`) — then performs the complete-tx of
   `size` bytes on the mbarrier as a release at the `.cluster` scope — the ISA's own ordering of it — so
   a thread whose `try_wait`/`test_wait` (acquire) sees the phase complete sees the data. A complete-tx
   before the matching expect-tx is allowed (the tx-count goes negative, lower/mbarrier.py), so programs

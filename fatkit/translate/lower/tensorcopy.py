@@ -6,9 +6,10 @@ element type, swizzle and fill out of the map at run time and does the TMA unit'
 
 The issuing thread does the whole copy where it issues it, as for the other bulk copies (lower/asynccopy.py
 says why a synchronous copy is a correct asynchronous one, and how the complete-tx orders it). Programs
-issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere
-and cannot share the work; the thread moves 16-byte chunks where a chunk lies wholly inside the tensor at
-an aligned address, element by element elsewhere.
+issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere;
+unlike the plain bulk copies (passes/elected.py), tensor copies are not yet moved to where the warp rejoins
+and shared. The thread moves 16-byte chunks where a chunk lies wholly inside the tensor at an aligned
+address, element by element elsewhere.
 
 - Tile mode, rank r (the instruction's .Nd): the box holds ceil(box[i] / elementStride[i]) elements along
   dimension i, the element at box index k having tensor coordinate coord[i] + k·elementStride[i]; shared
