@@ -22,17 +22,23 @@ RNG = np.random.default_rng(2122)
 CHUNKS = 40  # 16-byte chunks a warp copies: more than 32 lanes, not a multiple of them
 
 
-def _kernel(after_copy: str = "") -> str:
-    return HEADER + f"""
-.visible .entry elected(.param .u64 psrc, .param .u64 pout)
+def _kernel(after_copy: str = "", masked: bool = False) -> str:
+    """`masked`: the copy out has .cp_mask (sm_100), its byte mask the kernel's third parameter."""
+    store = ("cp.async.bulk.global.shared::cta.bulk_group.cp_mask [%rd7], [%r15], " + f"{16 * CHUNKS}, %rs1;"
+             if masked else f"cp.async.bulk.global.shared::cta.bulk_group [%rd7], [%r15], {16 * CHUNKS};")
+    header = HEADER.replace("sm_90", "sm_100") if masked else HEADER
+    return header + f"""
+.visible .entry elected(.param .u64 psrc, .param .u64 pout, .param .u16 pmask)
 {{
     .reg .pred %p<8>;
+    .reg .b16 %rs<2>;
     .reg .b32 %r<32>;
     .reg .b64 %rd<16>;
     .shared .align 16 .b8 buf[{2 * 16 * CHUNKS}];
     .shared .align 8 .b64 bar[2];
     ld.param.u64 %rd1, [psrc];
     ld.param.u64 %rd2, [pout];
+    ld.param.u16 %rs1, [pmask];
     mov.u32 %r1, %tid.x;
     shr.u32 %r2, %r1, 5;                     // the warp
     and.b32 %r3, %r1, 31;
@@ -82,7 +88,7 @@ $wait:
     @%p4 bra $stored;
     cvt.u64.u32 %rd6, %r13;
     add.u64 %rd7, %rd2, %rd6;
-    cp.async.bulk.global.shared::cta.bulk_group [%rd7], [%r15], {16 * CHUNKS};
+    {store}
     cp.async.bulk.commit_group;
 $stored:
     cp.async.bulk.wait_group 0;
@@ -91,11 +97,15 @@ $stored:
 """
 
 
-def _model(source: np.ndarray) -> np.ndarray:
+def _model(source: np.ndarray, out: np.ndarray, mask: int | None) -> np.ndarray:
     words = source.view(np.uint32).copy()
     for warp in range(2):
         words[warp * 4 * CHUNKS:warp * 4 * CHUNKS + 32] ^= 0xFFFFFFFF  # the words the lanes inverted
-    return words.view(np.uint8)
+    copied = words.view(np.uint8)
+    if mask is None:
+        return copied
+    selected = np.array([mask >> (i % 16) & 1 for i in range(copied.size)], bool)
+    return np.where(selected, copied, out)  # unselected bytes of each 16-byte chunk keep what they held
 
 
 @pytest.mark.parametrize("after_copy", ["", "    ld.global.u32 %r21, [%rd4];\n"])
@@ -103,8 +113,17 @@ def _model(source: np.ndarray) -> np.ndarray:
 def test_elected_bulk_copies_move_the_data(target, after_copy):
     source = RNG.integers(0, 256, 2 * 16 * CHUNKS, dtype=np.uint64).astype(np.uint8)
     out = np.zeros_like(source)
-    program(_kernel(after_copy), target).launch("elected", [source, out], block=(64, 1, 1))
-    assert (out == _model(source)).all()
+    program(_kernel(after_copy), target).launch("elected", [source, out, 0], block=(64, 1, 1))
+    assert (out == _model(source, out, None)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_elected_masked_copy_writes_the_masks_bytes(target):
+    source = RNG.integers(0, 256, 2 * 16 * CHUNKS, dtype=np.uint64).astype(np.uint8)
+    out = RNG.integers(0, 256, source.size, dtype=np.uint64).astype(np.uint8)
+    before, mask = out.copy(), 0b1010_0110_1100_0011
+    program(_kernel(masked=True), target).launch("elected", [source, out, mask], block=(64, 1, 1))
+    assert (out == _model(source, before, mask)).all()
 
 
 def test_the_pass_moves_the_copies_of_elected_regions_alone():
@@ -114,3 +133,5 @@ def test_the_pass_moves_the_copies_of_elected_regions_alone():
                                                    ".fatkit::spread")
     kept = print_ptx(run_passes(parse_ptx(_kernel("    ld.global.u32 %r21, [%rd4];\n")), until="elected").module)
     assert kept.count("fatkit::spread") == 1  # the first region holds a load: its copy stays the lane's own
+    masked = print_ptx(run_passes(parse_ptx(_kernel(masked=True)), until="elected").module)
+    assert "bulk_group.cp_mask.fatkit::spread" in masked

@@ -360,9 +360,10 @@ def _spread_copy(lw, ins) -> None:
     bytes; a lane alone (no lane issued, or the issuer came by itself) does what it finds."""
     to, of = _directions(lw, ins)
     by_group = ins.has("bulk_group")
+    masked = ins.has("cp_mask")
     lw.check_modifiers(ins, {"async", "bulk", to, of, "bulk_group" if by_group else "mbarrier::complete_tx::bytes",
-                             SPREAD})
-    operands = lw.operands(ins, 4 if by_group else 5)
+                             "cp_mask", SPREAD})
+    operands = lw.operands(ins, (4 + masked) if by_group else 5)
     destination, source, size = _address_operands(lw, operands, 2)[:3]
     flag = operands[-1]
     builder = lw.builder
@@ -375,8 +376,8 @@ def _spread_copy(lw, ins) -> None:
         for operand in operands[:-1]:  # every lane takes the issuer's operand registers (fresh ones)
             register = operand.base if type(operand) is ast.Address else operand
             if type(register) is ast.Name and register.name in lw.registers:
-                ptx_type = lw.registers[register.name].ptx_type
-                value = lw.read(register, ptx_type)
+                ptx_type = "u64" if ast.TYPE_SIZES[lw.registers[register.name].ptx_type] == 8 else "u32"
+                value = lw.read(register, ptx_type)  # (a .b16 byte mask widened: exchanges take 32 or 64 bits)
                 shared = warp.lane_call(lambda target: target.exchange(builder, value, members))
                 # (not uniform: on wave64 the two warps of a wave read their own issuers)
                 lw.write(register, shared.read(builder, issuer, False), ptx_type)
@@ -393,8 +394,15 @@ def _spread_copy(lw, ins) -> None:
                               builder.udiv(builder.add(builder.sub(chunks, rank), builder.sub(lanes, ir.Constant(I64, 1))),
                                            lanes), ir.Constant(I64, 0))
 
+        mask = lw.read(operands[3], "u32") if masked else None
+
         def copy(index: ir.Value) -> None:
-            offset = builder.mul(builder.add(rank, builder.mul(index, lanes)), ir.Constant(I64, 16))
+            chunk = builder.add(rank, builder.mul(index, lanes))
+            if mask is not None:  # .cp_mask: one chunk of the masked copy
+                _copy_masked(lw, _at(lw, to_pointer, builder.mul(chunk, ir.Constant(I64, 16))),
+                             _at(lw, of_pointer, builder.mul(chunk, ir.Constant(I64, 16))), ir.Constant(I64, 1), mask)
+                return
+            offset = builder.mul(chunk, ir.Constant(I64, 16))
             value = builder.load(_at(lw, of_pointer, offset), typ=_CHUNKS[16], align=16)
             builder.store(value, _at(lw, to_pointer, offset), align=16)
 

@@ -9,9 +9,9 @@ around the issue (CUB, as warp-lang ships it):
 
 (and the guards pass makes `@%p cp.async.bulk…` the same shape). Where the region between the branch and
 its label is straight-line — ALU instructions and mbarrier arrivals before the copy, ALU after it, one
-plain bulk copy (global → shared with an mbarrier, shared::cta → global by bulk_group; no multicast, byte
-mask or ignored bytes) whose operand registers nothing after it changes, and `cp.async.bulk.commit_group`
-— the copy is moved to the label:
+plain bulk copy (global → shared with an mbarrier, shared::cta → global by bulk_group, with or without a
+byte mask; not multicast, not ignoring bytes) whose operand registers nothing after it changes, and
+`cp.async.bulk.commit_group` — the copy is moved to the label:
 
     (at entry: mov.u32 %flag, 0;)  @%q bra $skip;  …  mov.u32 %flag, 1;  mov %d, dst; …;  $skip:
     cp.async.bulk….fatkit::spread [%d], [%s], %size, [%m], %flag;
@@ -61,7 +61,8 @@ def _registers(operands) -> set[str]:
 
 
 _FORMS = {("shared::cta", "global", "mbarrier::complete_tx::bytes"),
-          ("shared::cluster", "global", "mbarrier::complete_tx::bytes"), ("global", "shared::cta", "bulk_group")}
+          ("shared::cluster", "global", "mbarrier::complete_tx::bytes"), ("global", "shared::cta", "bulk_group"),
+          ("global", "shared::cta", "bulk_group", "cp_mask")}
 
 
 def _spreadable(copy: ast.Instruction) -> bool:
@@ -144,8 +145,9 @@ def _rewrite(rewriter: Rewriter, statements: list, copy_index: int, label: int, 
     flag = rewriter.register("u32", "%elected", line)
     flags.append(flag)
     issue: list[ast.Statement] = [instruction("mov", ("u32",), (flag, ast.IntImm(1)), line)]
-    hinted = copy.has("L2::cache_hint")
-    kept = copy.operands[:-1] if hinted else copy.operands  # the cache policy is a hint: dropped
+    kept = list(copy.operands)
+    if copy.has("L2::cache_hint"):  # the cache policy is a hint: dropped (it precedes a byte mask)
+        del kept[3 if copy.has("bulk_group") else 4]
     moved = []
     for operand in kept:
         if type(operand) is ast.Address and operand.base is not None and not operand.extra:
@@ -175,4 +177,4 @@ def _is_shared(copy: ast.Instruction, operand: ast.Address) -> bool:
 
 
 def _bits(ptx_type: str) -> str:
-    return {4: "b32", 8: "b64"}.get(ast.TYPE_SIZES.get(ptx_type, 4), "b32")
+    return {2: "b16", 4: "b32", 8: "b64"}.get(ast.TYPE_SIZES.get(ptx_type, 4), "b32")
