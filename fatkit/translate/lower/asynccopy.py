@@ -341,11 +341,11 @@ def _bulk_copy(lw, ins) -> None:
         _copy_ignoring(lw, to_pointer, of_pointer, count, lw.read(operands[3], "u32"), lw.read(operands[4], "u32"))
     elif multicast:
         for selected, (to_shift, mbar_shift) in multicast_destinations(lw, lw.read(operands[4], "b16"),
-                                                                       [destination, mbar]):
+                                                                       [destination, operands[3]]):
             with lw.builder.if_then(selected):
                 target = to_pointer if to_shift is None else lw.builder.gep(to_pointer, [to_shift], source_etype=I8)
                 _copy_chunks(lw, target, of_pointer, chunks, 16)
-                _complete_tx(lw, mbar, count, mbar_shift)
+                _complete_tx(lw, operands[3], count, mbar_shift)
         return
     else:
         _copy_chunks(lw, to_pointer, of_pointer, chunks, 16)

@@ -87,7 +87,7 @@ def check_shared_fits(kernel: ast.Function, cluster: ClusterShape, stride: int) 
 
 def cluster_target(target: Target, cluster: ClusterShape | None) -> Target:
     """The target as the kernel's CTAs see it: `target` itself outside a cluster of several CTAs."""
-    return target if cluster is None else ClusterTarget(target, cluster)  # type: ignore[return-value]
+    return target if cluster is None else ClusterTarget(target, cluster)
 
 
 class ClusterTarget:
@@ -134,7 +134,7 @@ class ClusterTarget:
         return builder.mul(hardware(builder, "%nctaid", component), size)  # %nctaid
 
     def linear_thread(self, builder: ir.IRBuilder) -> ir.Value:
-        return Target.linear_thread(self, builder)  # type: ignore[arg-type]  # the CTA's, from its registers
+        return Target.linear_thread(self, builder)  # the CTA's, from its registers
 
     def dynamic_shared_size(self, builder: ir.IRBuilder) -> ir.Value:
         """A CTA's part of the launch's dynamic shared memory (the launch gives k parts)."""
