@@ -353,5 +353,5 @@ def test_dump_after_passes_and_each_pass():
     assert parsed.function("_Z5callsPiiPKfS1_") is not None
     scopes = dump("scopes")
     assert "after scopes ====" in scopes and "retval0$" in scopes and "// fma.rn.f32" not in scopes
-    assert set(PASS_NAMES) == {"scopes", "operands", "guards", "special", "rounding", "fp_mode", "storage",
-                               "conversions"}
+    assert set(PASS_NAMES) == {"scopes", "operands", "guards", "elected", "special", "rounding", "fp_mode",
+                               "storage", "conversions"}

@@ -340,14 +340,12 @@ def test_min_of_a_half_precision_map_traps():
 
 
 @pytest.mark.parametrize("directives, shared, reason", [
-    (".reqnctapercluster 2, 1, 1", 4096, ("one workgroup (2 x blockDim threads (<= 1024), 2 x 4096 bytes of shared "
-                                         "memory) is not implemented yet")),
     (".maxntid 512 .reqnctapercluster 4, 1, 1", 4096, ("4 CTAs of 512 threads cannot run as one workgroup "
                                                       "(2048 > 1024 threads)")),
     (".maxntid 128 .reqnctapercluster 2, 2, 2", 12288, ("8 CTAs of 12288 bytes of shared memory cannot run as one "
                                                        "workgroup (98304 > 65536 bytes of LDS)")),
 ])
-def test_cluster_refusals_say_whether_the_cluster_fits_one_workgroup(directives, shared, reason):
+def test_cluster_refusals_say_why_the_cluster_cannot_be_one_workgroup(directives, shared, reason):
     ptx = tma.HEADER + f"""
 .visible .entry clustered(.param .u64 out) {directives}
 {{

@@ -148,11 +148,9 @@ FORMS: tuple[Form, ...] = (
          "[smem];"),
     Form("cp", ("reduce", "bulk", "tensor"), LOWERED,
          "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%rd1, {%r2}], [%r1];"),
-    Form("cp", ("multicast::cluster",), REFUSED,
+    Form("cp", ("multicast::cluster",), LOWERED,
          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r1], [%rd1], 16, "
-         "[%r3], %h1;",
-         ".multicast::cluster copies into the shared memory of several CTAs of a cluster: AMD GPUs have no "
-         "thread-block clusters"),
+         "[%r3], %h1;"),
     Form("cp", ("bulk", "prefetch", "tensor"), LOWERED, "cp.async.bulk.prefetch.tensor.1d.L2.global [%rd1, {%r2}];"),
     Form("tensormap", (), LOWERED, "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;"),
     # 9.7.10 texture, 9.7.11 surface

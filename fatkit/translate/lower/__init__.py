@@ -6,8 +6,8 @@ family modules below registers their handlers.
 """
 
 from fatkit.translate.lower import (  # noqa: F401
-    asynccopy, atomic, clusterlaunch, compare, control, convert, floating, half, integer, matrix, mbarrier, memory, mma,
-    mma_native, runtime, special, sync, tensorcopy, texture, video, warp, wmma,
+    asynccopy, atomic, cluster, clusterlaunch, compare, control, convert, floating, half, integer, matrix, mbarrier,
+    memory, mma, mma_native, runtime, special, sync, tensorcopy, texture, video, warp, wmma,
 )
 from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type
 from fatkit.translate.lower.module import lower_kernel

@@ -23,14 +23,19 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
   the phase: pending stays at least one), which still orders the copies before the phase's completion.
 - cp.async.bulk (global → shared with `.mbarrier::complete_tx::bytes`; shared → global with
   `.bulk_group`): PTX issues a bulk copy from one thread, so that thread copies the bytes (16-byte
-  loads and stores; the ISA makes size and addresses multiples of 16), then performs the complete-tx of
+  loads and stores; the ISA makes size and addresses multiples of 16) — except where one lane issued it
+  under `elect.sync` in a region passes/elected.py recognises: there the copy is made where the warp
+  rejoins, by all its lanes (`_spread_copy`) — then performs the complete-tx of
   `size` bytes on the mbarrier as a release at the `.cluster` scope — the ISA's own ordering of it — so
   a thread whose `try_wait`/`test_wait` (acquire) sees the phase complete sees the data. A complete-tx
   before the matching expect-tx is allowed (the tx-count goes negative, lower/mbarrier.py), so programs
   that issue the copy before `arrive.expect_tx` work too. `cp.async.bulk.commit_group` and
-  `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. The copy by another CTA's engine
-  that `.multicast::cluster` asks for does not exist without clusters: refused. The shared::cta →
-  shared::cluster form copies into the CTA the mbarrier belongs to, in a cluster of one the executing one.
+  `cp.async.bulk.wait_group{.read} N` then have nothing to wait for. `.multicast::cluster` copies into
+  each CTA whose bit of ctaMask is set, at the destination's CTA-relative offset, and completes the tx on
+  the mbarrier at the mbarrier's CTA-relative offset there (a cluster is one workgroup, lower/cluster.py;
+  in a cluster of one, bit 0 alone counts). The shared::cta → shared::cluster form copies into the CTA
+  the destination names. `.ignore_oob` leaves the up to 15 ignored bytes at either end unread and their
+  destination as it was (the ISA makes them indeterminate); the complete-tx still counts `size`.
 - Proxies: the ISA performs bulk copies in the async proxy and asks for `fence.proxy.async` between the
   generic-proxy accesses of a location and async-proxy ones. Here every copy is the issuing thread's own
   generic access, so the proxy fences (lower/sync.py) need order only that thread's accesses, which an
@@ -54,8 +59,11 @@ from fatkit.translate.lower.atomic import (
     Order, _bfloat_add, _BFLOAT_TYPES, _llvm_operation, _value_type, atomic_rmw,
 )
 from fatkit.translate.lower.core import I1, I8, I32, I64, Lowering, handles
-from fatkit.translate.lower.mbarrier import cluster_of_one, update
+from fatkit.translate.lower.cluster import checked_cluster, multicast_destinations
+from fatkit.translate.lower.mbarrier import update
 from fatkit.translate.lower.sync import _predicate
+from fatkit.translate.lower.warp import WarpPosition
+from fatkit.translate.passes.elected import SPREAD
 from fatkit.translate.ptx import ast
 
 _HINTS = {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}
@@ -135,7 +143,7 @@ def _directions(lw: Lowering, ins: ast.Instruction) -> tuple[str, str]:
         if space not in _SPACES:
             raise lw.fail(f".{space} is not a state space of bulk copies")
     if "shared::cluster" in spaces:
-        cluster_of_one(lw)
+        checked_cluster(lw)
     return spaces[0], spaces[1]
 
 
@@ -143,12 +151,16 @@ def _space(qualifier: str) -> str:
     return "global" if qualifier == "global" else "shared"
 
 
-def _complete_tx(lw: Lowering, mbar: ast.Operand, size: ir.Value) -> None:
-    """The complete-tx of `size` bytes on the mbarrier at `mbar` (a shared::cta/cluster address): release
-    at .cluster scope, after the data it reports is written."""
+def _complete_tx(lw, mbar: ast.Operand, size: ir.Value, shift: ir.Value | None = None) -> None:
+    """The complete-tx of `size` bytes on the mbarrier at `mbar` (a shared::cta/cluster address; `shift`
+    bytes further, i32, for another CTA's of a multicast): release at .cluster scope, after the data it
+    reports is written."""
     if type(mbar) is not ast.Address:
         raise lw.fail("the mbarrier operand must be an [address]")
-    update(lw, lw.address(mbar, "shared"), Order("release", lw.target.syncscope("cluster")), tx=lw.builder.neg(size))
+    pointer = lw.address(mbar, "shared")
+    if shift is not None:
+        pointer = lw.builder.gep(pointer, [shift], source_etype=I8)
+    update(lw, pointer, Order("release", lw.target.syncscope("cluster")), tx=lw.builder.neg(size))
 
 
 def _address_operands(lw: Lowering, operands: tuple[ast.Operand, ...], count: int) -> tuple[ast.Operand, ...]:
@@ -179,7 +191,9 @@ def cp(lw: Lowering, ins: ast.Instruction) -> None:
     if modifiers[:1] != ("async",) or len(modifiers) < 2:
         raise lw.fail("cp exists as cp.async and cp.reduce.async.bulk")
     kind = modifiers[1]
-    if kind in ("ca", "cg"):
+    if SPREAD in modifiers:
+        _spread_copy(lw, ins)
+    elif kind in ("ca", "cg"):
         _cp_async(lw, ins, kind)
     elif kind in ("commit_group", "wait_group", "wait_all"):
         _group(lw, ins, bulk=False)
@@ -299,18 +313,22 @@ def _bulk_copy(lw: Lowering, ins: ast.Instruction) -> None:
     completions = [m for m in ins.modifiers if m in ("mbarrier::complete_tx::bytes", "bulk_group")]
     if len(completions) != 1:
         raise lw.fail("a bulk copy completes by .mbarrier::complete_tx::bytes or .bulk_group")
-    lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask"})
+    lw.check_modifiers(ins, {"async", "bulk", to, of, completions[0], "L2::cache_hint", "cp_mask",
+                             "multicast::cluster", "ignore_oob"})
     hinted, masked = ins.has("L2::cache_hint"), ins.has("cp_mask")
+    multicast, ignoring = ins.has("multicast::cluster"), ins.has("ignore_oob")
     by_group = completions[0] == "bulk_group"
+    if multicast and (to, of) != ("shared::cluster", "global") or ignoring and (to, of) != ("shared::cta", "global"):
+        raise lw.fail(".multicast::cluster copies global → shared::cluster, .ignore_oob global → shared::cta")
     if (to, of) == ("global", "shared::cta") and by_group:
         operands = lw.operands(ins, 3 + hinted + masked)
         mbar = None
     elif (to in ("shared::cta", "shared::cluster") and of == "global"
           or (to, of) == ("shared::cluster", "shared::cta")) and not by_group and not masked:
-        # shared::cta → shared::cluster: into the CTA of the cluster that `mbar` belongs to, which in a
-        # cluster of one CTA (`_directions` checked the kernel allows no more) is the executing one
-        operands = lw.operands(ins, 4 + hinted)
-        mbar = operands[3]
+        # shared::cluster destinations (and mbarriers) are LDS addresses of the CTA they name (a cluster
+        # is one workgroup, lower/cluster.py): shared::cta → shared::cluster copies into that CTA
+        operands = lw.operands(ins, 4 + hinted + multicast + 2 * ignoring)
+        mbar = operands[5 if ignoring else 3]
     else:
         raise lw.fail(f"no bulk copy from .{of} to .{to} completes by .{completions[0]}")
     destination, source, size = _address_operands(lw, operands, 2)[:3]
@@ -319,13 +337,108 @@ def _bulk_copy(lw: Lowering, ins: ast.Instruction) -> None:
     chunks = lw.builder.lshr(count, ir.Constant(I64, 4))
     if masked:
         _copy_masked(lw, to_pointer, of_pointer, chunks, lw.read(operands[-1], "u32"))
+    elif ignoring:
+        _copy_ignoring(lw, to_pointer, of_pointer, count, lw.read(operands[3], "u32"), lw.read(operands[4], "u32"))
+    elif multicast:
+        for selected, (to_shift, mbar_shift) in multicast_destinations(lw, lw.read(operands[4], "b16"),
+                                                                       [destination, operands[3]]):
+            with lw.builder.if_then(selected):
+                target = to_pointer if to_shift is None else lw.builder.gep(to_pointer, [to_shift], source_etype=I8)
+                _copy_chunks(lw, target, of_pointer, chunks, 16)
+                _complete_tx(lw, operands[3], count, mbar_shift)
+        return
     else:
         _copy_chunks(lw, to_pointer, of_pointer, chunks, 16)
     if mbar is not None:
         _complete_tx(lw, mbar, count)
 
 
-def _copy_masked(lw: Lowering, destination: ir.Value, source: ir.Value, chunks: ir.Value, mask: ir.Value) -> None:
+def _spread_copy(lw, ins) -> None:
+    """A bulk copy the elected pass moved to where the warp rejoins (passes/elected.py): `[dst], [src], size
+    {, [mbar]}, flag`, the operands those of the lane whose flag is set. The lanes executing it together
+    take its 16-byte chunks in turn, wait for each other, and the issuing lane completes the transaction
+    bytes; a lane alone (no lane issued, or the issuer came by itself) does what it finds."""
+    to, of = _directions(lw, ins)
+    by_group = ins.has("bulk_group")
+    masked = ins.has("cp_mask")
+    lw.check_modifiers(ins, {"async", "bulk", to, of, "bulk_group" if by_group else "mbarrier::complete_tx::bytes",
+                             "cp_mask", SPREAD})
+    operands = lw.operands(ins, (4 + masked) if by_group else 5)
+    destination, source, size = _address_operands(lw, operands, 2)[:3]
+    flag = operands[-1]
+    builder = lw.builder
+    warp = WarpPosition(lw)
+    members = warp.members(None)
+    issued = builder.icmp_unsigned("!=", lw.read(flag, "u32"), ir.Constant(I32, 0))
+    votes, _ = warp.lane_call(lambda target: target.ballot(builder, issued, members))
+    with builder.if_then(builder.icmp_unsigned("!=", votes, ir.Constant(votes.type, 0))):
+        issuer = builder.trunc(lw.intrinsic("llvm.cttz", [votes, ir.Constant(I1, 1)]), I32)  # its hardware lane
+        for operand in operands[:-1]:  # every lane takes the issuer's operand registers (fresh ones)
+            register = operand.base if type(operand) is ast.Address else operand
+            if type(register) is ast.Name and register.name in lw.registers:
+                ptx_type = "u64" if ast.TYPE_SIZES[lw.registers[register.name].ptx_type] == 8 else "u32"
+                value = lw.read(register, ptx_type)  # (a .b16 byte mask widened: exchanges take 32 or 64 bits)
+                shared = warp.lane_call(lambda target: target.exchange(builder, value, members))
+                # (not uniform: on wave64 the two warps of a wave read their own issuers)
+                lw.write(register, shared.read(builder, issuer, False), ptx_type)
+        to_pointer, of_pointer = lw.address(destination, _space(to)), lw.address(source, _space(of))
+        count = _size(lw, size)
+        chunks = builder.lshr(count, ir.Constant(I64, 4))
+        # this lane's turn among the members: its rank below it, the members' number
+        wave = votes.type
+        lane = builder.zext(warp.hardware_lane, wave)
+        below = builder.sub(builder.shl(ir.Constant(wave, 1), lane), ir.Constant(wave, 1))
+        rank = builder.zext(lw.intrinsic("llvm.ctpop", [builder.and_(members, below)]), I64)
+        lanes = builder.zext(lw.intrinsic("llvm.ctpop", [members]), I64)
+        mine = builder.select(builder.icmp_unsigned(">", chunks, rank),
+                              builder.udiv(builder.add(builder.sub(chunks, rank), builder.sub(lanes, ir.Constant(I64, 1))),
+                                           lanes), ir.Constant(I64, 0))
+
+        mask = lw.read(operands[3], "u32") if masked else None
+
+        def copy(index: ir.Value) -> None:
+            chunk = builder.add(rank, builder.mul(index, lanes))
+            if mask is not None:  # .cp_mask: one chunk of the masked copy
+                _copy_masked(lw, _at(lw, to_pointer, builder.mul(chunk, ir.Constant(I64, 16))),
+                             _at(lw, of_pointer, builder.mul(chunk, ir.Constant(I64, 16))), ir.Constant(I64, 1), mask)
+                return
+            offset = builder.mul(chunk, ir.Constant(I64, 16))
+            value = builder.load(_at(lw, of_pointer, offset), typ=_CHUNKS[16], align=16)
+            builder.store(value, _at(lw, to_pointer, offset), align=16)
+
+        counted_loop(lw, mine, copy)
+        warp.lane_call(lambda target: target.wave_barrier(builder, members))  # every chunk written
+        if not by_group:
+            with builder.if_then(builder.icmp_unsigned("==", warp.hardware_lane, issuer)):
+                _complete_tx(lw, operands[3], count)
+    lw.write(flag, ir.Constant(I32, 0), "u32")
+
+
+def _copy_ignoring(lw, destination: ir.Value, source: ir.Value, count: ir.Value, left: ir.Value,
+                   right: ir.Value) -> None:
+    """.ignore_oob: the first `left` and last `right` (0–15) bytes of the source may lie outside its
+    allocation and their destination bytes are indeterminate: they are not read, and the destination keeps
+    what it held. The whole chunks between are copied as chunks, the two edge chunks byte by byte."""
+    builder = lw.builder
+    sixteen = ir.Constant(I64, 16)
+    left, right = builder.zext(left, I64), builder.zext(right, I64)
+    end = builder.sub(count, right)  # one past the last byte read
+
+    def copy_range(start: ir.Value, stop: ir.Value) -> None:  # bytes [start, stop), none where stop ≤ start
+        length = builder.select(builder.icmp_unsigned(">", stop, start), builder.sub(stop, start), ir.Constant(I64, 0))
+        _copy_bytes(lw, _at(lw, destination, start), _at(lw, source, start), length)
+
+    head_end = builder.select(builder.icmp_unsigned("<", end, sixteen), end, sixteen)
+    copy_range(left, head_end)
+    chunks = builder.lshr(count, ir.Constant(I64, 4))
+    two = ir.Constant(I64, 2)
+    middle = builder.select(builder.icmp_unsigned(">", chunks, two), builder.sub(chunks, two), ir.Constant(I64, 0))
+    _copy_chunks(lw, _at(lw, destination, 16), _at(lw, source, 16), middle, 16)
+    tail_start = builder.select(builder.icmp_unsigned(">", count, sixteen), builder.sub(count, sixteen), count)
+    copy_range(tail_start, end)
+
+
+def _copy_masked(lw, destination: ir.Value, source: ir.Value, chunks: ir.Value, mask: ir.Value) -> None:
     """.cp_mask: byte i of each 16-byte chunk is copied where bit i of `mask` is set; the others are not
     written at all."""
     builder = lw.builder

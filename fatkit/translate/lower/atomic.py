@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.convert import bf16_to_f32, f32_to_bf16, host_half_runtime
 from fatkit.translate.lower.core import F16, I16, Lowering, handles, llvm_type
-from fatkit.translate.lower.special import explicit_cluster_of_one
+from fatkit.translate.lower.cluster import checked_cluster
 from fatkit.translate.ptx import ast
 
 SCOPES = ("cta", "cluster", "gpu", "sys")
@@ -55,14 +55,14 @@ STATE_SPACES = {"global": "global", "param": "param", "param::entry": "param", "
 
 def state_space(lw: Lowering, ins: ast.Instruction, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
     """The space the instruction addresses ("generic" without a qualifier) and its qualifier, if any;
-    raises for a space outside `allowed`. `.shared::cluster` is the executing CTA's shared memory: in a
-    cluster of one CTA (the only clusters here; the kernel's directives are checked) every shared::cluster
-    address is one of its own, numbered as its shared::cta ones (mapa returns them as they are)."""
+    raises for a space outside `allowed`. `.shared::cluster` addresses are the workgroup's LDS addresses, as
+    .shared::cta ones (a cluster of several CTAs is one workgroup whose LDS holds every CTA's shared memory,
+    lower/cluster.py; in a cluster of one they are the CTA's own)."""
     qualifiers = [m for m in ins.modifiers if m in STATE_SPACES or m.startswith(("shared::", "param::"))]
     if len(qualifiers) > 1:
         raise lw.fail("more than one state space")
     if qualifiers == ["shared::cluster"]:
-        explicit_cluster_of_one(lw)
+        checked_cluster(lw)
         space = "shared"
     elif qualifiers and qualifiers[0] not in STATE_SPACES:
         raise lw.fail(f".{qualifiers[0]} is not a state space")

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.asynccopy import _complete_tx
 from fatkit.translate.lower.core import I1, I32, Lowering, handles
-from fatkit.translate.lower.mbarrier import cluster_of_one
+from fatkit.translate.lower.cluster import checked_cluster
 from fatkit.translate.ptx import ast
 
 RESPONSE_BYTES = 16
@@ -41,7 +41,7 @@ def _try_cancel(lw: Lowering, ins: ast.Instruction) -> None:
     if not ins.has("async", "mbarrier::complete_tx::bytes", "b128"):
         raise lw.fail("expected clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128")
     if ins.has("multicast::cluster::all"):  # every CTA of the cluster gets the response: here, the one CTA
-        cluster_of_one(lw)
+        checked_cluster(lw)
     lw.check_modifiers(ins, {"try_cancel", "async", "shared::cta", "mbarrier::complete_tx::bytes",
                              "multicast::cluster::all", "b128"})
     response, mbar = lw.operands(ins, 2)

@@ -226,6 +226,8 @@ class Lowering:
         self.leading_allocas = 0  # the allocas `alloca` has put at the start of the entry block
         # The kernel's memory variables: name → (state space, pointer).
         self.variables: dict[str, tuple[str, ir.Value]] = dict(memory)
+        if callees.cluster is not None:  # a CTA of a cluster: its own slice of the .shared variables
+            self.variables.update(callees.cluster.own_variables(self, memory))
         for buffer in storage.buffers:
             pointer = self.alloca(ir.ArrayType(I8, buffer.size), buffer.name)
             pointer.align = buffer.align
@@ -541,7 +543,8 @@ class Lowering:
             return self.convert(value, natural, ptx_type)
         window = self.callees.window
         if kind is ast.Name and operand.component is None and window and operand.name in window.offsets:
-            return ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
+            offset = ir.Constant(ty, window.offsets[operand.name])  # its shared address: an offset
+            return offset if self.callees.cluster is None else self.callees.cluster.own_offset(self, operand.name, offset)
         if kind is ast.Name and operand.component is None and operand.name in self.variables:
             return self.builder.ptrtoint(self.variables[operand.name][1], ty)  # its address in its space
         if kind is ast.Name and operand.component is None and operand.name in self.params \

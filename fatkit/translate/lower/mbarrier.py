@@ -36,12 +36,11 @@ four warps) are fine. On the host target the threads of a block run together onl
 `bar.sync` or a warp collective (module.py), as mbarrier programs do to make `init` visible to the other
 threads; one that waits on an mbarrier without either would run its threads one by one there and spin.
 
-Clusters: AMD has no clusters of CTAs. A kernel without cluster directives runs as a cluster of one CTA
-(the only launch an AMD runtime can make; lower/special.py gives the cluster registers those values), where
-`.shared::cluster` addresses are the CTA's own `.shared::cta` ones — `mapa`, the one way to name another
-CTA's shared memory, is refused — and `.cluster` scope covers no more than the CTA (its sync scope, agent
-on AMDGPU, is stronger still). A kernel whose directives allow more than one CTA a cluster
-(`.reqnctapercluster`, `.explicitcluster`, `.maxclusterrank`) is refused where it uses the cluster forms.
+Clusters (lower/cluster.py): a cluster of several CTAs runs as one workgroup whose LDS holds every CTA's
+shared memory, so `.shared::cluster` addresses — an mbarrier of another CTA that `mapa` named among them —
+are LDS addresses like `.shared::cta` ones, and `.cluster` scope is the agent's on AMDGPU. A kernel whose
+cluster shape only the launch gives (`.explicitcluster`, `.maxclusterrank` without `.reqnctapercluster`)
+is refused where it uses the cluster forms.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.atomic import Order, atomic_load, atomic_store, compare_exchange, memory_order
 from fatkit.translate.lower.core import I1, I32, I64, Lowering, handles
-from fatkit.translate.lower.special import explicit_cluster_of_one
+from fatkit.translate.lower.cluster import checked_cluster
 from fatkit.translate.ptx import ast
 
 COUNT_BITS, TX_BITS = 20, 21
@@ -65,13 +64,7 @@ def mbarrier_word(pending: int, expected: int, tx: int = 0, phase: int = 0) -> i
             | (expected & _COUNT_MASK) << _EXPECTED_SHIFT | pending & _COUNT_MASK)
 
 
-def cluster_of_one(lw: Lowering) -> None:
-    """Refuse the instruction (a cluster form) when its kernel's directives allow more than one CTA a
-    cluster; lower/special.py reads the directives, for the cluster registers too."""
-    explicit_cluster_of_one(lw)
-
-
-def barrier_space(lw: Lowering, ins: ast.Instruction) -> tuple[str, str | None]:
+def barrier_space(lw, ins) -> tuple[str, str | None]:
     """(address space, qualifier) of an mbarrier operand: .shared{::cta} and, in a cluster of one CTA,
     .shared::cluster are the CTA's shared memory; no qualifier is a generic address."""
     qualifiers = [m for m in ins.modifiers if m in _SPACES or m.startswith("shared::")]
@@ -82,7 +75,7 @@ def barrier_space(lw: Lowering, ins: ast.Instruction) -> tuple[str, str | None]:
     if qualifiers[0] not in _SPACES:
         raise lw.fail(f".{qualifiers[0]} is not a state space of mbarrier objects")
     if qualifiers[0] == "shared::cluster":
-        cluster_of_one(lw)
+        checked_cluster(lw)
     return "shared", qualifiers[0]
 
 
@@ -154,7 +147,7 @@ def _pointer(lw: Lowering, ins: ast.Instruction, operand: ast.Operand) -> ir.Val
 def _order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str) -> Order:
     """The `.sem.scope` pair (the ISA: given together, else `default` at .cta)."""
     if ins.has("cluster"):
-        cluster_of_one(lw)
+        checked_cluster(lw)
     return memory_order(lw, ins, allowed, default, "cta")
 
 

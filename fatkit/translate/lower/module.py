@@ -6,6 +6,9 @@ import struct
 
 from llvmlite import ir
 
+from fatkit.translate.lower.cluster import (
+    ClusterLayout, ClusterShape, check_shared_fits, cluster_target, static_cluster,
+)
 from fatkit.translate.lower.core import (
     I8, Lowering, SharedWindow, Unsupported, align_up, kernel_signature, llvm_type,
 )
@@ -33,6 +36,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     if kernel.body is None:
         raise Unsupported(kernel.name, ".entry", kernel.line, "a kernel declaration without a body")
     signature = kernel_signature(kernel)
+    cluster = static_cluster(kernel)  # a cluster of several CTAs runs as one workgroup (lower/cluster.py)
+    target = cluster_target(target, cluster)
     module = ir.Module(name=kernel.name)
     module.triple = target.triple
     module.data_layout = target.data_layout
@@ -45,7 +50,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
             break
         used |= more
     reached = [kernel, *(functions[name] for name in used if name in functions)]
-    named_barriers = any(needs_named_barriers(i) for body in reached for i in body.instructions())
+    # A cluster's CTAs share the workgroup's one hardware barrier: theirs are named barriers, one set a CTA.
+    named_barriers = cluster is not None or any(needs_named_barriers(i) for body in reached for i in body.instructions())
     # A kernel's own variable hides a module variable of its name from the kernel, not from its callees.
     declared = {v.name for v in kernel.variables()}
     hidden = declared & {name for callee in reached[1:] for name in _names_used(callee, {})}
@@ -55,8 +61,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     module_level = [v for v in module_variables if v.name in used and v.name not in declared
                     and v.state_space in ("global", "const", "shared", "tex")]
     barrier_state = named_barriers and not target.named_barrier_calls
-    shared, shared_bytes, window = _shared_variables(kernel, module, target,
-                                             [v for v in module_level if v.state_space == "shared"], barrier_state)
+    shared, shared_bytes, window, layout = _shared_variables(
+        kernel, module, target, [v for v in module_level if v.state_space == "shared"], barrier_state, cluster)
     state = shared.pop(_BARRIER_STATE, None)
     memory = {name: ("shared", pointer) for name, pointer in shared.items()}
     addresses: list[tuple[ast.Variable, ir.GlobalVariable, list]] = []  # initializers holding addresses
@@ -67,10 +73,12 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
             memory[variable.name] = (variable.state_space,
                                      _module_variable(kernel, variable, module, target, addresses))
     function, builder, values = target.define_kernel(module, signature, param_types)
-    if state is not None:  # shared memory starts undefined: zero the barriers before any thread uses them
-        builder.store(ir.Constant(ir.ArrayType(I8, _BARRIER_STATE_BYTES), None), state, align=4)
-        target.barrier(builder)
     callees = _Callees(module, target, functions, memory, window, prepared)
+    callees.cluster = layout
+    if state is not None:  # shared memory starts undefined: zero the barriers before any thread uses them
+        own = state if layout is None else builder.gep(state, [layout.entry_delta(builder, target)], source_etype=I8)
+        builder.store(ir.Constant(ir.ArrayType(I8, _BARRIER_STATE_BYTES), None), own, align=4)
+        target.barrier(builder)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
     callees.mma_numerics = mma_numerics
     storage = prepared.storage[kernel.name] if prepared else Storage(registers, function_storage(kernel).buffers)
@@ -86,7 +94,9 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     # LLVM may order the LDS variables otherwise than declared: padding before each stays under its alignment
     padding = sum(g.align - 1 for g in module.global_values if isinstance(g, ir.GlobalVariable)
                   and g.addrspace == target.shared_address_space and g.align)
-    return LoweredKernel(signature, str(module), shared_bytes, barriers, padding)
+    ctas = cluster.ctas if cluster is not None else 1  # the workgroup's LDS holds every CTA's
+    return LoweredKernel(signature, str(module), shared_bytes * ctas, barriers, padding,
+                         cluster.dims if cluster is not None else None)
 
 
 def _names_used(kernel: ast.Function, functions: dict[str, ast.Function]) -> set[str]:
@@ -133,6 +143,7 @@ class _Callees:
     barrier_state: ir.Value | None = None
     static_shared_bytes: int = 0
     mma_numerics: str = "sm90"  # Options.mma_numerics, read by lower/mma.py
+    cluster: ClusterLayout | None = None  # where each CTA's shared memory lies, in a cluster of several
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,
@@ -297,10 +308,12 @@ def _place_addresses(kernel: ast.Function, variable: ast.Variable, storage: ir.G
 
 _BARRIER_STATE = "fatkit.barriers"  # the named barriers' shared-memory state (lower/sync.py)
 _BARRIER_STATE_BYTES = BARRIERS * BARRIER_STATE_WORDS * 4
+_CLUSTER_BLOCK = "fatkit.cluster.shared"  # a cluster's static shared memory: one slice a CTA
 
 
 def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, module_level: list[ast.Variable],
-                      barrier_state: bool) -> tuple[dict[str, ir.Value], int, "SharedWindow | None"]:
+                      barrier_state: bool, cluster: ClusterShape | None = None,
+                      ) -> tuple[dict[str, ir.Value], int, SharedWindow | None, ClusterLayout | None]:
     """The kernel's `.shared` variables as globals in the target's shared address space (undefined at
     start, as in CUDA) and their static bytes: each at its alignment, in declaration order, as LLVM lays
     out LDS; with `barrier_state`, the named barriers' state (`_BARRIER_STATE`) after them.
@@ -314,7 +327,10 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
 
     Where the target wants a shared window (host), the variables are instead slices of one global and a
     shared address is an offset into it, so that it fits the 32-bit registers PTX keeps it in; dynamic
-    shared memory makes the window `Target.dynamic_shared_capacity` bytes longer."""
+    shared memory makes the window `Target.dynamic_shared_capacity` bytes longer.
+
+    In a `cluster` of k CTAs the static variables are instead slices of one block of k copies of them
+    (`ClusterLayout`; the block opens the window on the host), and the static bytes are one CTA's."""
     shared, total, offsets, dynamic = {}, 0, {}, []
     placed: list[tuple[str, int, int]] = []  # (name, size, alignment)
     for variable in [*module_level, *(v for v in kernel.variables() if v.state_space == "shared")]:
@@ -335,19 +351,32 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
     for name, size, align in placed:
         offsets[name] = align_up(total, align)
         total = align_up(total, align) + size
-        if not target.shared_window:
+        if not target.shared_window and cluster is None:
             shared[name] = _lds_global(module, target, name, size, align)
+    layout, static_end = None, total
+    if cluster is not None:
+        alignment = max([16, *(align for _, _, align in placed)])
+        total = align_up(total, alignment)  # a CTA's slice
+        check_shared_fits(kernel, cluster, total)
+        layout = ClusterLayout(cluster, total, frozenset(v.name for v in dynamic), _CLUSTER_BLOCK)
+        static_end = total * cluster.ctas
+        if not target.shared_window and placed:
+            block = _lds_global(module, target, _CLUSTER_BLOCK, static_end, alignment)
+            for name, _, _ in placed:
+                shared[name] = ir.FormattedConstant(
+                    block.type, f'getelementptr inbounds (i8, ptr addrspace({target.shared_address_space}) '
+                                f'@"{_CLUSTER_BLOCK}", i64 {offsets[name]})')
     if dynamic:
         align = max(v.align or v.element_size for v in dynamic)
-        total = align_up(total, align)
+        total, static_end = align_up(total, align), align_up(static_end, align)
         for variable in dynamic:
-            offsets[variable.name] = total
+            offsets[variable.name] = static_end
             if not target.shared_window:
                 shared[variable.name] = _lds_global(module, target, variable.name, 0, align)
     if not target.shared_window or not offsets:
-        return shared, total, None
+        return shared, total, None, layout
     capacity = target.dynamic_shared_capacity if dynamic else 0
-    window = ir.GlobalVariable(module, ir.ArrayType(I8, total + capacity), "fatkit.shared")
+    window = ir.GlobalVariable(module, ir.ArrayType(I8, static_end + capacity), "fatkit.shared")
     window.type = ir.PointerType()
     window.linkage = "internal"
     window.initializer = ir.Constant(window.value_type, ir.Undefined)
@@ -355,7 +384,7 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
     for name, offset in offsets.items():
         shared[name] = ir.FormattedConstant(
             ir.PointerType(), f'getelementptr inbounds (i8, ptr @"{window.name}", i64 {offset})')
-    return shared, total, SharedWindow(window, offsets)
+    return shared, total, SharedWindow(window, offsets), layout
 
 
 def _lds_global(module: ir.Module, target: Target, name: str, size: int, align: int) -> ir.GlobalVariable:

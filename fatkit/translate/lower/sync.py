@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from fatkit.translate.lower.atomic import SCOPES, Order, atomic_load, atomic_rmw, fence, memory_order
 from fatkit.translate.lower.core import I1, I16, I32, Lowering, handles
-from fatkit.translate.lower.special import explicit_cluster_of_one
+from fatkit.translate.lower.cluster import checked_cluster
 from fatkit.translate.lower.warp import bar_warp_sync
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import NAMED_BARRIER_OPERATIONS
@@ -76,8 +76,8 @@ def _proxy_fence(lw: Lowering, ins: ast.Instruction):
     if kinds == ["alias"]:
         order = Order("acq_rel", lw.target.syncscope("gpu"))
     elif kinds and kinds[0] == "async" and set(kinds[1:]) <= {"global", "shared::cta", "shared::cluster"}:
-        if "shared::cluster" in kinds:  # in a cluster of one CTA, the CTA's own shared memory
-            explicit_cluster_of_one(lw)
+        if "shared::cluster" in kinds:  # the workgroup's LDS (lower/cluster.py)
+            checked_cluster(lw)
         order = Order("acq_rel", lw.target.syncscope("cta"))
     elif kinds and kinds[0] in ("tensormap::generic", "async::generic") and ins.opcode == "fence":
         lw.check_modifiers(ins, {"proxy", *kinds, *SCOPES, "acquire", "release"})
@@ -194,12 +194,12 @@ def bar(lw: Lowering, ins: ast.Instruction) -> None:
             lw.write(destination, lw.builder.icmp_unsigned("!=", result, ir.Constant(I32, 0)), "pred")
 
 
-def cluster_barrier(lw: Lowering, ins: ast.Instruction) -> None:
-    """barrier.cluster.arrive{.release|.relaxed}{.aligned} / barrier.cluster.wait{.acquire}{.aligned} in a
-    cluster of one CTA (explicit_cluster_of_one refuses larger ones): every thread of the cluster arrives
-    before it waits, so waiting for all arrivals is the CTA barrier at the wait, and the arrive only orders
-    the thread's earlier accesses (release) before it."""
-    explicit_cluster_of_one(lw)
+def cluster_barrier(lw, ins) -> None:
+    """barrier.cluster.arrive{.release|.relaxed}{.aligned} / barrier.cluster.wait{.acquire}{.aligned}: a
+    cluster is one workgroup (lower/cluster.py) and every thread of it arrives before it waits, so waiting
+    for all arrivals is the workgroup's barrier at the wait, and the arrive only orders the thread's earlier
+    accesses (release) before it."""
+    checked_cluster(lw)
     kinds = [m for m in ins.modifiers if m in ("arrive", "wait")]
     if ins.opcode != "barrier" or len(kinds) != 1 or ins.operands:
         raise lw.fail("expected barrier.cluster.arrive or barrier.cluster.wait, without operands")
@@ -228,7 +228,9 @@ def _block_size(lw: Lowering) -> ir.Value:
 def _shared_memory_barrier(lw: Lowering, barrier: ir.Value, expected: ir.Value, kind: str, vote: ir.Value) -> ir.Value:
     """Arrive at (and unless `kind` is arrive, wait for) a barrier of the shared-memory state; returns the
     phase's number of true votes for red, else 0 (see the module docstring)."""
-    builder, state = lw.builder, lw.callees.barrier_state
+    builder, state, layout = lw.builder, lw.callees.barrier_state, lw.callees.cluster
+    if layout is not None:  # each CTA of a cluster has its barriers in its own slice
+        state = layout.own_static(lw, state)
     cta = lw.target.syncscope("cta")
     everyone = builder.icmp_unsigned("==", expected, ir.Constant(I32, 0))
     expected = builder.select(everyone, _block_size(lw), expected)
@@ -251,9 +253,10 @@ def _shared_memory_barrier(lw: Lowering, barrier: ir.Value, expected: ir.Value, 
         "==", builder.urem(builder.add(arrivals, ir.Constant(I32, 1)), expected), ir.Constant(I32, 0))
     # Branch-free, so that no lane of a wave spins while another of it has yet to open the next phase:
     # the completing thread clears the next phase's counter and advances the generation, the others add 0.
-    if kind == "red":
-        keep = builder.select(completes, ir.Constant(I32, 0), ir.Constant(I32, -1))
-        atomic_rmw(builder, "and", counter(builder.add(phase, ir.Constant(I32, 1))), keep, Order("monotonic", cta), 4)
+    # Whatever the kind: a bar.sync phase between two bar.red ones of a barrier must clear the counter of
+    # the phase after it, which the red phase two before left its votes in.
+    keep = builder.select(completes, ir.Constant(I32, 0), ir.Constant(I32, -1))
+    atomic_rmw(builder, "and", counter(builder.add(phase, ir.Constant(I32, 1))), keep, Order("monotonic", cta), 4)
     advance = builder.sub(ir.Constant(I32, 1 << 16), expected)
     atomic_rmw(builder, "add", word, builder.select(completes, advance, ir.Constant(I32, 0)), Order("release", cta), 4)
     if kind == "arrive":

@@ -6,9 +6,10 @@ element type, swizzle and fill out of the map at run time and does the TMA unit'
 
 The issuing thread does the whole copy where it issues it, as for the other bulk copies (lower/asynccopy.py
 says why a synchronous copy is a correct asynchronous one, and how the complete-tx orders it). Programs
-issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere
-and cannot share the work; the thread moves 16-byte chunks where a chunk lies wholly inside the tensor at
-an aligned address, element by element elsewhere.
+issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere;
+unlike the plain bulk copies (passes/elected.py), tensor copies are not yet moved to where the warp rejoins
+and shared. The thread moves 16-byte chunks where a chunk lies wholly inside the tensor at an aligned
+address, element by element elsewhere.
 
 - Tile mode, rank r (the instruction's .Nd): the box holds ceil(box[i] / elementStride[i]) elements along
   dimension i, the element at box index k having tensor coordinate coord[i] + k·elementStride[i]; shared
@@ -30,8 +31,9 @@ an aligned address, element by element elsewhere.
   filled. Shared memory holds them pixel after pixel. Only loads have this mode here.
 - expect-tx: a load completes `box elements × element size` bytes on the mbarrier, out-of-bounds ones
   included, as the hardware counts them.
-- `.multicast::cluster` in a cluster of one CTA: the CTA is the only possible destination, written when
-  bit 0 of ctaMask is set.
+- `.multicast::cluster`: the box is loaded into each CTA of the cluster whose bit of ctaMask is set, at the
+  destination's CTA-relative offset, with the complete-tx on the mbarrier at its CTA-relative offset there
+  (a cluster is one workgroup, lower/cluster.py; in a cluster of one only bit 0 counts).
 - cp.reduce.async.bulk.tensor: each in-bounds element reduced into global memory by one relaxed atomic at
   .gpu scope, its type the map's element type (chosen at run time among the integer and f16/bf16/f32/f64
   types the ISA allows for the operation; a map of another type traps, as do min/max of f16/bf16, whose NaN
@@ -62,6 +64,7 @@ from fatkit.translate.lower.atomic import (
     fence,
     memory_order,
 )
+from fatkit.translate.lower.cluster import multicast_destinations
 from fatkit.translate.lower.convert import host_half_runtime
 from fatkit.translate.lower.core import F16, F32, F64, I1, I8, I16, I32, I64, Lowering, handles
 from fatkit.translate.ptx import ast
@@ -161,11 +164,15 @@ class _Box:
     address the swizzle reads, which on the host is an offset in the block's shared window, not the
     pointer's value)."""
 
-    def __init__(self, lw: Lowering, operand: ast.Operand):
+    def __init__(self, lw, operand: ast.Operand, shift: ir.Value | None = None):
+        """`shift` (i32): bytes past the operand's address, to another CTA's of a multicast."""
         if type(operand) is not ast.Address or operand.extra or operand.base is None:
             raise lw.fail("the box must be a shared [address]")
         self.lw, self.pointer = lw, lw.address(operand, "shared")
         self.address = lw.builder.add(lw.builder.zext(lw.read(operand.base, "u32"), I64), _const(operand.offset))
+        if shift is not None:
+            self.pointer = lw.builder.gep(self.pointer, [shift], source_etype=I8)
+            self.address = lw.builder.add(self.address, lw.builder.sext(shift, I64))
 
     def byte(self, linear: ir.Value, swizzle: ir.Value) -> ir.Value:
         """The pointer of byte `linear` of the box under swizzle mode `swizzle`: the byte at shared address a
@@ -293,24 +300,22 @@ def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bo
         if type(operands[3]) is not ast.Vector or len(operands[3].items) != rank - 2:
             raise lw.fail(f"an im2col copy of rank {rank} takes {rank - 2} im2col offsets {{…}}")
         offsets = [builder.sext(lw.read(item, "s16"), I64) for item in operands[3].items]
-    mask = lw.read(operands[3 + im2col], "b16") if multicast else None
     pointer, coordinates = _coordinates(lw, source, rank)
     tensor = _Map(lw, pointer, rank)
-    written = lw.function.append_basic_block("tensor.load.done")
-    if mask is not None:  # a cluster of one: this CTA is a destination only if bit 0 of ctaMask says so
-        mine = lw.function.append_basic_block("tensor.load.mine")
-        builder.cbranch(builder.trunc(mask, I1), mine, written)
-        builder.position_at_end(mine)
-    tensor.check(MODES["im2col" if im2col else "tiled"])
-    shared = _Box(lw, destination)
-    fill = tensor.filler()
-    if offsets is not None:
-        total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
+    if multicast:  # the box into each CTA whose bit of ctaMask is set (lower/cluster.py)
+        destinations = multicast_destinations(lw, lw.read(operands[3 + im2col], "b16"), [destination, mbar])
     else:
-        total = _load_tile(lw, tensor, shared, coordinates, fill)
-    _complete_tx(lw, mbar, total)
-    builder.branch(written)
-    builder.position_at_end(written)
+        destinations = [(ir.Constant(I1, 1), [None, None])]
+    for selected, (box_shift, mbar_shift) in destinations:
+        with builder.if_then(selected):
+            tensor.check(MODES["im2col" if im2col else "tiled"])
+            shared = _Box(lw, destination, box_shift)
+            fill = tensor.filler()
+            if offsets is not None:
+                total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
+            else:
+                total = _load_tile(lw, tensor, shared, coordinates, fill)
+            _complete_tx(lw, mbar, total, mbar_shift)
 
 
 def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:

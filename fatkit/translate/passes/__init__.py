@@ -5,6 +5,7 @@
                  unknown identifiers reported
  2. operands     vector `mov` operands packed/unpacked into scalar instructions, `.pred` immediates 0/1
  3. guards       `@p instr` → a guarded `bra` around the instruction (only `bra` stays guarded)
+ 3b. elected     a bulk copy one lane issues under elect.sync moved to where the warp rejoins, to be shared
  4. special      special registers read by one `mov` (at entry for those constant per thread)
  5. rounding     each floating-point instruction's rounding, ftz, sat with PTX's defaults (FloatMode)
  6. fp_mode      per function (and its callees): which f32 subnormal mode its instructions agree on
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fatkit.translate.passes import conversions, fp_mode, guards, operands, rounding, scopes, special, storage
+from fatkit.translate.passes import (
+    conversions, elected, fp_mode, guards, operands, rounding, scopes, special, storage,
+)
 from fatkit.translate.passes.base import Buffer, FloatMode, FpMode, PassError, Prepared, Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.ptx.printer import print_ptx
@@ -25,6 +28,7 @@ PASSES: tuple[tuple[str, Callable[[Prepared], Prepared]], ...] = (
     ("scopes", scopes.run),
     ("operands", operands.run),
     ("guards", guards.run),
+    ("elected", elected.run),
     ("special", special.run),
     ("rounding", rounding.run),
     ("fp_mode", fp_mode.run),

@@ -313,6 +313,9 @@ class AmdgpuTarget(Target):
         if not objects:
             raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
                               + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
+        clusters = {k.signature.name: list(k.cluster) for k in kernels if k.cluster is not None}
+        if clusters:
+            objects = [with_cluster_metadata(data, clusters) for data in objects]
         product = link(objects if len(objects) == 1 else with_one_metadata_note(objects))
         order = [k.signature.name for k in kernels]
         return Compiled(product, {name: failed[name] for name in order if name in failed})
@@ -599,6 +602,19 @@ def with_one_metadata_note(objects: list[bytes]) -> list[bytes]:
     merged["amdhsa.kernels"] = [kernel for _, _, metadata, _ in found for kernel in metadata["amdhsa.kernels"]]
     return [_with_note_section(data, *found[index][:2], (merged if index == 0 else None), found[index][3])
             for index, data in enumerate(objects)]
+
+
+CLUSTER_DIMS_KEY = ".fatkit.cluster_dims"  # a kernel's CTAs a workgroup runs: [x, y, z] (docs/runtime.md)
+
+
+def with_cluster_metadata(data: bytes, clusters: dict[str, list[int]]) -> bytes:
+    """A relocatable object whose metadata note gives each kernel of `clusters` (name → cluster shape) its
+    CLUSTER_DIMS_KEY, the launch geometry the shim owes it."""
+    view, section, metadata, notes = _metadata_note_section(data)
+    for kernel in metadata["amdhsa.kernels"]:
+        if kernel.get(".name") in clusters:
+            kernel[CLUSTER_DIMS_KEY] = clusters[kernel[".name"]]
+    return _with_note_section(data, view, section, metadata, notes)
 
 
 def _metadata_note_section(data: bytes) -> tuple[ElfView, Section, dict, list[Note]]:

@@ -49,6 +49,7 @@ class LoweredKernel:
     shared_bytes: int = 0  # static .shared memory of the kernel (LDS on AMDGPU)
     barriers: bool = False  # whether the kernel (or a function it calls) waits at bar.sync
     shared_padding: int = 0  # the most alignment padding a different order of the .shared variables adds
+    cluster: tuple[int, int, int] | None = None  # the CTAs of a cluster that one workgroup runs (lower/cluster.py)
 
 
 @dataclass(frozen=True)

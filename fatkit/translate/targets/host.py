@@ -49,6 +49,9 @@ WARP = 32
 _DEADLOCK_S = 30.0  # a rendezvous still waiting after this long never completes (mismatched membermasks)
 _launches = itertools.count(1)
 DYNAMIC_SHARED_CAPACITY = 227 * 1024  # the most dynamic shared memory a CUDA block may have (sm_90)
+# Named barrier ids of a block: a CTA's 16, for each of the up to 16 CTAs of a cluster that runs as one block
+# (lower/cluster.py gives CTA r the ids 16·r + b).
+NAMED_BARRIER_IDS = 16 * 16
 
 
 def dynamic_shared_symbol(kernel: str) -> str:
@@ -182,14 +185,15 @@ class _NamedBarriers:
 
     def __init__(self, threads: int, errors: list[str]) -> None:
         self.live, self.errors = threads, errors
-        self.arrived, self.votes, self.expected = [0] * 16, [0] * 16, [0] * 16
-        self.generation = [0] * 16
+        ids = NAMED_BARRIER_IDS
+        self.arrived, self.votes, self.expected = [0] * ids, [0] * ids, [0] * ids
+        self.generation = [0] * ids
         self.results: dict[tuple[int, int], tuple[int, int]] = {}  # (barrier, generation) → (votes, arrivals)
         self.condition = threading.Condition()
 
     def arrive(self, barrier: int, expected: int, operation: int, predicate: int) -> int:
-        if barrier > 15:
-            self.errors.append(f"barrier {barrier} does not exist (0–15)")
+        if barrier >= NAMED_BARRIER_IDS:
+            self.errors.append(f"barrier {barrier} does not exist (0–{NAMED_BARRIER_IDS - 1})")
             return 0
         with self.condition:
             generation = self.generation[barrier]
@@ -210,7 +214,7 @@ class _NamedBarriers:
     def leave(self) -> None:
         with self.condition:
             self.live -= 1
-            for barrier in range(16):
+            for barrier in range(NAMED_BARRIER_IDS):
                 self._complete(barrier)
 
     def _complete(self, barrier: int) -> None:

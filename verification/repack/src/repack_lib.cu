@@ -1,7 +1,8 @@
 // The shared library of the repack check. repack_lib_run launches scale_add, histogram and cluster_ranks and
 // returns an FNV-1a checksum of their outputs (and the histogram and ranks, for the checker's reference).
-// cluster_ranks reads its rank in a thread-block cluster: AMD GPUs have no clusters, so fatkit cannot
-// translate it and the repack must list it with that reason; on NVIDIA it runs in both builds.
+// cluster_ranks reads its rank in a thread-block cluster of 2 CTAs that may hold 1024 threads each: AMD GPUs
+// have no clusters and fatkit runs one only as a workgroup of at most 1024 threads, so it cannot translate
+// it and the repack must list it with that reason; on NVIDIA it runs in both builds.
 #include <cstdint>
 #include <vector>
 #include <cooperative_groups.h>
@@ -22,7 +23,7 @@ __global__ void histogram(const float* y, unsigned int* bins, int n) {
     if (i < n) atomicAdd(&bins[mix32(__float_as_uint(y[i])) % BINS], 1u);
 }
 
-__global__ void __cluster_dims__(2, 1, 1) cluster_ranks(unsigned int* ranks) {
+__global__ void __launch_bounds__(1024) __cluster_dims__(2, 1, 1) cluster_ranks(unsigned int* ranks) {
     if (threadIdx.x == 0) ranks[blockIdx.x] = cooperative_groups::this_cluster().block_rank();
 }
 

@@ -1,0 +1,371 @@
+"""Thread-block clusters of several CTAs, run as one AMD workgroup.
+
+AMD GPUs before gfx1250 launch no clusters, but a cluster of k CTAs of blockDim threads fits one workgroup
+when k·blockDim ≤ 1024 threads and k times a CTA's shared memory fits the workgroup's LDS. Such a kernel
+(its cluster shape static: `.reqnctapercluster x, y, z`) is lowered for that launch (the shim's duty,
+docs/runtime.md): workgroups of (ntid.x, ntid.y, ntid.z·k) threads, CTA rank r the r-th slab of ntid.z
+layers along z (so each CTA's threads are consecutive in the workgroup's linear order and its warps are
+whole waves or wave halves when blockDim is a multiple of 32), and a grid of (nctaid.x/cx, nctaid.y/cy,
+nctaid.z/cz) workgroups, one a cluster.
+
+- The special registers are synthesised from the workgroup's (`ClusterTarget`): %tid.z = tid.z mod ntid.z,
+  %ntid.z = the workgroup's / k, r = tid.z div ntid.z, %cluster_ctaid = r's (x, y, z) in the cluster shape
+  (x fastest, as %cluster_ctarank counts), %ctaid = workgroup id · shape + %cluster_ctaid, %nctaid = the
+  workgroups · shape, %clusterid/%nclusterid = the workgroup id / count.
+- Shared memory: the kernel's static .shared variables lie in one block of k slices of `stride` bytes (the
+  CTA's static bytes rounded to their largest alignment); CTA r's variable is at slice r, its offset added
+  where the variable's address is taken (`own_variables`). Dynamic shared memory: the launch gives k times a
+  CTA's bytes, CTA r's are the r-th k-th part. A .shared::cta address is so also the workgroup's LDS
+  address, which is what a .shared::cluster address is here: `mapa` moves an address by the slices between
+  two ranks, `getctarank` divides by the slice, and ld/st/atom/mbarrier/bulk copies on .shared::cluster
+  addresses are LDS accesses of the right CTA.
+- Barriers: `bar`/`barrier` of a CTA wait for that CTA's threads only (a workgroup `s_barrier` would wait
+  for all k CTAs and deadlock where they diverge): every barrier form goes through the named barriers
+  (lower/sync.py), kept per CTA — the shared-memory state lies in the CTA's slice; the host's named-barrier
+  call gets ids 16·r + b — and a barrier without a thread count waits for the CTA's blockDim threads.
+  `barrier.cluster.arrive/wait` is the workgroup's barrier. `.cluster` scope is the agent's on AMDGPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from fatkit.translate.lower.core import I1, I32, I64, Unsupported, handles, reads_special
+from fatkit.translate.lower.special import MAX_BLOCK_THREADS
+from fatkit.translate.ptx import ast
+from fatkit.translate.targets.base import Target
+
+WORKGROUP_LDS = 64 * 1024  # LDS one AMD workgroup may use on gfx9 (gfx90a, gfx942) and RDNA
+CLUSTER_DIRECTIVES = ("reqnctapercluster", "explicitcluster", "maxclusterrank")
+BARRIER_IDS = 16  # bar/barrier ids a CTA has
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """A static cluster shape of more than one CTA."""
+
+    dims: tuple[int, int, int]
+
+    @property
+    def ctas(self) -> int:
+        return math.prod(self.dims)
+
+
+def declared_cluster(kernel: ast.Function) -> dict[str, tuple[int, ...]]:
+    """The kernel's cluster directives by name."""
+    return {d.name: tuple(d.values) for d in kernel.directives if d.name in CLUSTER_DIRECTIVES}
+
+
+def static_cluster(kernel: ast.Function) -> ClusterShape | None:
+    """The cluster shape `.reqnctapercluster` fixes, when it holds more than one CTA; raises Unsupported
+    where k·(the threads `.reqntid`/`.maxntid` allow) cannot be one workgroup."""
+    shape = declared_cluster(kernel).get("reqnctapercluster")
+    if shape is None or math.prod(shape) == 1:
+        return None
+    dims = (tuple(shape) + (1, 1))[:3]
+    cluster = ClusterShape((dims[0], dims[1], dims[2]))
+    threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
+    if threads is not None and cluster.ctas * threads > MAX_BLOCK_THREADS:
+        raise Unsupported(kernel.name, ".reqnctapercluster", kernel.line,
+                          f"clusters of {cluster.ctas} CTAs of {threads} threads cannot run as one workgroup "
+                          f"({cluster.ctas * threads} > {MAX_BLOCK_THREADS} threads), and AMD has no "
+                          "thread-block clusters")
+    return cluster
+
+
+def check_shared_fits(kernel: ast.Function, cluster: ClusterShape, stride: int) -> None:
+    """Refuse the kernel when k CTAs' static shared memory exceeds one workgroup's LDS."""
+    if cluster.ctas * stride > WORKGROUP_LDS:
+        raise Unsupported(kernel.name, ".reqnctapercluster", kernel.line,
+                          f"clusters of {cluster.ctas} CTAs of {stride} bytes of shared memory cannot run as "
+                          f"one workgroup ({cluster.ctas * stride} > {WORKGROUP_LDS} bytes of LDS), and AMD "
+                          "has no thread-block clusters")
+
+
+def cluster_target(target: Target, cluster: ClusterShape | None) -> Target:
+    """The target as the kernel's CTAs see it: `target` itself outside a cluster of several CTAs."""
+    return target if cluster is None else ClusterTarget(target, cluster)
+
+
+class ClusterTarget:
+    """A target whose dimension registers are a CTA's of a cluster running as one workgroup (module
+    docstring); everything else is the wrapped target's."""
+
+    def __init__(self, hardware: Target, cluster: ClusterShape) -> None:
+        self.hardware, self.cluster = hardware, cluster
+
+    def __getattr__(self, name: str):
+        return getattr(self.hardware, name)
+
+    def _k(self) -> ir.Constant:
+        return ir.Constant(I32, self.cluster.ctas)
+
+    def cta_depth(self, builder: ir.IRBuilder) -> ir.Value:
+        """The CTA's ntid.z: the workgroup's z size / k."""
+        return builder.udiv(self.hardware.special_register(builder, "%ntid", "z"), self._k())
+
+    def rank(self, builder: ir.IRBuilder) -> ir.Value:
+        """%cluster_ctarank: which slab of the workgroup's z layers the thread is in."""
+        return builder.udiv(self.hardware.special_register(builder, "%tid", "z"), self.cta_depth(builder))
+
+    def cluster_ctaid(self, builder: ir.IRBuilder, component: str) -> ir.Value:
+        x, y, _ = self.cluster.dims
+        rank = self.rank(builder)
+        if component == "x":
+            return builder.urem(rank, ir.Constant(I32, x))
+        if component == "y":
+            return builder.urem(builder.udiv(rank, ir.Constant(I32, x)), ir.Constant(I32, y))
+        return builder.udiv(rank, ir.Constant(I32, x * y))
+
+    def special_register(self, builder: ir.IRBuilder, register: str, component: str) -> ir.Value:
+        hardware = self.hardware.special_register
+        size = ir.Constant(I32, self.cluster.dims["xyz".index(component)])
+        if register == "%tid":
+            tid = hardware(builder, "%tid", component)
+            return builder.urem(tid, self.cta_depth(builder)) if component == "z" else tid
+        if register == "%ntid":
+            return self.cta_depth(builder) if component == "z" else hardware(builder, "%ntid", component)
+        if register == "%ctaid":
+            first = builder.mul(hardware(builder, "%ctaid", component), size)
+            return builder.add(first, self.cluster_ctaid(builder, component))
+        return builder.mul(hardware(builder, "%nctaid", component), size)  # %nctaid
+
+    def linear_thread(self, builder: ir.IRBuilder) -> ir.Value:
+        return Target.linear_thread(self, builder)  # the CTA's, from its registers
+
+    def dynamic_shared_size(self, builder: ir.IRBuilder) -> ir.Value:
+        """A CTA's part of the launch's dynamic shared memory (the launch gives k parts)."""
+        return builder.udiv(self.hardware.dynamic_shared_size(builder), self._k())
+
+    def named_barrier(self, builder, barrier, expected, operation, predicate):
+        """The host's named barriers, BARRIER_IDS a CTA; a barrier without a count waits for the CTA."""
+        everyone = builder.icmp_unsigned("==", expected, ir.Constant(I32, 0))
+        ntid = [self.special_register(builder, "%ntid", c) for c in "xyz"]
+        cta = builder.mul(builder.mul(ntid[0], ntid[1]), ntid[2])
+        own = builder.add(builder.mul(self.rank(builder), ir.Constant(I32, BARRIER_IDS)), barrier)
+        return self.hardware.named_barrier(builder, own, builder.select(everyone, cta, expected), operation,
+                                           predicate)
+
+
+@dataclass
+class ClusterLayout:
+    """Where each CTA's shared memory lies (module docstring): `stride` bytes a CTA of static variables, the
+    `dynamic` variables' a k-th of the launch's dynamic bytes."""
+
+    cluster: ClusterShape
+    stride: int
+    dynamic: frozenset[str]
+    block_name: str  # the global (AMDGPU) or window offset (host) holding the static slices
+
+    def entry_delta(self, builder: ir.IRBuilder, target: ClusterTarget) -> ir.Value:
+        """The i32 byte offset of the executing CTA's static slice."""
+        return builder.mul(target.rank(builder), ir.Constant(I32, self.stride))
+
+    def deltas(self, lw) -> tuple[ir.Value, ir.Value | None]:
+        """(static, dynamic) i32 byte offsets of the executing CTA's slices, computed once a function."""
+        cached = lw.__dict__.get("_cluster_deltas")
+        if cached is None:
+            builder, target = lw.builder, lw.target
+            cached = (self.entry_delta(builder, target),
+                      builder.mul(target.rank(builder), target.dynamic_shared_size(builder)) if self.dynamic else None)
+            lw._cluster_deltas = cached
+        return cached
+
+    def own_variables(self, lw, memory: dict[str, tuple[str, ir.Value]]) -> dict[str, tuple[str, ir.Value]]:
+        """The executing CTA's copies of the .shared variables of `memory`; called where a function begins,
+        which computes the CTA's offsets there, where every later use sees them."""
+        static, dynamic = self.deltas(lw)
+        return {name: (space, lw.builder.gep(pointer, [dynamic if name in self.dynamic else static],
+                                             source_etype=ir.IntType(8)))
+                for name, (space, pointer) in memory.items() if space == "shared"}
+
+    def own_offset(self, lw, name: str, offset: ir.Constant) -> ir.Value:
+        """A variable's shared address (a window offset, on the host) in the executing CTA's slice."""
+        static, dynamic = self.deltas(lw)
+        delta = dynamic if name in self.dynamic else static
+        return lw.builder.add(offset, lw.convert(delta, "u32", _integer(offset.type)))
+
+    def own_static(self, lw, pointer: ir.Value) -> ir.Value:
+        """`pointer` (into CTA 0's static slice) moved to the executing CTA's."""
+        return lw.builder.gep(pointer, [self.deltas(lw)[0]], source_etype=ir.IntType(8))
+
+
+def _integer(ty: ir.IntType) -> str:
+    return {32: "u32", 64: "u64"}[ty.width]
+
+
+# ------------------------------------------------------------------------------------------------ lowering
+
+def _launching_kernel(lw) -> ast.Function:
+    """The kernel being lowered: the body itself, or, for a .func, the kernel whose LLVM module (named after
+    it) the function is lowered into."""
+    if lw.kernel.is_kernel:
+        return lw.kernel
+    prepared = lw.callees.prepared
+    kernel = prepared.module.function(lw.builder.module.name) if prepared is not None else None
+    if kernel is None or not kernel.is_kernel:
+        raise lw.fail("a cluster form in a function lowered outside a known kernel")
+    return kernel
+
+
+def checked_cluster(lw) -> ClusterLayout | None:
+    """The layout of the kernel's cluster of several CTAs, None in a cluster of one CTA (a kernel without
+    cluster directives, or `.reqnctapercluster 1, 1, 1`); raises for a kernel whose cluster shape only the
+    launch gives (`.explicitcluster` or `.maxclusterrank` above 1 without `.reqnctapercluster`), which a
+    translation made ahead of the launch cannot synthesise the CTA registers for."""
+    if lw.callees.cluster is not None:
+        return lw.callees.cluster
+    kernel = _launching_kernel(lw)
+    declared = declared_cluster(kernel)
+    if "reqnctapercluster" in declared:
+        return None  # of one CTA: lower_kernel made a layout for more
+    if "explicitcluster" in declared:
+        raise lw.fail(f"{kernel.name} declares .explicitcluster without .reqnctapercluster: its cluster shape is "
+                      "given at launch, and fatkit lowers clusters (as one AMD workgroup) only of a shape fixed "
+                      "in the PTX")
+    rank = declared.get("maxclusterrank")
+    if rank and rank[0] > 1:
+        raise lw.fail(f"{kernel.name} allows clusters of up to {rank[0]} CTAs (.maxclusterrank) of a shape given "
+                      "at launch, and fatkit lowers clusters (as one AMD workgroup) only of a shape fixed in the PTX")
+    return None
+
+
+def explicit_cluster(lw) -> bool:
+    """%is_explicit_cluster: whether the kernel declares its cluster shape (a cluster of one CTA is implied
+    by a launch without cluster dimensions; `.maxclusterrank` only bounds the shape)."""
+    checked_cluster(lw)
+    declared = declared_cluster(_launching_kernel(lw))
+    return "reqnctapercluster" in declared or "explicitcluster" in declared
+
+
+@reads_special("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
+               "%cluster_nctarank", "%is_explicit_cluster")
+def cluster_register(lw, operand):
+    """In a cluster of several CTAs the registers ClusterTarget synthesises; in a cluster of one CTA the
+    cluster is the CTA (%clusterid = %ctaid, %nclusterid = %nctaid), rank 0 at (0, 0, 0) of 1x1x1."""
+    layout = checked_cluster(lw)
+    if operand.name == "%is_explicit_cluster":
+        return ir.Constant(I1, int(explicit_cluster(lw))), "pred"
+    target, builder = lw.target, lw.builder
+    if operand.name == "%cluster_ctarank":
+        return (target.rank(builder) if layout else ir.Constant(I32, 0)), "u32"
+    if operand.name == "%cluster_nctarank":
+        return ir.Constant(I32, layout.cluster.ctas if layout else 1), "u32"
+    if operand.component not in ("x", "y", "z"):
+        raise lw.fail(f"special register {operand.name} needs .x/.y/.z")
+    if operand.name in ("%clusterid", "%nclusterid"):
+        grid = "%ctaid" if operand.name == "%clusterid" else "%nctaid"
+        hardware = target.hardware if layout else target  # a cluster is one workgroup
+        return hardware.special_register(builder, grid, operand.component), "u32"
+    if operand.name == "%cluster_ctaid":
+        return (target.cluster_ctaid(builder, operand.component) if layout else ir.Constant(I32, 0)), "u32"
+    size = layout.cluster.dims["xyz".index(operand.component)] if layout else 1
+    return ir.Constant(I32, size), "u32"  # %cluster_nctaid
+
+
+def _shared_offset(lw, value: ir.Value, t: str) -> ir.Value:
+    """The i32 shared address of `value`: itself for .u32, a generic address's place in .shared for .u64."""
+    if t == "u32":
+        return value
+    window = lw.callees.window
+    if window is not None:  # host: generic = the window's address + the offset
+        return lw.builder.trunc(lw.builder.sub(value, lw.builder.ptrtoint(window.base, I64)), I32)
+    generic = lw.builder.inttoptr(value, ir.PointerType())
+    shared = lw.builder.addrspacecast(generic, ir.PointerType(addrspace=lw.target.shared_address_space))
+    return lw.builder.ptrtoint(shared, I32)
+
+
+def _region(lw, layout: ClusterLayout, offset: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(start of CTA 0's slice, slice bytes) of the region — static or dynamic shared memory — that shared
+    address `offset` lies in."""
+    builder = lw.builder
+    static_start = _start(lw, layout.block_name)
+    if not layout.dynamic:
+        return static_start, ir.Constant(I32, layout.stride)
+    dynamic_start = _start(lw, min(layout.dynamic))
+    dynamic = builder.icmp_unsigned(">=", offset, dynamic_start)
+    return (builder.select(dynamic, dynamic_start, static_start),
+            builder.select(dynamic, lw.target.dynamic_shared_size(builder), ir.Constant(I32, layout.stride)))
+
+
+def _start(lw, name: str) -> ir.Value:
+    """The shared address of CTA 0's copy of `name` (a variable, or the static block)."""
+    window = lw.callees.window
+    if window is not None:
+        return ir.Constant(I32, window.offsets.get(name, 0))  # the static block opens the window
+    pointer = lw.callees.module.globals[name]
+    return lw.builder.ptrtoint(pointer, I32)
+
+
+@handles("mapa")
+def mapa(lw, ins):
+    """`mapa{.shared::cluster}.u32/.u64 d, a, rank`: a's location in the shared memory of CTA `rank` of the
+    cluster: a moved by the slices between the executing CTA and `rank` (a shared::cluster address is the
+    workgroup's LDS address; .u64 takes and gives generic addresses). In a cluster of one CTA the only rank
+    is 0, the executing CTA (a larger rank is out of range, which the ISA leaves undefined): d = a."""
+    layout = checked_cluster(lw)
+    lw.check_modifiers(ins, {"shared::cluster"})
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("mapa takes .u32 or .u64")
+    d, address, rank = lw.operands(ins, 3)
+    value, peer = lw.read(address, t), lw.read(rank, "u32")
+    if layout is None:
+        lw.write(d, value, t)
+        return
+    builder = lw.builder
+    _, stride = _region(lw, layout, _shared_offset(lw, value, t))
+    delta = builder.mul(builder.sub(peer, lw.target.rank(builder)), stride)
+    lw.write(d, builder.add(value, builder.sext(delta, value.type) if t == "u64" else delta), t)
+
+
+@handles("getctarank")
+def getctarank(lw, ins):
+    """`getctarank{.shared::cluster}.u32 d, a`: the rank of the CTA whose shared memory `a` addresses: its
+    slice; in a cluster of one CTA, 0."""
+    layout = checked_cluster(lw)
+    lw.check_modifiers(ins, {"shared::cluster"})
+    (t,) = lw.types(ins, 1)
+    if t not in ("u32", "u64"):
+        raise lw.fail("getctarank takes .u32 or .u64")
+    d, address = lw.operands(ins, 2)
+    value = lw.read(address, t)
+    if layout is None:
+        lw.write(d, ir.Constant(I32, 0), "u32")
+        return
+    offset = _shared_offset(lw, value, t)
+    start, stride = _region(lw, layout, offset)
+    lw.write(d, lw.builder.udiv(lw.builder.sub(offset, start), stride), "u32")
+
+
+def _shift_to(lw, layout: ClusterLayout, address: ir.Value, rank: int) -> ir.Value:
+    """The i32 byte shift that moves shared::cluster address `address` to the same CTA-relative offset in
+    the shared memory of CTA `rank`."""
+    builder = lw.builder
+    start, stride = _region(lw, layout, address)
+    owner = builder.udiv(builder.sub(address, start), stride)
+    return builder.mul(builder.sub(ir.Constant(I32, rank), owner), stride)
+
+
+def multicast_destinations(lw, mask: ir.Value, addresses: list[ast.Operand]) -> list[tuple[ir.Value, list]]:
+    """`.multicast::cluster` with 16-bit `ctaMask`: for each CTA rank of the cluster, whether its bit is set
+    and, per [address] operand of `addresses` (shared::cluster addresses: the destination, the mbarrier),
+    the i32 shift to the same CTA-relative offset in that CTA (None: no shift, in a cluster of one)."""
+    layout = checked_cluster(lw)
+    builder = lw.builder
+    destinations = []
+    for rank in range(layout.cluster.ctas if layout else 1):
+        selected = builder.trunc(builder.lshr(builder.zext(mask, I32), ir.Constant(I32, rank)), I1)
+        shifts = [None if layout is None else _shift_to(lw, layout, _address_value(lw, a), rank) for a in addresses]
+        destinations.append((selected, shifts))
+    return destinations
+
+
+def _address_value(lw, operand: ast.Operand) -> ir.Value:
+    """The i32 shared address an [address] operand names."""
+    if type(operand) is not ast.Address or operand.base is None or operand.extra:
+        raise lw.fail("expected a shared [address]")
+    return lw.builder.add(lw.read(operand.base, "u32"), ir.Constant(I32, operand.offset & 0xFFFFFFFF))
