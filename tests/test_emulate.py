@@ -391,6 +391,37 @@ def test_module_constants_and_globals(target):
     assert int(stats.image[counter.value:counter.value + 4].view(np.uint32)[0]) == sum(want)
 
 
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_module_keeps_its_globals_from_launch_to_launch(target):
+    """Module: the image is loaded once, so the counter one launch adds to is there for the next (and a host
+    write by symbol is what the kernel sees); launch() loads a fresh image each time."""
+    from fatkit.emulate import Module
+    n = 24
+    primes = [2, 3, 5, 7, 11, 13, 17, 19]
+    per_launch = sum(primes[i % 8] for i in range(n))
+    module = Module(code_object(GLOBALS, target))
+    counter = module.symbol("counter").view(np.uint32)
+    assert counter.shape == (1,) and counter[0] == 0
+    seen = []
+    for start in (0, 0, 0xFFFFFF00):
+        if start:
+            counter[0] = start
+        module.launch("globals", (1, 1, 1), (n, 1, 1), [np.zeros(n, dtype=np.uint32)])
+        seen.append(int(counter[0]))
+    assert seen == [per_launch, 2 * per_launch, (0xFFFFFF00 + per_launch) & 0xFFFFFFFF]
+    # the `where` global holds the counter's address after the relocation: the address the module reports
+    assert int(module.symbol("where").view(np.uint64)[0]) == module.address("counter")
+    assert module.read(module.address("primes"), 8) == bytes([2, 0, 0, 0, 3, 0, 0, 0])
+    again = launch(code_object(GLOBALS, target), "globals", (1, 1, 1), (n, 1, 1), [np.zeros(n, dtype=np.uint32)])
+    offset = module.symbols["counter"].value
+    assert int(again.image[offset:offset + 4].view(np.uint32)[0]) == per_launch
+    with pytest.raises(FatkitError, match="no symbol 'missing'"):
+        module.address("missing")
+    with pytest.raises(FatkitError, match="outside the loaded code object"):
+        module.read(module.base - 4, 8)
+
+
 HIDDEN = """
 .visible .entry dims(.param .u64 pout)
 {

@@ -1,6 +1,8 @@
 """Run AMDGPU code objects on the CPU: an executor built on the ISA tables of the `tinygrad` wheel.
 
-`launch(code_object, kernel, grid, block, args, shared=0) -> LaunchStats`. Needs `tinygrad>=0.14,<0.15`
+`launch(code_object, kernel, grid, block, args, shared=0) -> LaunchStats` runs one launch on a freshly loaded
+image; `Module(code_object)` loads it once, so module globals persist from one `.launch` to the next, and
+reads and writes them by symbol (`.symbol(name)`, `.address(name)`). Needs `tinygrad>=0.14,<0.15`
 (the `test` extra); it is imported on first use, and its absence is a FatkitError. docs/emulate.md says what
 is modelled and what is not.
 """
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 from fatkit.errors import FatkitError
 
 if TYPE_CHECKING:
+    from fatkit.emulate.dispatch import Module
     from fatkit.emulate.executor import LaunchStats
 
 
@@ -34,4 +37,12 @@ def launch(code_object: bytes, kernel: str, grid: tuple[int, int, int], block: t
     return run(code_object, kernel, grid, block, args, shared)
 
 
-__all__ = ["launch"]
+def __getattr__(name: str) -> object:
+    # Module is imported on first use, as launch imports the executor: importing fatkit.emulate stays cheap
+    if name == "Module":
+        from fatkit.emulate.dispatch import Module
+        return Module
+    raise AttributeError(f"module 'fatkit.emulate' has no attribute {name!r}")
+
+
+__all__ = ["Module", "launch"]
