@@ -422,6 +422,70 @@ def test_a_module_keeps_its_globals_from_launch_to_launch(target):
         module.read(module.base - 4, 8)
 
 
+# loops whose exit LLVM compares against a 16-bit immediate: s_cmpk_gt_u32, s_cmpk_gt_i32 (negative) and
+# s_cmpk_eq_i32 on both targets. The compare reads the SGPR its sdst field names (it once read the immediate
+# for both sides, so every such loop left after one pass)
+CMPK = """
+.visible .entry cmpk(.param .u64 pout, .param .u32 start)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [pout];
+    ld.param.u32 %r1, [start];
+    mov.u32 %r2, 0;
+$up:
+    mul.lo.u32 %r1, %r1, 3;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r1, 40000;
+    @%p1 bra $up;
+    ld.param.u32 %r3, [start];
+    neg.s32 %r3, %r3;
+    mov.u32 %r4, 0;
+$down:
+    mad.lo.s32 %r3, %r3, 2, -1;
+    add.u32 %r4, %r4, 1;
+    setp.gt.s32 %p2, %r3, -300;
+    @%p2 bra $down;
+    ld.param.u32 %r5, [start];
+    mov.u32 %r6, 0;
+$ne:
+    mul.lo.u32 %r5, %r5, 5;
+    add.u32 %r6, %r6, 1;
+    setp.ne.u32 %p3, %r5, 1250;
+    @%p3 bra $ne;
+    st.global.v4.u32 [%rd1], {%r2, %r4, %r6, %r1};
+    ret;
+}
+"""
+
+
+def _cmpk_counts(start: int) -> list[int]:
+    x, up = start, 0
+    while True:
+        x, up = x * 3 & 0xFFFFFFFF, up + 1
+        if x >= 40000:
+            break
+    y, down = -start, 0
+    while True:
+        y, down = 2 * y - 1, down + 1
+        if y <= -300:
+            break
+    z, ne = start, 0
+    while True:
+        z, ne = z * 5 & 0xFFFFFFFF, ne + 1
+        if z == 1250:
+            break
+    return [up, down, ne, x]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loops_exit_on_scalar_compares_with_an_immediate(target):
+    out = np.zeros(4, dtype=np.uint32)
+    launch(code_object(CMPK, target), "cmpk", (1, 1, 1), (1, 1, 1), [out, np.uint32(2)])
+    assert out.tolist() == _cmpk_counts(2) == [10, 7, 4, 118098]
+
+
 HIDDEN = """
 .visible .entry dims(.param .u64 pout)
 {

@@ -413,7 +413,15 @@ class Preparer:
         for param in fn.params:
             if param == "S0" and hasattr(inst, "ssrc0"):
                 getters.append(self.source(inst, inst.ssrc0, bits["s0"], None, literal))
+            elif param == "S0" and kind.startswith("SOPK") and name.startswith("S_CMPK"):
+                # the compares read the SGPR the sdst field names (S0) against the immediate (SIMM16 on
+                # gfx11, S1 in the CDNA tables); the other SOPK ops call the immediate S0
+                d = inst.sdst.offset
+                getters.append(lambda w, d=d: w.sread(d, 1))
             elif param == "S0" and kind.startswith("SOPK"):
+                value = inst.simm16
+                getters.append(lambda w, value=value: value)
+            elif param == "S1" and kind.startswith("SOPK"):
                 value = inst.simm16
                 getters.append(lambda w, value=value: value)
             elif param == "S1" and hasattr(inst, "ssrc1"):
