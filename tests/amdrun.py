@@ -3,7 +3,8 @@ host target's programs, so a test table can be parametrised over TARGETS with th
 
 `program(ptx, target)` returns something with `.launch(kernel, args, grid=, block=, shared_bytes=)` for every
 target, and a module global's address and the memory there (`.address(name)`, `.read(address, size)`,
-`.string_at(address)`); the module stays loaded, so its globals keep their values from launch to launch.
+`.write(address, data)`, `.string_at(address)`); the module stays loaded, so its globals keep their values
+from launch to launch.
 `args` hold ctypes arrays or numpy arrays (device memory, passed by address to the host JIT and as buffers to
 the emulator), Python ints and floats (by value, sized by the parameter) and bytes (.b8 arrays).
 """
@@ -45,6 +46,9 @@ class HostProgram:
     def read(self, address: int, size: int) -> bytes:
         return ctypes.string_at(address, size)
 
+    def write(self, address: int, data: bytes) -> None:
+        ctypes.memmove(address, data, len(data))
+
     def string_at(self, address: int) -> bytes:
         return ctypes.string_at(address)
 
@@ -73,6 +77,9 @@ class EmulatedProgram:
 
     def read(self, address: int, size: int) -> bytes:
         return self.module.read(address, size)
+
+    def write(self, address: int, data: bytes) -> None:
+        self.module.write(address, data)
 
     def string_at(self, address: int) -> bytes:
         return self.module.string_at(address)

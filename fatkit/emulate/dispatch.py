@@ -174,6 +174,13 @@ class Module:
             raise FatkitError(f"{size} bytes at 0x{address:x} lie outside the loaded code object")
         return bytes(self.image[offset:offset + size])
 
+    def write(self, address: int, data: bytes) -> None:
+        """Write bytes into the image at a host address (a global's new value before a launch)."""
+        offset = address - self.base
+        if offset < 0 or offset + len(data) > len(self.image):
+            raise FatkitError(f"{len(data)} bytes at 0x{address:x} lie outside the loaded code object")
+        self.image[offset:offset + len(data)] = np.frombuffer(bytes(data), np.uint8)
+
     def string_at(self, address: int, limit: int = 1 << 16) -> bytes:
         """The NUL-terminated string of the image at a host address (at most `limit` bytes)."""
         offset = address - self.base
