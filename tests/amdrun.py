@@ -52,8 +52,9 @@ class HostProgram:
     def string_at(self, address: int) -> bytes:
         return ctypes.string_at(address)
 
-    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0):
-        converted = []
+    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0,
+               buffers=()):
+        converted = []  # `buffers` (memory reached through addresses stored elsewhere) is all host memory here
         for arg in args:
             if isinstance(arg, ctypes.Array):
                 converted.append(ctypes.addressof(arg))
@@ -84,7 +85,9 @@ class EmulatedProgram:
     def string_at(self, address: int) -> bytes:
         return self.module.string_at(address)
 
-    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0):
+    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0,
+               buffers=()):
+        """`buffers`: arrays the kernel reaches through addresses stored elsewhere (a tensor map's tensor)."""
         params = [a for a in self.kernels[kernel].args if not str(a.get(".value_kind", "")).startswith("hidden_")]
         converted = []
         for arg, param in zip(args, params):
@@ -104,7 +107,8 @@ class EmulatedProgram:
                 converted.append(arg)
         if len(args) != len(params):
             converted = list(args)  # let the emulator report the count
-        return self.module.launch(kernel, tuple(grid), tuple(block), converted, shared_bytes)
+        return self.module.launch(kernel, tuple(grid), tuple(block), converted, shared_bytes,
+                                  tuple(_buffer(b) for b in buffers))
 
 
 def program(ptx: str, target: str = "host", **options):

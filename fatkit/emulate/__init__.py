@@ -28,13 +28,14 @@ def _require_tinygrad() -> None:
 
 
 def launch(code_object: bytes, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-           args: list, shared: int = 0) -> LaunchStats:
+           args: list, shared: int = 0, buffers: tuple = ()) -> LaunchStats:
     """Run `kernel` of the code object over `grid` × `block` threads; `args` in PTX parameter order (a numpy
     array is device memory read and written in place, a numpy scalar a by-value parameter, bytes an array
-    parameter); `shared` bytes of dynamic LDS per workgroup."""
+    parameter); `shared` bytes of dynamic LDS per workgroup; `buffers` more numpy arrays the kernel may reach
+    through addresses stored elsewhere (a tensor map's tensor)."""
     _require_tinygrad()
     from fatkit.emulate.dispatch import launch as run
-    return run(code_object, kernel, grid, block, args, shared)
+    return run(code_object, kernel, grid, block, args, shared, tuple(buffers))
 
 
 def __getattr__(name: str) -> object:

@@ -193,7 +193,9 @@ class Module:
         return chunk[:end]
 
     def launch(self, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
-               shared: int = 0) -> LaunchStats:
+               shared: int = 0, buffers: tuple[np.ndarray, ...] = ()) -> LaunchStats:
+        """`buffers`: device memory the kernel reaches only through addresses stored elsewhere (a tensor map,
+        a pointer table in another buffer), registered for this launch like the argument arrays."""
         started = time.perf_counter()
         data, co, arch = self.data, self.code_object, self.arch
         meta = next((k for k in co.kernels if k.name == kernel), None)
@@ -212,6 +214,10 @@ class Module:
 
         state = Launch()
         base = state.code_base = state.memory.add(self.image)
+        for buffer in buffers:
+            if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+                raise FatkitError(f"{kernel}: a buffer is {type(buffer).__name__}, not a contiguous numpy array")
+            state.memory.add(buffer)
         rsrc1, rsrc2, props = kd.rsrc1, kd.rsrc2, kd.code_properties
         round32, round16 = (rsrc1 >> 12) & 3, (rsrc1 >> 14) & 3
         denorm32, denorm16 = (rsrc1 >> 16) & 3, (rsrc1 >> 18) & 3
@@ -301,9 +307,9 @@ class Module:
 
 
 def launch(code_object: bytes, kernel: str, grid: tuple[int, ...], block: tuple[int, ...], args: list,
-           shared: int = 0) -> LaunchStats:
+           shared: int = 0, buffers: tuple[np.ndarray, ...] = ()) -> LaunchStats:
     """One launch on a freshly loaded image (module globals start from the code object's initial values)."""
-    return Module(code_object).launch(kernel, grid, block, args, shared)
+    return Module(code_object).launch(kernel, grid, block, args, shared, buffers)
 
 
 def _run_workgroup(preparer, steps, image, base, stats, entry, wg, block, lanes, vgprs, user, user_count, wg_ids,
