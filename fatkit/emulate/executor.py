@@ -716,6 +716,8 @@ class Preparer:
         if name in ("V_READLANE_B32", "V_READFIRSTLANE_B32_E32", "V_READFIRSTLANE_B32_E64",
                     "V_WRITELANE_B32", "V_READFIRSTLANE_B32"):
             return self.lane_access(inst, name, size, pc)
+        if name in ("V_ACCVGPR_WRITE", "V_ACCVGPR_READ", "V_ACCVGPR_MOV_B32_E32"):
+            return self.accvgpr(inst, name, size, pc)
         if "MFMA" in name or "WMMA" in name or "SMFMAC" in name:
             raise FatkitError(f"{name}: matrix instructions are not modelled yet")
         ops = inst.operands
@@ -874,6 +876,29 @@ class Preparer:
             if width == 16:
                 clamped = (w.v[idx].astype(object) & 0xFFFF0000) | clamped
             w.vwrite(idx, 1, clamped, w.exec_bool)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def accvgpr(self, inst, name, size, pc) -> Step:
+        """CDNA's accumulation registers (LLVM spills VGPRs to them): AGPR n is row 256 + n of the unified
+        register file. The tables give these moves no pseudocode; each copies 32 bits per active lane, the
+        opcode saying which side is an AGPR (write: VGPR/SGPR/constant → AGPR, read: AGPR → VGPR, mov: both)."""
+        def index(reg) -> int:
+            return reg.offset - 256 if reg.offset >= 256 else reg.offset
+
+        if not self.cdna:
+            raise FatkitError(f"{name} at pc 0x{pc:x}: accumulation registers exist on CDNA only")
+        d = index(inst.vdst) + (0 if name == "V_ACCVGPR_READ" else 256)
+        if name == "V_ACCVGPR_WRITE":
+            fetch = self.source(inst, inst.src0, 32, None, getattr(inst, "literal", None))
+        else:
+            row = 256 + index(inst.src0)
+
+            def fetch(w):
+                return w.v[row].astype(object)
+
+        def run(w):
+            w.vwrite(d, 1, fetch(w), w.exec_bool)
             w.pc += size
         return Step(name, VALU, size, run, pc)
 
