@@ -89,11 +89,12 @@ def _arg_bytes(kernel: str, index: int, arg: object, meta: dict, memory: GlobalM
         raw = arg.tobytes()
         if len(raw) != size:
             raise FatkitError(f"{kernel}: argument {index} ({arg.dtype}) has {len(raw)} bytes, parameter {index} "
-                              f"({kind}) takes {size}")
+                              f"({kind}) takes {size} bytes")
         return raw
     if isinstance(arg, (bytes, bytearray)):
         if len(arg) != size:
-            raise FatkitError(f"{kernel}: argument {index} has {len(arg)} bytes, parameter {index} takes {size}")
+            raise FatkitError(f"{kernel}: argument {index} has {len(arg)} bytes, parameter {index} takes {size} "
+                              "bytes")
         return bytes(arg)
     raise FatkitError(f"{kernel}: argument {index} is a {type(arg).__name__}; pass a numpy array (device "
                       "memory), a numpy scalar (by value) or bytes (an array parameter)")
