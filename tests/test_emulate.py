@@ -1,4 +1,5 @@
-"""fatkit.emulate: fatkit's gfx1100 and gfx942 code objects run on the CPU executor, checked against numpy."""
+"""fatkit.emulate: fatkit's gfx1100, gfx942, gfx90a and gfx1201 code objects run on the CPU executor, checked
+against numpy."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.pipeline import Options, translate
 from tests.ptxrun import HEADER
 
-TARGETS = ["gfx1100", "gfx942"]
+# gfx1100 (RDNA3) and gfx942 (CDNA3) run every translator table; gfx90a (CDNA2: MUBUF scratch, v_pk_mov_b32)
+# and gfx1201 (RDNA4: its VGLOBAL/VFLAT/VSCRATCH encodings, split barriers and waits, workgroup ids in ttmp7/9)
+# run these kernels
+TARGETS = ["gfx1100", "gfx942", "gfx90a", "gfx1201"]
+WAVE32 = ("gfx1100", "gfx1201")
 RNG = np.random.default_rng(20261201)
 _BUILT: dict[tuple[str, str], bytes] = {}
 
@@ -75,7 +80,7 @@ def test_saxpy_over_a_partial_last_block(target):
     stats = launch(code_object(SAXPY, target), "saxpy", (8, 1, 1), (128, 1, 1),
                    [x, y, np.float32(2.5), np.uint32(n)])
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
-    waves = 8 * (128 // (32 if target == "gfx1100" else 64))
+    waves = 8 * (128 // (32 if target in WAVE32 else 64))
     assert stats.waves == waves and stats.workgroups == 8
     assert stats.per_class["VMEM"] > 0 and stats.wave_instructions == sum(stats.per_class.values())
 

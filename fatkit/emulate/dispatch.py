@@ -333,6 +333,9 @@ def _run_workgroup(preparer, steps, image, base, stats, entry, wg, block, lanes,
                 index += 1
         if rsrc2 & 1:  # private segment wave byte offset
             w.s[index] = 0
+        if preparer.arch == "rdna4":  # gfx12 reads the workgroup ids from the trap temporaries (architected SGPRs)
+            w.s[108 + 9] = wg[0]  # ttmp9: x
+            w.s[108 + 7] = wg[1] | (wg[2] << 16)  # ttmp7: y, z
         ids = np.arange(first, first + lanes)
         x = ids % block[0]
         y = (ids // block[0]) % block[1]

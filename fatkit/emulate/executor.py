@@ -48,6 +48,10 @@ NO_EFFECT = frozenset({
     "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "BUFFER_INV", "BUFFER_WBL2",
     "S_TTRACEDATA", "S_CODE_END", "S_VERSION", "S_WAIT_IDLE",
     "S_SET_INST_PREFETCH_DISTANCE", "S_BARRIER_SIGNAL_ISFIRST",
+    # gfx12's split waits
+    "S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_DSCNT",
+    "S_WAIT_KMCNT", "S_WAIT_LOADCNT_DSCNT", "S_WAIT_STORECNT_DSCNT", "S_WAIT_ALU", "S_WAIT_EVENT",
+    "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV",  # gfx12 cache control: host memory has no caches
 })
 
 _FLOAT_CONSTANTS = {  # src encoding → value (f32 bits come from the Python float)
@@ -357,6 +361,10 @@ class Preparer:
                 return self.ds(inst, name, size, pc)
             if base in ("GLOBAL", "FLAT", "SCRATCH"):
                 return self.vmem(inst, name, base, size, pc)
+            if base in ("VGLOBAL", "VFLAT", "VSCRATCH"):  # gfx12's encodings of the same operations
+                return self.vmem(inst, name, base[1:], size, pc)
+            if base == "MUBUF" and self.cdna:
+                return self.mubuf(inst, name, size, pc)
             if base in ("VOP1", "VOP2", "VOP3", "VOPC", "VOP3SD", "VOP3P"):
                 return self.valu(inst, name, kind, size, pc)
             if base == "VOPD":
@@ -374,7 +382,12 @@ class Preparer:
             def run(w):
                 w.done = True
             return Step(name, CONTROL, size, run, pc)
-        if name == "S_BARRIER":
+        if name == "S_BARRIER_SIGNAL":  # gfx12: the workgroup barrier (-1) is signal, then s_barrier_wait
+            if inst.ssrc0.offset != 193:
+                raise FatkitError(f"s_barrier_signal {inst.ssrc0} at pc 0x{pc:x}: only the workgroup barrier (-1) "
+                                  "is modelled")
+            return Step(name, CONTROL, size, None, pc)
+        if name in ("S_BARRIER", "S_BARRIER_WAIT"):
             def run(w):
                 w.at_barrier = True
                 w.pc += size
@@ -535,8 +548,10 @@ class Preparer:
             raise FatkitError(f"{name}: buffer resources are not modelled")
         fn = self.sem.get(name, vector=False)
         base = inst.sbase.offset
-        offset = inst.offset
-        offset = offset - (1 << 21) if offset & (1 << 20) else offset
+        if hasattr(inst, "ioffset"):  # gfx12: a 24-bit signed immediate offset
+            offset = inst.ioffset - (1 << 24) if inst.ioffset & (1 << 23) else inst.ioffset
+        else:
+            offset = inst.offset - (1 << 21) if inst.offset & (1 << 20) else inst.offset
         soffset = None
         if self.cdna:
             if not inst.imm:
@@ -624,7 +639,7 @@ class Preparer:
         return lambda w: w.vread(idx, count)
 
     def ds(self, inst, name, size, pc) -> Step:
-        if inst.gds:
+        if getattr(inst, "gds", 0):
             raise FatkitError(f"{name}: GDS is not modelled")
         addr = inst.addr.offset - 256
         offset = inst.offset0 | (inst.offset1 << 8)
@@ -647,13 +662,17 @@ class Preparer:
                                      (inst.data0, inst.data1), inst.vdst, returns, offsets)
 
     def vmem(self, inst, name, base, size, pc) -> Step:
-        offset = inst.offset
-        bits_offset = 13 if base != "FLAT" else 12
-        if base != "FLAT" and offset & (1 << (bits_offset - 1)):
-            offset -= 1 << bits_offset
+        gfx12 = hasattr(inst, "ioffset")  # gfx12: a 24-bit signed offset, vaddr/vsrc fields, th for returns
+        if gfx12:
+            offset = inst.ioffset - (1 << 24) if inst.ioffset & (1 << 23) else inst.ioffset
+        else:
+            offset = inst.offset
+            bits_offset = 13 if base != "FLAT" else 12
+            if base != "FLAT" and offset & (1 << (bits_offset - 1)):
+                offset -= 1 << bits_offset
         saddr = inst.saddr.offset
         saddr_off = saddr == 0x7F if self.cdna else saddr in (124, 125)  # "off": NULL / M0 on gfx11
-        vaddr = inst.addr.offset - 256
+        vaddr = (inst.vaddr if gfx12 else inst.addr).offset - 256
         if base == "SCRATCH":
             # gfx11 and gfx94x say with SVE whether the VGPR address takes part (gfx90a: whenever saddr is off)
             use_vaddr = bool(inst.sve) if self.has_sve else saddr_off
@@ -672,9 +691,30 @@ class Preparer:
             def address(w):
                 return (w.vread(vaddr, 2) + offset) & M64
             space = self.spaces["flat" if base == "FLAT" else "global"]
-        returns = bool(getattr(inst, "sc0", 0) if self.cdna else getattr(inst, "glc", 0))
-        return self._vector_mem_step(inst, name, size, pc, VMEM, space, address, (inst.data, inst.data),
+        if gfx12:  # an atomic returns when th says so (TH_ATOMIC_RETURN)
+            returns, data = bool(inst.th & 1), inst.vsrc
+        else:
+            returns, data = bool(getattr(inst, "sc0", 0) if self.cdna else getattr(inst, "glc", 0)), inst.data
+        return self._vector_mem_step(inst, name, size, pc, VMEM, space, address, (data, data),
                                      inst.vdst, returns, {"OFFSET": offset})
+
+    def mubuf(self, inst, name, size, pc) -> Step:
+        """gfx90a's scratch: LLVM reaches it through buffer loads and stores on the private segment buffer
+        (s[0:3], the first user SGPRs), at VGPR offset (offen) + soffset + the instruction's offset in the lane's
+        scratch; what the resource would say (base, stride, swizzle) is what this launch models directly.
+        Buffers other than that resource, indexed forms and LDS-direct loads are not modelled."""
+        if inst.srsrc.offset != 0 or inst.idxen or inst.lds or not name.startswith(("BUFFER_LOAD_", "BUFFER_STORE_")):
+            raise FatkitError(f"{name} at pc 0x{pc:x}: only scratch through the private segment buffer s[0:3] "
+                              "(offen or off, no idxen or lds) is modelled for MUBUF")
+        vaddr, offen, offset = inst.vaddr.offset - 256, inst.offen, inst.offset
+        soffset = self.source(inst, inst.soffset, 32, None, None)
+
+        def address(w):
+            base = soffset(w)
+            return ((w.v[vaddr].astype(object) if offen else 0) + base + offset) & M32
+        return self._vector_mem_step(inst, name, size, pc, VMEM, self.spaces["scratch"], address,
+                                     (inst.vdata, inst.vdata), inst.vdata, False,
+                                     {"VADDR": 0, "SRSRC": 0, "SOFFSET": 0, "OFFSET": offset})
 
     # --- cross-lane operations the tables express through VGPR[lane][...] (written here directly)
     def permute(self, inst, name, size, pc, addr, offset) -> Step:
@@ -798,6 +838,8 @@ class Preparer:
             elif param == "NEG":
                 neg_bits = getattr(inst, "neg", 0)
                 getters.append(lambda w, value=neg_bits: value)
+            elif param == "OPSEL" and kind.startswith("VOP3P"):  # v_pk_mov_b32 picks its halves by op_sel
+                getters.append(lambda w, value=getattr(inst, "opsel", 0): value)
             elif param in ("SIMM32", "SIMM16"):
                 getters.append(lambda w, value=literal: value)
             else:
