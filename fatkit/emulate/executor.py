@@ -54,6 +54,58 @@ NO_EFFECT = frozenset({
     "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV",  # gfx12 cache control: host memory has no caches
 })
 
+
+def _i32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint32).view(np.int32)
+
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint32).view(np.float32)
+
+
+# 32-bit integer VALU operations without carries, modifiers or lane masks, run on the register file's uint32
+# rows directly (numpy wraps uint32 arithmetic modulo 2^32, as the hardware does): the common case of the
+# generic path, which computes with exact Python integers over object arrays, about ten times slower. Each
+# is what the tables' pseudocode says for these opcodes; the translator tables run through both paths.
+_FAST_VALU: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
+    "V_MOV_B32": (1, lambda a: a),
+    "V_NOT_B32": (1, lambda a: ~a),
+    "V_ADD_U32": (2, lambda a, b: a + b),  # CDNA: no carry out
+    "V_ADD_NC_U32": (2, lambda a, b: a + b),
+    "V_SUB_U32": (2, lambda a, b: a - b),
+    "V_SUB_NC_U32": (2, lambda a, b: a - b),
+    "V_SUBREV_U32": (2, lambda a, b: b - a),
+    "V_SUBREV_NC_U32": (2, lambda a, b: b - a),
+    "V_AND_B32": (2, lambda a, b: a & b),
+    "V_OR_B32": (2, lambda a, b: a | b),
+    "V_XOR_B32": (2, lambda a, b: a ^ b),
+    "V_XNOR_B32": (2, lambda a, b: ~(a ^ b)),
+    "V_LSHLREV_B32": (2, lambda a, b: b << (a & np.uint32(31))),
+    "V_LSHRREV_B32": (2, lambda a, b: b >> (a & np.uint32(31))),
+    "V_ASHRREV_I32": (2, lambda a, b: (_i32(b) >> _i32(a & np.uint32(31))).view(np.uint32)),
+    "V_MUL_LO_U32": (2, lambda a, b: a * b),
+    "V_MUL_U32_U24": (2, lambda a, b: (a & np.uint32(0xFFFFFF)) * (b & np.uint32(0xFFFFFF))),
+    "V_MAX_U32": (2, np.maximum),
+    "V_MIN_U32": (2, np.minimum),
+    "V_MAX_I32": (2, lambda a, b: np.maximum(_i32(a), _i32(b)).view(np.uint32)),
+    "V_MIN_I32": (2, lambda a, b: np.minimum(_i32(a), _i32(b)).view(np.uint32)),
+    "V_ADD3_U32": (3, lambda a, b, c: a + b + c),
+    "V_LSHL_ADD_U32": (3, lambda a, b, c: (a << (b & np.uint32(31))) + c),
+    "V_ADD_LSHL_U32": (3, lambda a, b, c: (a + b) << (c & np.uint32(31))),
+    "V_LSHL_OR_B32": (3, lambda a, b, c: (a << (b & np.uint32(31))) | c),
+    "V_AND_OR_B32": (3, lambda a, b, c: (a & b) | c),
+    "V_OR3_B32": (3, lambda a, b, c: a | b | c),
+    "V_XOR3_B32": (3, lambda a, b, c: a ^ b ^ c),
+    "V_XAD_U32": (3, lambda a, b, c: (a ^ b) + c),
+    "V_MAD_U32_U24": (3, lambda a, b, c: (a & np.uint32(0xFFFFFF)) * (b & np.uint32(0xFFFFFF)) + c),
+    # f32 arithmetic: numpy's float32 operations are IEEE's, correctly rounded, as the generic path computes
+    # them (denormals kept: the only FP mode a launch accepts)
+    "V_ADD_F32": (2, lambda a, b: (_f32(a) + _f32(b)).view(np.uint32)),
+    "V_SUB_F32": (2, lambda a, b: (_f32(a) - _f32(b)).view(np.uint32)),
+    "V_SUBREV_F32": (2, lambda a, b: (_f32(b) - _f32(a)).view(np.uint32)),
+    "V_MUL_F32": (2, lambda a, b: (_f32(a) * _f32(b)).view(np.uint32)),
+}
+
 _FLOAT_CONSTANTS = {  # src encoding → value (f32 bits come from the Python float)
     240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
 }
@@ -752,7 +804,152 @@ class Preparer:
         return Step(name, LDS, size, run, pc)
 
     # --- VALU
+    def fast_valu(self, inst, name, kind, size, pc) -> Step | None:
+        """A _FAST_VALU operation on uint32 rows, when nothing about the instruction needs the generic path
+        (no DPP/SDWA, neg/abs/op_sel, clamp or omod; sources VGPRs, SGPRs, inline integers or a literal)."""
+        if name == "V_CNDMASK_B32_E32" and kind == "VOP2" and not getattr(inst, "literal", None):
+            return self.fast_cndmask(inst, name, size, pc)
+        entry = _FAST_VALU.get(name.removesuffix("_E32").removesuffix("_E64"))
+        if entry is None:
+            return self.fast_valu64(inst, name, kind, size, pc)
+        if kind.startswith("VOP3P") or "_DPP" in kind or "_SDWA" in kind:
+            return None
+        if (getattr(inst, "neg", 0) or getattr(inst, "abs", 0) or getattr(inst, "opsel", 0) or
+                getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0) or getattr(inst, "omod", 0)):
+            return None
+        arity, operation = entry
+        fields = ("src0", "vsrc1") if kind.startswith("VOP2") else ("src0", "src1", "src2")
+        sources = self.fast_sources(inst, fields[:arity], getattr(inst, "literal", None))
+        if sources is None or len(sources) != arity or not 256 <= inst.vdst.offset < 512:
+            return None
+        d = inst.vdst.offset - 256
+        if arity == 1:
+            (s0,) = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w)), where=w.exec_bool)
+                w.pc += size
+        elif arity == 2:
+            s0, s1 = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w), s1(w)), where=w.exec_bool)
+                w.pc += size
+        else:
+            s0, s1, s2 = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w), s1(w), s2(w)), where=w.exec_bool)
+                w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def fast_source64(self, reg, literal) -> Callable | None:
+        """A 64-bit source as uint64 (per lane or uniform) for the 64-bit fast operations, or None."""
+        o = reg.offset
+        if 256 <= o < 511:
+            def vgprs(w, idx=o - 256):
+                return w.v[idx].astype(np.uint64) | (w.v[idx + 1].astype(np.uint64) << np.uint64(32))
+            return vgprs
+        if 0 <= o < 105:
+            return lambda w: np.uint64(w.s[o] | (w.s[o + 1] << 32))
+        if 128 <= o <= 208:
+            value = np.uint64((o - 128 if o <= 192 else 192 - o) & M64)
+            return lambda w: value
+        return None
+
+    def fast_valu64(self, inst, name, kind, size, pc) -> Step | None:
+        """v_lshlrev_b64, v_lshl_add_u64 and (gfx11, carry to NULL) v_mad_u64_u32 on uint64 lanes: the
+        address arithmetic of nearly every kernel. Wraps modulo 2^64 as D0 does."""
+        base = name.removesuffix("_E32").removesuffix("_E64")
+        if base not in ("V_LSHLREV_B64", "V_LSHL_ADD_U64", "V_MAD_U64_U32") or "_DPP" in kind or "_SDWA" in kind:
+            return None
+        if (getattr(inst, "neg", 0) or getattr(inst, "abs", 0) or getattr(inst, "opsel", 0) or
+                getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0) or getattr(inst, "omod", 0)):
+            return None
+        if not 256 <= inst.vdst.offset < 511:
+            return None
+        d, literal = inst.vdst.offset - 256, getattr(inst, "literal", None)
+        lanes32 = [self.fast_sources(inst, ("src0",), literal), self.fast_sources(inst, ("src1",), literal)]
+        if base == "V_MAD_U64_U32":
+            if self.cdna or inst.sdst.offset != 124 or None in lanes32:
+                return None
+            (s0,), (s1,) = lanes32
+            s2 = self.fast_source64(inst.src2, literal)
+            if s2 is None:
+                return None
+
+            def value(w):
+                return np.asarray(s0(w), np.uint64) * np.asarray(s1(w), np.uint64) + s2(w)
+        elif base == "V_LSHLREV_B64":
+            if lanes32[0] is None:
+                return None
+            (s0,) = lanes32[0]
+            s1 = self.fast_source64(inst.src1 if hasattr(inst, "src1") else inst.vsrc1, literal)
+            if s1 is None:
+                return None
+
+            def value(w):
+                return s1(w) << (np.asarray(s0(w), np.uint64) & np.uint64(63))
+        else:
+            s0, s2 = self.fast_source64(inst.src0, literal), self.fast_source64(inst.src2, literal)
+            if lanes32[1] is None or s0 is None or s2 is None:
+                return None
+            (s1,) = lanes32[1]
+
+            def value(w):
+                return (s0(w) << (np.asarray(s1(w), np.uint64) & np.uint64(7))) + s2(w)
+
+        def run(w):
+            result = np.broadcast_to(np.asarray(value(w), np.uint64), (w.lanes,))
+            active = w.exec_bool
+            np.copyto(w.v[d], (result & np.uint64(M32)).astype(np.uint32), where=active)
+            np.copyto(w.v[d + 1], (result >> np.uint64(32)).astype(np.uint32), where=active)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def fast_sources(self, inst, fields, literal) -> list | None:
+        """32-bit sources as uint32 (a VGPR row, an SGPR, an inline integer or the literal), or None."""
+        sources = []
+        for field_name in fields:
+            reg = getattr(inst, field_name, None)
+            o = -1 if reg is None else reg.offset
+            if 256 <= o < 512:
+                sources.append(lambda w, idx=o - 256: w.v[idx])
+            elif 0 <= o < 106:
+                sources.append(lambda w, o=o: np.uint32(w.s[o]))
+            elif 128 <= o <= 208 or (o == 255 and literal is not None):
+                value = np.uint32((o - 128 if o <= 192 else 192 - o) & M32 if o != 255 else literal & M32)
+                sources.append(lambda w, value=value: value)
+            else:
+                return None
+        return sources
+
+    def fast_cndmask(self, inst, name, size, pc) -> Step | None:
+        """v_cndmask_b32 (VOP2): lane i takes S1 where VCC's bit i is set, else S0."""
+        o, lanes = inst.src0.offset, self.lanes
+        if 256 <= o < 512:
+            def s0(w, idx=o - 256):
+                return w.v[idx]
+        elif 0 <= o < 106 or 128 <= o <= 208:
+            constant = None if o < 106 else np.uint32((o - 128 if o <= 192 else 192 - o) & M32)
+
+            def s0(w, o=o, constant=constant):
+                return np.uint32(w.s[o]) if constant is None else constant
+        else:
+            return None
+        s1, d = inst.vsrc1.offset - 256, inst.vdst.offset - 256
+
+        def run(w):
+            vcc = w.s[106] | (w.s[107] << 32 if lanes == 64 else 0)
+            take = np.unpackbits(np.frombuffer(vcc.to_bytes(8, "little"), np.uint8), bitorder="little")[:lanes]
+            np.copyto(w.v[d], np.where(take.astype(bool), w.v[s1], s0(w)), where=w.exec_bool)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
     def valu(self, inst, name, kind, size, pc) -> Step:
+        fast = self.fast_valu(inst, name, kind, size, pc)
+        if fast is not None:
+            return fast
         if name in ("V_READLANE_B32", "V_READFIRSTLANE_B32_E32", "V_READFIRSTLANE_B32_E64",
                     "V_WRITELANE_B32", "V_READFIRSTLANE_B32"):
             return self.lane_access(inst, name, size, pc)
