@@ -329,6 +329,9 @@ class Preparer:
             space.wave32 = wave32
 
     has_sve = True  # scratch instructions carry the SVE bit (gfx11, gfx94x); gfx90a's do not
+    # the uint32/uint64 fast paths of common VALU operations (_FAST_VALU); off, every VALU instruction runs its
+    # compiled pseudocode (benchmarks/emulate_speed.py --generic measures the difference)
+    fast_paths = True
 
     def attach(self, launch: Launch) -> None:
         """The launch whose memory and statistics the prepared instructions use from now on."""
@@ -852,8 +855,9 @@ class Preparer:
             return vgprs
         if 0 <= o < 105:
             return lambda w: np.uint64(w.s[o] | (w.s[o + 1] << 32))
-        if 128 <= o <= 208:
-            value = np.uint64((o - 128 if o <= 192 else 192 - o) & M64)
+        if 128 <= o <= 208 or (o == 255 and literal is not None):
+            # a literal is zero-extended: these operations' 64-bit operands are unsigned (u64/b64)
+            value = np.uint64((o - 128 if o <= 192 else 192 - o) & M64 if o != 255 else literal & M32)
             return lambda w: value
         return None
 
@@ -947,7 +951,7 @@ class Preparer:
         return Step(name, VALU, size, run, pc)
 
     def valu(self, inst, name, kind, size, pc) -> Step:
-        fast = self.fast_valu(inst, name, kind, size, pc)
+        fast = self.fast_valu(inst, name, kind, size, pc) if self.fast_paths else None
         if fast is not None:
             return fast
         if name in ("V_READLANE_B32", "V_READFIRSTLANE_B32_E32", "V_READFIRSTLANE_B32_E64",
