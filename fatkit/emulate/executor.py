@@ -873,11 +873,11 @@ class Preparer:
         if not 256 <= inst.vdst.offset < 511:
             return None
         d, literal = inst.vdst.offset - 256, getattr(inst, "literal", None)
-        lanes32 = [self.fast_sources(inst, ("src0",), literal), self.fast_sources(inst, ("src1",), literal)]
+        low0, low1 = self.fast_sources(inst, ("src0",), literal), self.fast_sources(inst, ("src1",), literal)
         if base == "V_MAD_U64_U32":
-            if self.cdna or inst.sdst.offset != 124 or None in lanes32:
+            if self.cdna or inst.sdst.offset != 124 or low0 is None or low1 is None:
                 return None
-            (s0,), (s1,) = lanes32
+            s0, s1 = low0[0], low1[0]
             s2 = self.fast_source64(inst.src2, literal)
             if s2 is None:
                 return None
@@ -885,9 +885,9 @@ class Preparer:
             def value(w):
                 return np.asarray(s0(w), np.uint64) * np.asarray(s1(w), np.uint64) + s2(w)
         elif base == "V_LSHLREV_B64":
-            if lanes32[0] is None:
+            if low0 is None:
                 return None
-            (s0,) = lanes32[0]
+            s0 = low0[0]
             s1 = self.fast_source64(inst.src1 if hasattr(inst, "src1") else inst.vsrc1, literal)
             if s1 is None:
                 return None
@@ -896,9 +896,9 @@ class Preparer:
                 return s1(w) << (np.asarray(s0(w), np.uint64) & np.uint64(63))
         else:
             s0, s2 = self.fast_source64(inst.src0, literal), self.fast_source64(inst.src2, literal)
-            if lanes32[1] is None or s0 is None or s2 is None:
+            if low1 is None or s0 is None or s2 is None:
                 return None
-            (s1,) = lanes32[1]
+            s1 = low1[0]
 
             def value(w):
                 return (s0(w) << (np.asarray(s1(w), np.uint64) & np.uint64(7))) + s2(w)
@@ -930,17 +930,10 @@ class Preparer:
 
     def fast_cndmask(self, inst, name, size, pc) -> Step | None:
         """v_cndmask_b32 (VOP2): lane i takes S1 where VCC's bit i is set, else S0."""
-        o, lanes = inst.src0.offset, self.lanes
-        if 256 <= o < 512:
-            def s0(w, idx=o - 256):
-                return w.v[idx]
-        elif 0 <= o < 106 or 128 <= o <= 208:
-            constant = None if o < 106 else np.uint32((o - 128 if o <= 192 else 192 - o) & M32)
-
-            def s0(w, o=o, constant=constant):
-                return np.uint32(w.s[o]) if constant is None else constant
-        else:
+        lanes, sources = self.lanes, self.fast_sources(inst, ("src0",), None)
+        if sources is None:
             return None
+        s0 = sources[0]
         s1, d = inst.vsrc1.offset - 256, inst.vdst.offset - 256
 
         def run(w):
