@@ -2,7 +2,11 @@
 instruction counts by class (LaunchStats), against the host JIT running the same launch (the anchor, measured
 in the same run).
 
-    PYTHONPATH=. python benchmarks/emulate_speed.py [--threads 4096] [--repeat 3]
+    PYTHONPATH=. python benchmarks/emulate_speed.py [--threads 4096] [--repeat 3] [--generic]
+
+--generic also runs each launch with the VALU fast paths off (every VALU instruction through its compiled
+pseudocode), alternating with the normal runs, and prints that time and the speed-up the fast paths give
+(the outputs of both must agree bit for bit).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import time
 
 import numpy as np
 
-from fatkit.emulate import launch
+from fatkit.emulate import decode, launch
+from fatkit.emulate.executor import Preparer
 from fatkit.translate.pipeline import Options, translate
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
@@ -126,13 +131,26 @@ DONE:
 }
 
 
-def run(threads: int, repeat: int) -> None:
+def _timed(code: bytes, grid, block: int, x, y, z, threads: int, fast: bool):
+    """The launch's stats and outputs with the VALU fast paths on or off (instructions decoded afresh)."""
+    Preparer.fast_paths = fast
+    decode._PROGRAMS.clear()
+    launch(code, "k", grid, (block, 1, 1), [x.copy(), y.copy(), z, np.uint32(threads)])  # decode, compile
+    xs, ys = x.copy(), y.copy()
+    stats = launch(code, "k", grid, (block, 1, 1), [xs, ys, z, np.uint32(threads)])
+    Preparer.fast_paths = True
+    return stats, xs.tobytes() + ys.tobytes()
+
+
+def run(threads: int, repeat: int, generic: bool = False) -> None:
     block = 256
     grid = (threads // block, 1, 1)
     print(f"{threads} threads, blocks of {block}; best of {repeat} launches (compiled semantics cached, "
           "instructions decoded once)")
     header = (f"{'kernel':14} {'target':8} {'waves':>6} {'wave-instr':>11} {'SALU':>6} {'VALU':>7} {'VMEM':>6} "
               f"{'LDS':>6} {'branch':>6} {'ctrl':>6} {'s':>7} {'wave-instr/s':>12} {'host JIT s':>10} {'ratio':>7}")
+    if generic:
+        header += f" {'generic s':>9} {'speed-up':>8}"
     print(header)
     print("-" * len(header))
     for name, body in KERNELS.items():
@@ -148,23 +166,29 @@ def run(threads: int, repeat: int) -> None:
             anchor.append(time.perf_counter() - started)
         for target in ("gfx1100", "gfx942"):
             code = translate(ptx, Options(target=target)).product
-            best = None
+            best, slowest = None, None
             for _ in range(repeat):
-                xs, ys = x.copy(), y.copy()
-                stats = launch(code, "k", grid, (block, 1, 1), [xs, ys, z, np.uint32(threads)])
+                stats, out = _timed(code, grid, block, x, y, z, threads, True)
                 if best is None or stats.seconds < best.seconds:
                     best = stats
+                if generic:  # alternating, so that the machine's load falls on both alike
+                    plain, plain_out = _timed(code, grid, block, x, y, z, threads, False)
+                    assert plain_out == out, f"{name} on {target}: the fast paths change the outputs"
+                    if slowest is None or plain.seconds < slowest.seconds:
+                        slowest = plain
             c = best.per_class
             rate = best.wave_instructions / best.seconds
             print(f"{name:14} {target:8} {best.waves:6} {best.wave_instructions:11} {c.get('SALU', 0):6} "
                   f"{c.get('VALU', 0):7} {c.get('VMEM', 0):6} {c.get('LDS', 0):6} {c.get('branch', 0):6} "
                   f"{c.get('control', 0):6} {best.seconds:7.3f} {rate:12.0f} {min(anchor):10.4f} "
-                  f"{best.seconds / min(anchor):7.1f}")
+                  f"{best.seconds / min(anchor):7.1f}" +
+                  (f" {slowest.seconds:9.3f} {slowest.seconds / best.seconds:8.2f}" if slowest else ""))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--generic", action="store_true", help="also time the VALU fast paths off")
     arguments = parser.parse_args()
-    run(arguments.threads, arguments.repeat)
+    run(arguments.threads, arguments.repeat, arguments.generic)

@@ -2,8 +2,11 @@
 host target's programs, so a test table can be parametrised over TARGETS with the same expected values.
 
 `program(ptx, target)` returns something with `.launch(kernel, args, grid=, block=, shared_bytes=)` for every
-target; `args` hold ctypes arrays or numpy arrays (device memory, passed by address to the host JIT and as
-buffers to the emulator), Python ints and floats (by value, sized by the parameter) and bytes (.b8 arrays).
+target, and a module global's address and the memory there (`.address(name)`, `.read(address, size)`,
+`.write(address, data)`, `.string_at(address)`); the module stays loaded, so its globals keep their values
+from launch to launch.
+`args` hold ctypes arrays or numpy arrays (device memory, passed by address to the host JIT and as buffers to
+the emulator), Python ints and floats (by value, sized by the parameter) and bytes (.b8 arrays).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import struct
 
 import numpy as np
 
-from fatkit.emulate import launch
+from fatkit.emulate import Module
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.pipeline import Options, translate
 
@@ -35,8 +38,23 @@ class HostProgram:
     def __init__(self, product):
         self.product = product
 
-    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0):
-        converted = []
+    def address(self, name: str) -> int:
+        address = self.product.engine.get_global_value_address(name)
+        assert address, f"{name} is not in the program"
+        return address
+
+    def read(self, address: int, size: int) -> bytes:
+        return ctypes.string_at(address, size)
+
+    def write(self, address: int, data: bytes) -> None:
+        ctypes.memmove(address, data, len(data))
+
+    def string_at(self, address: int) -> bytes:
+        return ctypes.string_at(address)
+
+    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0,
+               buffers=()):
+        converted = []  # `buffers` (memory reached through addresses stored elsewhere) is all host memory here
         for arg in args:
             if isinstance(arg, ctypes.Array):
                 converted.append(ctypes.addressof(arg))
@@ -48,13 +66,28 @@ class HostProgram:
 
 
 class EmulatedProgram:
-    """A code object run on fatkit.emulate."""
+    """A code object loaded once on fatkit.emulate (a Module: its globals persist across launches)."""
 
     def __init__(self, code_object: bytes):
         self.code_object = code_object
+        self.module = Module(code_object)
         self.kernels = {k.name: k for k in parse_code_object(code_object).kernels}
 
-    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0):
+    def address(self, name: str) -> int:
+        return self.module.address(name)
+
+    def read(self, address: int, size: int) -> bytes:
+        return self.module.read(address, size)
+
+    def write(self, address: int, data: bytes) -> None:
+        self.module.write(address, data)
+
+    def string_at(self, address: int) -> bytes:
+        return self.module.string_at(address)
+
+    def launch(self, kernel: str, args: list, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes: int = 0,
+               buffers=()):
+        """`buffers`: arrays the kernel reaches through addresses stored elsewhere (a tensor map's tensor)."""
         params = [a for a in self.kernels[kernel].args if not str(a.get(".value_kind", "")).startswith("hidden_")]
         converted = []
         for arg, param in zip(args, params):
@@ -74,7 +107,8 @@ class EmulatedProgram:
                 converted.append(arg)
         if len(args) != len(params):
             converted = list(args)  # let the emulator report the count
-        return launch(self.code_object, kernel, tuple(grid), tuple(block), converted, shared_bytes)
+        return self.module.launch(kernel, tuple(grid), tuple(block), converted, shared_bytes,
+                                  tuple(_buffer(b) for b in buffers))
 
 
 def program(ptx: str, target: str = "host", **options):

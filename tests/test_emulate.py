@@ -1,4 +1,5 @@
-"""fatkit.emulate: fatkit's gfx1100 and gfx942 code objects run on the CPU executor, checked against numpy."""
+"""fatkit.emulate: fatkit's gfx1100, gfx942, gfx90a and gfx1201 code objects run on the CPU executor, checked
+against numpy."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.pipeline import Options, translate
 from tests.ptxrun import HEADER
 
-TARGETS = ["gfx1100", "gfx942"]
+# gfx1100 (RDNA3) and gfx942 (CDNA3) run every translator table; gfx90a (CDNA2: MUBUF scratch, v_pk_mov_b32)
+# and gfx1201 (RDNA4: its VGLOBAL/VFLAT/VSCRATCH encodings, split barriers and waits, workgroup ids in ttmp7/9)
+# run these kernels
+TARGETS = ["gfx1100", "gfx942", "gfx90a", "gfx1201"]
+WAVE32 = ("gfx1100", "gfx1201")
 RNG = np.random.default_rng(20261201)
 _BUILT: dict[tuple[str, str], bytes] = {}
 
@@ -75,7 +80,7 @@ def test_saxpy_over_a_partial_last_block(target):
     stats = launch(code_object(SAXPY, target), "saxpy", (8, 1, 1), (128, 1, 1),
                    [x, y, np.float32(2.5), np.uint32(n)])
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
-    waves = 8 * (128 // (32 if target == "gfx1100" else 64))
+    waves = 8 * (128 // (32 if target in WAVE32 else 64))
     assert stats.waves == waves and stats.workgroups == 8
     assert stats.per_class["VMEM"] > 0 and stats.wave_instructions == sum(stats.per_class.values())
 
@@ -389,6 +394,101 @@ def test_module_constants_and_globals(target):
     symtab = next(s for s in elf.sections if s.type == SHT_SYMTAB)
     counter = next(s for s in elf.symbols(symtab) if s.name == "counter")
     assert int(stats.image[counter.value:counter.value + 4].view(np.uint32)[0]) == sum(want)
+
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_module_keeps_its_globals_from_launch_to_launch(target):
+    """Module: the image is loaded once, so the counter one launch adds to is there for the next (and a host
+    write by symbol is what the kernel sees); launch() loads a fresh image each time."""
+    from fatkit.emulate import Module
+    n = 24
+    primes = [2, 3, 5, 7, 11, 13, 17, 19]
+    per_launch = sum(primes[i % 8] for i in range(n))
+    module = Module(code_object(GLOBALS, target))
+    counter = module.symbol("counter").view(np.uint32)
+    assert counter.shape == (1,) and counter[0] == 0
+    seen = []
+    for start in (0, 0, 0xFFFFFF00):
+        if start:
+            counter[0] = start
+        module.launch("globals", (1, 1, 1), (n, 1, 1), [np.zeros(n, dtype=np.uint32)])
+        seen.append(int(counter[0]))
+    assert seen == [per_launch, 2 * per_launch, (0xFFFFFF00 + per_launch) & 0xFFFFFFFF]
+    # the `where` global holds the counter's address after the relocation: the address the module reports
+    assert int(module.symbol("where").view(np.uint64)[0]) == module.address("counter")
+    assert module.read(module.address("primes"), 8) == bytes([2, 0, 0, 0, 3, 0, 0, 0])
+    again = launch(code_object(GLOBALS, target), "globals", (1, 1, 1), (n, 1, 1), [np.zeros(n, dtype=np.uint32)])
+    offset = module.symbols["counter"].value
+    assert int(again.image[offset:offset + 4].view(np.uint32)[0]) == per_launch
+    with pytest.raises(FatkitError, match="no symbol 'missing'"):
+        module.address("missing")
+    with pytest.raises(FatkitError, match="outside the loaded code object"):
+        module.read(module.base - 4, 8)
+
+
+# loops whose exit LLVM compares against a 16-bit immediate: s_cmpk_gt_u32, s_cmpk_gt_i32 (negative) and
+# s_cmpk_eq_i32 on both targets. The compare reads the SGPR its sdst field names (it once read the immediate
+# for both sides, so every such loop left after one pass)
+CMPK = """
+.visible .entry cmpk(.param .u64 pout, .param .u32 start)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [pout];
+    ld.param.u32 %r1, [start];
+    mov.u32 %r2, 0;
+$up:
+    mul.lo.u32 %r1, %r1, 3;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r1, 40000;
+    @%p1 bra $up;
+    ld.param.u32 %r3, [start];
+    neg.s32 %r3, %r3;
+    mov.u32 %r4, 0;
+$down:
+    mad.lo.s32 %r3, %r3, 2, -1;
+    add.u32 %r4, %r4, 1;
+    setp.gt.s32 %p2, %r3, -300;
+    @%p2 bra $down;
+    ld.param.u32 %r5, [start];
+    mov.u32 %r6, 0;
+$ne:
+    mul.lo.u32 %r5, %r5, 5;
+    add.u32 %r6, %r6, 1;
+    setp.ne.u32 %p3, %r5, 1250;
+    @%p3 bra $ne;
+    st.global.v4.u32 [%rd1], {%r2, %r4, %r6, %r1};
+    ret;
+}
+"""
+
+
+def _cmpk_counts(start: int) -> list[int]:
+    x, up = start, 0
+    while True:
+        x, up = x * 3 & 0xFFFFFFFF, up + 1
+        if x >= 40000:
+            break
+    y, down = -start, 0
+    while True:
+        y, down = 2 * y - 1, down + 1
+        if y <= -300:
+            break
+    z, ne = start, 0
+    while True:
+        z, ne = z * 5 & 0xFFFFFFFF, ne + 1
+        if z == 1250:
+            break
+    return [up, down, ne, x]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loops_exit_on_scalar_compares_with_an_immediate(target):
+    out = np.zeros(4, dtype=np.uint32)
+    launch(code_object(CMPK, target), "cmpk", (1, 1, 1), (1, 1, 1), [out, np.uint32(2)])
+    assert out.tolist() == _cmpk_counts(2) == [10, 7, 4, 118098]
 
 
 HIDDEN = """

@@ -13,6 +13,8 @@ import ctypes
 import pytest
 
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as loaded_program
 from tests.ptxrun import HEADER
 
 # (PTX computing %rd9 from the immediates it names, the 64-bit result the H200 gave)
@@ -69,10 +71,11 @@ def _module() -> str:
 """
 
 
-def test_results_the_h200_gave_on_the_host():
-    program = translate(_module(), Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_results_the_h200_gave(target):
+    program = loaded_program(_module(), target)
     out = (ctypes.c_uint64 * len(CASES))()
-    program.launch("regressions", [ctypes.addressof(out)])
+    program.launch("regressions", [out])
     mismatches = [(snippet, hex(got), hex(want)) for (snippet, want), got in zip(CASES, out) if got != want]
     assert not mismatches
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from fatkit.translate.pipeline import Options, translate
+from tests.amdrun import TARGETS
+from tests.amdrun import program as loaded_program
 from tests.ptxrun import HEADER, M32, M64, run_table, table_kernel
 
 READELF = Path("/usr/lib/llvm-22/bin/llvm-readelf")
@@ -73,8 +75,9 @@ OPS: list[tuple[str, object]] = [
 ]
 
 
-def test_rewritten_operand_forms_compute_what_ptx_says():
-    rows = run_table("operands", [op for op, _ in OPS], A, B)
+@pytest.mark.parametrize("target", TARGETS)
+def test_rewritten_operand_forms_compute_what_ptx_says(target):
+    rows = run_table("operands", [op for op, _ in OPS], A, B, target)
     for i, (a, b) in enumerate(zip(A, B)):
         for k, (op, model) in enumerate(OPS):
             if model is not None:
@@ -107,10 +110,11 @@ GLOBAL_ADDRESSES = HEADER + """
 """
 
 
-def test_initialisers_holding_addresses_point_where_ptx_says():
-    program = translate(GLOBAL_ADDRESSES, Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_initialisers_holding_addresses_point_where_ptx_says(target):
+    program = loaded_program(GLOBAL_ADDRESSES, target)
     out = (ctypes.c_uint32 * 5)()
-    program.launch("through_addresses", [ctypes.addressof(out)], block=(5, 1, 1))
+    program.launch("through_addresses", [out], block=(5, 1, 1))
     assert list(out) == [11, 33, 22, 66, 55]
 
 
@@ -195,12 +199,13 @@ WIDE_PARAMETERS = """.version 8.3
 """
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("flag", [0, 1])
-def test_b128_parameters_calls_and_guarded_vector_accesses(flag: int):
-    program = translate(WIDE_PARAMETERS, Options(target="host")).product
+def test_b128_parameters_calls_and_guarded_vector_accesses(flag: int, target: str):
+    program = loaded_program(WIDE_PARAMETERS, target)
     low, high = 0x0123456789ABCDEF, 0xF0E1D2C3B4A59687
     out = (ctypes.c_uint32 * 8)(*([0xA5A5A5A5] * 8))
-    program.launch("wide_parameters", [ctypes.addressof(out), flag, (low | high << 64).to_bytes(16, "little")])
+    program.launch("wide_parameters", [out, flag, (low | high << 64).to_bytes(16, "little")])
     swapped = high | ((low + high) & M64) << 64  # swap_add: (lo, hi) → (hi, lo + hi)
     words = [(swapped >> (32 * k)) & M32 for k in range(4)]
     assert list(out[:4]) == words

@@ -15,6 +15,8 @@ from fatkit.translate.passes import PASS_NAMES, FloatMode, PassError, run_passes
 from fatkit.translate.passes.rounding import float_mode
 from fatkit.translate.pipeline import Options, translate
 from fatkit.translate.ptx import ast, parse_ptx
+from tests.amdrun import TARGETS
+from tests.amdrun import program as loaded_program
 from tests.ptxrun import HEADER, M32
 
 SAMPLES = Path(__file__).parent / "samples" / "ptx"
@@ -29,13 +31,13 @@ def _instructions(prepared, name: str) -> list[str]:
             for s in _body(prepared, name) if type(s) is ast.Instruction]
 
 
-def _run_words(ptx: str, kernel: str, inputs: list[int], words: int) -> list[list[int]]:
-    """Launch `kernel(in, out)`: thread i reads u32 in[i] and writes up to 8 u32 at out[8i]; the first
-    `words` of each thread's row."""
-    program = translate(ptx, Options(target="host")).product
+def _run_words(ptx: str, kernel: str, inputs: list[int], words: int, target: str = "host") -> list[list[int]]:
+    """Launch `kernel(in, out)` on `target` (tests/amdrun.py): thread i reads u32 in[i] and writes up to 8 u32
+    at out[8i]; the first `words` of each thread's row."""
+    program = loaded_program(ptx, target)
     n = len(inputs)
     source, out = (ctypes.c_uint32 * n)(*inputs), (ctypes.c_uint32 * (n * 8))()
-    program.launch(kernel, [ctypes.addressof(source), ctypes.addressof(out)], block=(n,))
+    program.launch(kernel, [source, out], block=(n,))
     return [list(out[i * 8:i * 8 + words]) for i in range(n)]
 
 
@@ -94,7 +96,8 @@ SCOPES = _kernel("scopes", """
     st.global.u32 [%rd3], %r2;""")
 
 
-def test_nested_scopes_are_renamed_apart_and_flattened():
+@pytest.mark.parametrize("target", TARGETS)
+def test_nested_scopes_are_renamed_apart_and_flattened(target):
     prepared = run_passes(parse_ptx(SCOPES), until="scopes")
     body = _body(prepared, "scopes")
     assert not any(type(s) is ast.Block for s in body)
@@ -102,7 +105,7 @@ def test_nested_scopes_are_renamed_apart_and_flattened():
     assert len(declared) == len(set(declared))  # every name declared once in the flat body
     assert {"%r2", "%r2$0", "%r2$1", "%r2$2", "%t0", "%t1", "%r0", "%r15"} <= set(declared)
     assert [s.name for s in body if type(s) is ast.Label] == ["L"]
-    assert _run_words(SCOPES, "scopes", VALUES, 3) == [[5, (v + 100) & M32, (3 * v) & M32] for v in VALUES]
+    assert _run_words(SCOPES, "scopes", VALUES, 3, target) == [[5, (v + 100) & M32, (3 * v) & M32] for v in VALUES]
 
 
 def test_unknown_identifiers_fail_their_function_with_the_line():
@@ -141,11 +144,12 @@ def _halves(x: int, bits: int, count: int) -> list[int]:
     return [(x >> (i * bits)) & ((1 << bits) - 1) for i in range(count)]
 
 
-def test_vector_movs_become_scalar_instructions():
+@pytest.mark.parametrize("target", TARGETS)
+def test_vector_movs_become_scalar_instructions(target):
     prepared = run_passes(parse_ptx(VECTORS), until="operands")
     assert not any(type(op) is ast.Vector for s in _body(prepared, "vectors") if type(s) is ast.Instruction
                    for op in s.operands)
-    for v, row in zip(VALUES, _run_words(VECTORS, "vectors", VALUES, 7)):
+    for v, row in zip(VALUES, _run_words(VECTORS, "vectors", VALUES, 7, target)):
         packed = v | (v ^ M32) << 32
         rs = _halves(packed, 16, 4)
         swapped = sum(h << (16 * i) for i, h in enumerate(reversed(rs)))
@@ -175,7 +179,9 @@ GUARDED = _kernel("guarded", """
     st.global.u32 [%rd3], %r2;""")
 
 
-def test_guards_become_branches_and_special_registers_single_reads():
+# gfx1100 refuses %clock (its SHADER_CYCLES counter wraps in 20 bits): the kernel runs on the host and gfx942
+@pytest.mark.parametrize("target", [t for t in TARGETS if t != "gfx1100"])
+def test_guards_become_branches_and_special_registers_single_reads(target):
     prepared = run_passes(parse_ptx(GUARDED), until="special")
     listing = _instructions(prepared, "guarded")
     guarded = [i for i in listing if i.startswith("@")]
@@ -191,7 +197,7 @@ def test_guards_become_branches_and_special_registers_single_reads():
     threads = len(VALUES)
     expected = [[22 if v < 1000 else 11, 0 if v < 1000 else t, threads + t if v < 1000 else 0]
                 for t, v in enumerate(VALUES)]
-    assert _run_words(GUARDED, "guarded", VALUES, 3) == expected
+    assert _run_words(GUARDED, "guarded", VALUES, 3, target) == expected
 
 # --------------------------------------------------------------------------------------------------
 # 5. rounding and 6. FP modes
@@ -313,13 +319,14 @@ def _sign(x: int, bits: int) -> int:
     return x - (1 << bits) if x >> (bits - 1) & 1 else x
 
 
-def test_relaxed_type_checking_made_explicit():
+@pytest.mark.parametrize("target", TARGETS)
+def test_relaxed_type_checking_made_explicit(target):
     prepared = run_passes(parse_ptx(CONVERSIONS))
     registers = prepared.storage["conversions"].registers
     for s in _body(prepared, "conversions"):  # every operand's register now has its type's size
         if type(s) is ast.Instruction and s.opcode in ("add", "ld", "st") and s.has("u16"):
             assert all(ast.TYPE_SIZES[registers[op.name]] == 2 for op in s.operands if type(op) is ast.Name)
-    rows = _run_words(CONVERSIONS, "conversions", VALUES, 7)
+    rows = _run_words(CONVERSIONS, "conversions", VALUES, 7, target)
     for i, (v, row) in enumerate(zip(VALUES, rows)):
         low = (v + 1) & 0xFFFF
         byte0, byte1 = v & 0xFF, v >> 8 & 0xFF

@@ -16,6 +16,7 @@ from fatkit.translate.lower import Unsupported, kernel_signature, lower_kernel, 
 from fatkit.translate.pipeline import STAGES, Options, finish, run, run_from, translate
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.targets import target_named
+from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.ptxrun import HEADER, M32, M64, bits, f32, from_bits, run_table, signed
 
 SAMPLE = Path(__file__).parent / "samples" / "nv_kern_sm90.ptx"
@@ -84,8 +85,15 @@ for _type, _table in INT_COMPARES.items():
                         lambda a, b, op=_op, cv=_convert: int(eval(f"cv(a) {op} cv(b)"))))
 
 
-def test_integer_instructions_on_host():
-    results = run_table("ints", [op for op, _ in INT_OPS], INT_A, INT_B)
+def _on(ptx: str, target: str, **options):
+    """The program on `target` (tests/amdrun.py: the host JIT, or fatkit.emulate), launched with ctypes arrays."""
+    product = translate(ptx, Options(target=target, **options)).product
+    return HostProgram(product) if target == "host" else EmulatedProgram(product)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_instructions(target):
+    results = run_table("ints", [op for op, _ in INT_OPS], INT_A, INT_B, target)
     for a, b, row in zip(INT_A, INT_B, results):
         for (op, expected), got in zip(INT_OPS, row):
             assert got == expected(a, b), f"{op!r} a={a:#x} b={b:#x}"
@@ -143,9 +151,11 @@ for _cmp, _test in FLOAT_COMPARES.items():
                       lambda a, b, t=_test: int(t(a, b))))
 
 
-def test_f32_instructions_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_f32_instructions(target):
     a_in, b_in = [f32(x) for x in FLOAT_A], [f32(x) for x in FLOAT_B]
-    results = run_table("floats", [op for op, _ in FLOAT_OPS], [bits(x) for x in a_in], [bits(x) for x in b_in])
+    results = run_table("floats", [op for op, _ in FLOAT_OPS], [bits(x) for x in a_in], [bits(x) for x in b_in],
+                        target)
     for a, b, row in zip(a_in, b_in, results):
         for (op, expected), got in zip(FLOAT_OPS, row):
             want = expected(a, b)
@@ -155,13 +165,14 @@ def test_f32_instructions_on_host():
                 assert got == want, f"{op!r} a={a} b={b}: {got:#x} != {want:#x}"
 
 
-def test_fma_rounds_once():
+@pytest.mark.parametrize("target", TARGETS)
+def test_fma_rounds_once(target):
     # (1+2^-12)^2 - (1+2^-11) is 2^-24 exactly; mul then add would round the product and give 0.
     a, c = from_bits(bits(1 + 2**-12)), f32(-(1 + 2**-11))
     ops = ["fma.rn.f32 %f4, %f2, %f2, %f3;\nmov.b32 %r10, %f4;",
            "mad.rn.f32 %f4, %f2, %f2, %f3;\nmov.b32 %r10, %f4;",
            "mul.f32 %f4, %f2, %f2;\nadd.f32 %f4, %f4, %f3;\nmov.b32 %r10, %f4;"]
-    (row,) = run_table("fma", ops, [bits(a)], [bits(c)])
+    (row,) = run_table("fma", ops, [bits(a)], [bits(c)], target)
     exact = Fraction(a) * Fraction(a) + Fraction(c)
     assert exact == Fraction(1, 2**24)
     assert row == [bits(2**-24), bits(2**-24), 0]
@@ -174,17 +185,19 @@ def test_fma_rounds_once():
 def _saxpy(program, kernel: str, n: int, grid, block, a: float = 2.0):
     x = (ctypes.c_float * n)(*[i * 0.5 for i in range(n)])
     y = (ctypes.c_float * n)(*[100.0 - i for i in range(n)])
-    program.launch(kernel, [a, ctypes.addressof(x), ctypes.addressof(y), n], grid=grid, block=block)
+    program.launch(kernel, [a, x, y, n], grid=grid, block=block)
     return list(y), [f32(a * (i * 0.5) + (100.0 - i)) for i in range(n)]
 
 
-def test_nvcc_saxpy_runs_on_host():
-    program = translate(SAMPLE.read_text(), Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_nvcc_saxpy_runs(target):
+    program = _on(SAMPLE.read_text(), target)
     got, expected = _saxpy(program, "_Z5saxpyfPKfPfi", 37, grid=(3,), block=(16,))
     assert got == expected  # 48 threads, the last 11 outside n and guarded off
 
 
-def test_hand_written_2d_saxpy_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_hand_written_2d_saxpy(target):
     ptx = HEADER + """
 .visible .entry saxpy2d(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)
 {
@@ -220,12 +233,13 @@ def test_hand_written_2d_saxpy_on_host():
     st.global.f32 [%rd7], %f4;
 }
 """
-    program = translate(ptx, Options(target="host", opt_level=0)).product
+    program = _on(ptx, target, opt_level=0)
     got, expected = _saxpy(program, "saxpy2d", 45, grid=(2, 2, 1), block=(4, 3, 1), a=-1.5)
     assert got == expected
 
 
-def test_param_offsets_follow_cuda_layout():
+@pytest.mark.parametrize("target", TARGETS)
+def test_param_offsets_follow_cuda_layout(target):
     ptx = HEADER + """
 .visible .entry mixed(.param .u8 c, .param .f64 d, .param .u16 s, .param .align 8 .u32 w, .param .u64 out)
 {
@@ -251,9 +265,9 @@ def test_param_offsets_follow_cuda_layout():
     signature = kernel_signature(module.kernels[0])
     assert [(p.offset, p.size) for p in signature.params] == [(0, 1), (8, 8), (16, 2), (24, 4), (32, 8)]
     assert signature.size == 40
-    program = translate(ptx, Options(target="host")).product
+    program = _on(ptx, target)
     out = (ctypes.c_uint32 * 6)()
-    program.launch("mixed", [200, -0.25, 0xBEEF, 0xCAFEF00D, ctypes.addressof(out)])
+    program.launch("mixed", [200, -0.25, 0xBEEF, 0xCAFEF00D, out])
     assert list(out[:3]) == [200, 0xBEEF, 0xCAFEF00D]
     assert struct.pack("<II", out[4], out[5]) == struct.pack("<d", -0.25)
 
@@ -291,31 +305,33 @@ STRUCT_PARAMS = HEADER + """
 """
 
 
-def test_array_params_keep_cuda_layout_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_array_params_keep_cuda_layout(target):
     signature = kernel_signature(parse_ptx(STRUCT_PARAMS).kernels[0])
     assert [(p.offset, p.size, p.array) for p in signature.params] == [
         (0, 4, False), (8, 24, True), (32, 1, False), (36, 6, True), (48, 8, False)]
     assert signature.size == 56
-    program = translate(STRUCT_PARAMS, Options(target="host")).product
+    program = _on(STRUCT_PARAMS, target)
     out = (ctypes.c_uint32 * 11)()
     s = struct.pack("<dIIQ", 0.375, 0, 0xA5A5A5A5, 0x0123456789ABCDEF)
     t = struct.pack("<IH", 0xDEADBEEF, 0x7777)
-    program.launch("structs", [7, s, 9, t, ctypes.addressof(out)])
+    program.launch("structs", [7, s, 9, t, out])
     assert out[0] == 7 and struct.pack("<II", out[2], out[3]) == struct.pack("<d", 0.375)
     assert out[4] == 0xA5A5A5A5 and (out[7] << 32 | out[6]) == 0x0123456789ABCDEF
     assert list(out[8:11]) == [9, 0x7777, 0xDEADBEEF]
-    with pytest.raises(FatkitError, match="24 bytes"):
-        program.launch("structs", [7, s[:8], 9, t, 0])
+    with pytest.raises(FatkitError, match="takes 24 bytes"):
+        program.launch("structs", [7, s[:8], 9, t, out])
 
 
-def test_nvcc_by_value_struct_runs_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_nvcc_by_value_struct_runs(target):
     # struct Params { float scale; int n; float* in; } passed by value, as nvcc's `.b8 [16]`.
-    program = translate(SAMPLE.read_text(), Options(target="host")).product
+    program = _on(SAMPLE.read_text(), target)
     n = 13
     source = (ctypes.c_float * 16)(*[i - 4.5 for i in range(16)])
     out = (ctypes.c_float * 16)(*([-1.0] * 16))
     params = struct.pack("<fiQ", 0.5, n, ctypes.addressof(source))
-    program.launch("_Z11with_struct6ParamsPf", [params, ctypes.addressof(out)], block=(16,))
+    program.launch("_Z11with_struct6ParamsPf", [params, out], block=(16,), buffers=(source,))
     assert list(out) == [f32(0.5 * (i - 4.5)) for i in range(n)] + [-1.0] * 3
 
 
@@ -377,11 +393,12 @@ MEMORY = HEADER + """
 """
 
 
-def test_memory_spaces_vectors_and_module_variables_on_host():
-    program = translate(MEMORY, Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_memory_spaces_vectors_and_module_variables(target):
+    program = _on(MEMORY, target)
     source = (ctypes.c_float * 4)(1.5, 99.0, -2.0, 0.25)
     out = (ctypes.c_uint8 * 56)()
-    program.launch("memory", [ctypes.addressof(out), ctypes.addressof(source)])
+    program.launch("memory", [out, source])
     raw = bytes(out)
     assert struct.unpack_from("<4f", raw, 0) == (0.25, -2.0, 1.5, 2.0)
     assert struct.unpack_from("<2I", raw, 16) == (0xFFFFFFFF, 20)
@@ -499,13 +516,17 @@ END:
 """
 
 
-def test_calls_with_param_arguments_and_recursion_on_host():
-    program = translate(CALLS, Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_calls_with_param_arguments_and_recursion(target):
+    program = _on(CALLS, target)
     out = (ctypes.c_uint64 * 10)()
-    program.launch("calls", [ctypes.addressof(out)], block=(8,))
+    program.launch("calls", [out], block=(8,))
     assert list(out[:8]) == [math.factorial(t + 3) for t in range(8)]
     assert struct.unpack("<2f", struct.pack("<Q", out[8])) == (-8.0, 6.0)
-    assert out[9] == sum(range(8))  # bump added each thread's %tid.x through the host's context arguments
+    # bump adds each thread's %tid.x (in a called function) with a plain load and store: the host runs the
+    # threads one after another, so the adds pile up; the 8 lanes of one AMD wave load 0 together and the
+    # highest lane's store lands last, as on a GPU
+    assert out[9] == (sum(range(8)) if target == "host" else 7)
 
 
 @pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
@@ -570,20 +591,22 @@ def test_shared_variables_are_lds_with_barriers(processor):
     assert ir_text.count('fence syncscope("workgroup") release') == 2
 
 
-def test_nvcc_shared_reduction_runs_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_nvcc_shared_reduction_runs(target):
     # Without a barrier that holds each thread until the block arrives, thread 0 would add tile[64]
     # before thread 64 stored it.
-    program = translate(SAMPLE.read_text(), Options(target="host")).product
-    assert program.with_barriers == {"_Z13reduce_sharedPKfPf"}
+    program = _on(SAMPLE.read_text(), target)
+    if target == "host":
+        assert program.product.with_barriers == {"_Z13reduce_sharedPKfPf"}
     values = [float((i * 7) % 23) - 5.0 for i in range(3 * 128)]
     source = (ctypes.c_float * len(values))(*values)
     out = (ctypes.c_float * 3)()
-    program.launch("_Z13reduce_sharedPKfPf", [ctypes.addressof(source), ctypes.addressof(out)],
-                   grid=(3,), block=(128,))
+    program.launch("_Z13reduce_sharedPKfPf", [source, out], grid=(3,), block=(128,))
     assert list(out) == [sum(values[b * 128:(b + 1) * 128]) for b in range(3)]
 
 
-def test_shared_addresses_and_barriers_on_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_shared_addresses_and_barriers(target):
     # Each thread stores its id, waits, then reads its neighbour's slot through a 32-bit shared address,
     # a generic pointer (cvta.shared) and back (cvta.to.shared).
     ptx = HEADER + """
@@ -620,9 +643,9 @@ def test_shared_addresses_and_barriers_on_host():
     st.global.u32 [%rd5], %r8;
 }
 """
-    program = translate(ptx, Options(target="host")).product
+    program = _on(ptx, target)
     out = (ctypes.c_uint32 * 16)()
-    program.launch("neighbours", [ctypes.addressof(out)], block=(16,))  # one block: no leftovers to read
+    program.launch("neighbours", [out], block=(16,))  # one block: no leftovers to read
     assert list(out) == [2 * (100 + (t + 1) % 16) for t in range(16)]
     for processor in ("gfx942", "gfx1100"):
         assert translate(ptx, Options(target=processor)).validated.descriptors[0].group_segment_fixed_size == 64
@@ -729,7 +752,8 @@ def test_stages_are_named_in_order():
         translate(TWO_KERNELS, Options(target="vulkan"))
 
 
-def test_parameters_with_names_past_llvm_s_limit_stay_distinct():
+@pytest.mark.parametrize("target", TARGETS)
+def test_parameters_with_names_past_llvm_s_limit_stay_distinct(target):
     """C++ template kernels (xformers' CUTLASS ones) have parameter names over 1024 characters that differ only
     in their `_param_N` ends; LLVM cuts local names at 1024, so they must be shortened distinctly."""
     name = "_Z" + "x" * 1100
@@ -766,11 +790,10 @@ def test_parameters_with_names_past_llvm_s_limit_stay_distinct():
     ret;
 }}
 """
-    program = translate(text, Options(target="host")).product
-    out = ctypes.c_int32(0)
-    program.launch(name, [ctypes.addressof(out), 50, 8])
-    assert out.value == 42
-    assert [k.status for k in translate(text, Options(target="gfx942")).kernels] == ["ok"]
+    assert [k.status for k in translate(text, Options(target=target)).kernels] == ["ok"]
+    out = (ctypes.c_int32 * 1)()
+    _on(text, target).launch(name, [out, 50, 8])
+    assert out[0] == 42
 
 
 @pytest.mark.parametrize("target, kind, expected", [

@@ -6,11 +6,17 @@ Kernels with a barrier run one OS thread per GPU thread on the host, so the allo
 really race. The host runs a grid's blocks one after another, so grid.sync() runs here with one block (and
 twice, to see the barrier word come back for the next launch); grids of many blocks run on the H200
 (verification/cuda/runtime.cu).
+
+The launching tests run on the host JIT and on the gfx1100 and gfx942 code objects (fatkit.emulate, one loaded
+Module per program, so the heap, the print buffer and the workspace persist across launches as on a GPU), with
+the same expected values; the malloc churn runs fewer rounds on AMD and the printf flood is host-only in its
+50 000-call form (see each test).
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
 import subprocess
 from pathlib import Path
 
@@ -20,6 +26,7 @@ from fatkit.translate import printf_buffer
 from fatkit.translate.lower import runtime
 from fatkit.translate.pipeline import Options, lower, parse, passes, translate
 from tests import oracles
+from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.corpus import corpus_file
 from tests.ptxrun import HEADER
 
@@ -76,14 +83,16 @@ def _statuses(ptx: str, target: str) -> dict[str, str]:
     return {r.name: r.reason or r.status for r in lower(passes(parse(ptx, options), options), options).reports}
 
 
-def _global(program, name: str) -> int:
-    address = program.engine.get_global_value_address(name)
-    assert address, f"{name} is not in the program"
-    return address
+def _loaded(ptx: str, target: str, kernel: str | None = None):
+    """The program on `target`, launched with ctypes arrays (tests/amdrun.py); `kernel` (or every kernel) must
+    lower."""
+    translation = translate(ptx, Options(target=target))
+    assert all(k.status == "ok" for k in translation.kernels if kernel in (None, k.name)), translation.kernels
+    return HostProgram(translation.product) if target == "host" else EmulatedProgram(translation.product)
 
 
 def _heap_top(program) -> int:
-    return ctypes.c_uint64.from_address(_global(program, runtime.HEAP)).value
+    return struct.unpack("<Q", program.read(program.address(runtime.HEAP), 8))[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,12 +153,13 @@ def _block_bytes(size: int) -> int:
     return block
 
 
-def test_malloc_from_many_threads_gives_distinct_aligned_blocks_that_keep_their_contents():
-    program = _program(MANY)
+@pytest.mark.parametrize("target", TARGETS)
+def test_malloc_from_many_threads_gives_distinct_aligned_blocks_that_keep_their_contents(target):
+    program = _loaded(MANY, target)
     addresses, sums = (ctypes.c_uint64 * THREADS)(), (ctypes.c_uint32 * THREADS)()
-    program.launch("many", [ctypes.addressof(addresses), ctypes.addressof(sums)], block=(THREADS, 1, 1))
+    program.launch("many", [addresses, sums], block=(THREADS, 1, 1))
     sizes = [16 + 24 * (t % 5) for t in range(THREADS)]
-    arena = _global(program, runtime.HEAP) + runtime.HEAP_HEADER_BYTES
+    arena = program.address(runtime.HEAP) + runtime.HEAP_HEADER_BYTES
     spans = sorted((addresses[t], addresses[t] + sizes[t]) for t in range(THREADS))
     assert all(start % 16 == 0 and arena <= start and end <= arena + runtime.HEAP_BYTES for start, end in spans)
     assert all(end <= following for (_, end), (following, _) in zip(spans, spans[1:]))  # disjoint
@@ -157,8 +167,8 @@ def test_malloc_from_many_threads_gives_distinct_aligned_blocks_that_keep_their_
     assert _heap_top(program) == sum(_block_bytes(s) for s in sizes)  # nothing freed: all from the bump
 
 
-CHURN_ROUNDS = 40
-CHURN = HEADER + DECLARATIONS + f"""
+def _churn(rounds: int) -> str:
+    return HEADER + DECLARATIONS + f"""
 .visible .entry churn(.param .u64 errors)
 {{
     .reg .pred %p<3>;
@@ -188,7 +198,7 @@ $broken:
     add.u32 %r9, %r9, 1;
 $next:
     add.u32 %r2, %r2, 1;
-    setp.lt.u32 %p1, %r2, {CHURN_ROUNDS};
+    setp.lt.u32 %p1, %r2, {rounds};
     @%p1 bra $round;
     mul.wide.u32 %rd5, %r1, 4;
     add.s64 %rd6, %rd1, %rd5;
@@ -198,13 +208,21 @@ $next:
 """
 
 
-def test_freed_blocks_are_reused_by_racing_threads_without_handing_one_block_to_two():
-    program = _program(CHURN)
+CHURN_ROUNDS = {"host": 40, "gfx1100": 8, "gfx942": 8}  # on AMD 8 rounds already reuse every block 7 times
+
+
+CHURN = _churn(CHURN_ROUNDS["host"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_freed_blocks_are_reused_by_racing_threads_without_handing_one_block_to_two(target):
+    rounds = CHURN_ROUNDS[target]
+    program = _loaded(_churn(rounds), target)
     errors = (ctypes.c_uint32 * THREADS)()
-    program.launch("churn", [ctypes.addressof(errors)], block=(THREADS, 1, 1))
+    program.launch("churn", [errors], block=(THREADS, 1, 1))
     assert list(errors) == [0] * THREADS
     # each thread holds one 64-byte block at a time: reuse keeps the heap at most that many blocks high
-    assert 0 < _heap_top(program) <= THREADS * _block_bytes(40) < THREADS * CHURN_ROUNDS * _block_bytes(40)
+    assert 0 < _heap_top(program) <= THREADS * _block_bytes(40) < THREADS * rounds * _block_bytes(40)
 
 
 EDGES = HEADER + DECLARATIONS + f"""
@@ -239,10 +257,11 @@ EDGES = HEADER + DECLARATIONS + f"""
 """
 
 
-def test_free_of_null_foreign_and_freed_pointers_is_ignored_and_an_exhausted_heap_gives_null():
-    program = _program(EDGES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_free_of_null_foreign_and_freed_pointers_is_ignored_and_an_exhausted_heap_gives_null(target):
+    program = _loaded(EDGES, target)
     out, foreign = (ctypes.c_uint64 * 8)(), (ctypes.c_uint8 * 64)()
-    program.launch("edges", [ctypes.addressof(out), ctypes.addressof(foreign)])
+    program.launch("edges", [out, foreign])
     first, again, other, big1, big2, big3, huge, empty = out
     assert first and again == first  # freed once (the second free ignored), then reused
     assert other and other != first  # ... by one malloc only
@@ -324,21 +343,21 @@ def _expected_line(tid: int, word_address: int) -> str:
 
 
 def _print_buffer(program) -> bytes:
-    address = _global(program, runtime.PRINTF)
-    return ctypes.string_at(address, printf_buffer.HEADER_BYTES + printf_buffer.CAPACITY)
+    return program.read(program.address(runtime.PRINTF), printf_buffer.HEADER_BYTES + printf_buffer.CAPACITY)
 
 
-def test_vprintf_records_decode_to_what_c_printf_prints():
+@pytest.mark.parametrize("target", TARGETS)
+def test_vprintf_records_decode_to_what_c_printf_prints(target):
     layout, size = printf_buffer.argument_layout(PRINT_FORMAT)
     assert [a.offset for a in layout] == [0, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 92, 96]
     assert size == 100
-    program = _program(PRINTS)
+    program = _loaded(PRINTS, target)
     threads = 32
     counts = (ctypes.c_uint32 * threads)()
-    program.launch("prints", [ctypes.addressof(counts)], block=(threads, 1, 1))
+    program.launch("prints", [counts], block=(threads, 1, 1))
     assert list(counts) == [len(layout)] * threads  # CUDA's printf returns the number of arguments
-    text, dropped = printf_buffer.decode(_print_buffer(program), ctypes.string_at)
-    word = _global(program, "word")
+    text, dropped = printf_buffer.decode(_print_buffer(program), program.string_at)
+    word = program.address("word")
     assert dropped == 0
     lines = text.decode().splitlines(keepends=True)  # in the order the threads reserved their records
     assert sorted(lines) == sorted(_expected_line(t, word) for t in range(threads))
@@ -356,48 +375,89 @@ def test_argument_layout_follows_cuda_packing():
             printf_buffer.argument_layout(bad)
 
 
-FLOOD_CALLS = 50_000
 FLOOD_FORMAT = b"line %d\n"
 BARE_FORMAT = b"bare\n"
-FLOOD = HEADER + DECLARATIONS + f"""
+# (threads, calls per thread, line records already in the buffer): more records than the buffer holds. The
+# host fills the whole megabyte, one thread's 50 000 calls; on AMD (ten thousand times slower) the buffer starts
+# as if earlier launches had printed all but 100 lines' room (one filler record the host writes), and a wave's
+# 64 lanes print 4 lines each.
+FLOOD_SHAPE = {"host": (1, 50_000, 0), "gfx1100": (64, 4, 100), "gfx942": (64, 4, 100)}
+
+
+def _flood(calls: int) -> str:
+    """Thread 0 prints `bare` once, then each thread prints `line i*threads+tid` for i < calls."""
+    return HEADER + DECLARATIONS + f"""
 .global .align 1 .b8 fmt[{len(FLOOD_FORMAT) + 1}] = {{{_string(FLOOD_FORMAT)}}};
 .global .align 1 .b8 bare[{len(BARE_FORMAT) + 1}] = {{{_string(BARE_FORMAT)}}};
 .visible .entry flood()
 {{
     .local .align 8 .b8 depot[8];
-    .reg .pred %p1;
-    .reg .b32 %r<4>;
+    .reg .pred %p<3>;
+    .reg .b32 %r<6>;
     .reg .b32 %r_count;
     .reg .b64 %rd<8>;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %ntid.x;
+    setp.ne.u32 %p2, %r2, 0;
+    @%p2 bra $lines;
     mov.u64 %rd5, bare;
     cvta.global.u64 %rd6, %rd5;
     {_vprintf("%rd6", "0")}
+$lines:
     mov.u64 %rd1, depot;
     cvta.local.u64 %rd2, %rd1;
     mov.u64 %rd3, fmt;
     cvta.global.u64 %rd4, %rd3;
     mov.u32 %r1, 0;
 $again:
-    st.local.u32 [%rd1], %r1;
+    mad.lo.u32 %r4, %r1, %r3, %r2;
+    st.local.u32 [%rd1], %r4;
     {_vprintf("%rd4", "%rd2")}
     add.u32 %r1, %r1, 1;
-    setp.lt.u32 %p1, %r1, {FLOOD_CALLS};
+    setp.lt.u32 %p1, %r1, {calls};
     @%p1 bra $again;
     ret;
 }}
 """
 
 
-def test_records_that_do_not_fit_are_dropped_and_counted():
-    program = _program(FLOOD)
-    program.launch("flood", [])
+def _prefill(program, room: int) -> int:
+    """Fill the print buffer but for `room` line records (24 bytes each) and a bare one (16) with one record of
+    `line %d` whose argument is -1, as an earlier launch would leave it; returns that record's size."""
+    size = printf_buffer.CAPACITY - 16 - 24 * room
+    buffer = program.address(runtime.PRINTF)
+    header = struct.pack("<II", size, 0) + bytes(printf_buffer.HEADER_BYTES - 8)
+    record = struct.pack("<IIQi", size, 4, program.address("fmt"), -1)
+    program.write(buffer, header + record)
+    return size
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_records_that_do_not_fit_are_dropped_and_counted(target):
+    threads, calls, room = FLOOD_SHAPE[target]
+    program = _loaded(_flood(calls), target)
+    filler = _prefill(program, room) if room else 0
+    program.launch("flood", [], block=(threads, 1, 1))
     records, dropped = printf_buffer.read_records(_print_buffer(program))
-    text, _ = printf_buffer.decode(_print_buffer(program), ctypes.string_at)
+    text, _ = printf_buffer.decode(_print_buffer(program), program.string_at)
+    if filler:
+        assert records[0].arguments == struct.pack("<i", -1) and text.startswith(b"line -1\n")
+        records = records[1:]
+    assert [r.arguments for r in records].count(b"") == 1 and text.count(b"bare\n") == 1
     kept = len(records) - 1
-    assert records[0].arguments == b"" and text.startswith(b"bare\nline 0\nline 1\n")
-    assert kept + dropped == FLOOD_CALLS and dropped > 0
-    assert kept == (printf_buffer.CAPACITY - 16) // 24  # the bare record: 16 bytes; each line: 16 + 4 → 24
-    assert text.endswith(f"line {kept - 1}\n".encode())
+    assert kept + dropped == threads * calls and dropped > 0
+    # the bare record: 16 bytes; each line: 16 + 4 → 24
+    assert kept == (printf_buffer.CAPACITY - filler - 16) // 24 == (room or (printf_buffer.CAPACITY - 16) // 24)
+    # a thread's records are its first calls in order: once one does not fit, no later one (all 24 bytes) does
+    printed: dict[int, list[int]] = {t: [] for t in range(threads)}
+    for record in records:
+        if record.arguments:
+            value = struct.unpack("<i", record.arguments)[0]
+            printed[value % threads].append(value // threads)
+    assert all(calls_kept == list(range(len(calls_kept))) for calls_kept in printed.values())
+    assert sum(map(len, printed.values())) == kept
+    if threads == 1:
+        assert text.startswith(b"bare\nline 0\nline 1\n") and text.endswith(f"line {kept - 1}\n".encode())
 
 
 @pytest.mark.parametrize("source, reason", [
@@ -475,17 +535,18 @@ $after:
 """
 
 
-def test_grid_sync_finds_the_module_workspace_and_leaves_it_ready_for_the_next_launch():
-    program = _program(GRID_SYNC)
-    workspace = _global(program, runtime.WORKSPACE)
-    barrier = ctypes.c_uint32.from_address(workspace + 4)
+@pytest.mark.parametrize("target", TARGETS)
+def test_grid_sync_finds_the_module_workspace_and_leaves_it_ready_for_the_next_launch(target):
+    program = _loaded(GRID_SYNC, target)
+    workspace = program.address(runtime.WORKSPACE)
     threads = 64
     for launch, flipped in ((1, 0x80000000), (2, 0)):
         out = (ctypes.c_uint32 * (256 + 2))()
-        program.launch("grid_sync", [ctypes.addressof(out)], block=(threads, 1, 1))
+        program.launch("grid_sync", [out], block=(threads, 1, 1))
         assert list(out[:threads]) == [t + (t + 1) % threads for t in range(threads)], launch
         assert out[256] | out[257] << 32 == workspace
-        assert barrier.value == flipped  # the top bit flips once per grid.sync; the count is back to 0
+        barrier = struct.unpack("<I", program.read(workspace + 4, 4))[0]
+        assert barrier == flipped  # the top bit flips once per grid.sync; the count is back to 0
 
 
 def test_other_environment_registers_are_refused_precisely():
@@ -544,21 +605,23 @@ def test_sample_kernels_with_malloc_printf_and_grid_sync_lower(sample, kernel, t
     assert _statuses((SAMPLES / sample).read_text(), target)[kernel] == "ok"
 
 
-def test_nvcc_calls_kernel_runs_new_delete_and_printf_on_the_host():
+@pytest.mark.parametrize("target", TARGETS)
+def test_nvcc_calls_kernel_runs_new_delete_and_printf(target):
     """basics.cu's `calls`: `new Square/Circle` (malloc), a virtual call, `delete` (free through the deleting
     destructor in the vtable) and printf("thread %d of %d: %s %f %lld\\n") with a string from a table of
     addresses, a float promoted to double and a long long."""
-    program = _program((SAMPLES / "basics.sm_80.ptx").read_text())
+    program = _loaded((SAMPLES / "basics.sm_80.ptx").read_text(), target, "_Z5callsPiiPKfS1_")
     threads = 3  # thread 3 would fail the kernel's own assert (out[t] >= 0)
     out, a, b = (ctypes.c_int32 * (threads + 1))(), (ctypes.c_float * 4)(1, 2, 3, 4), (ctypes.c_float * 4)(1, 1, 1, 1)
-    program.launch("_Z5callsPiiPKfS1_", [ctypes.addressof(out), 1, ctypes.addressof(a), ctypes.addressof(b)],
-                   block=(threads, 1, 1))
-    text, dropped = printf_buffer.decode(_print_buffer(program), ctypes.string_at)
+    program.launch("_Z5callsPiiPKfS1_", [out, 1, a, b], block=(threads, 1, 1))
+    text, dropped = printf_buffer.decode(_print_buffer(program), program.string_at)
     assert dropped == 0 and text.decode().splitlines() == [
         "thread 0 of 3: alpha 0.500000 -1", "thread 1 of 3: beta 1.000000 9223372036854775807",
         "thread 2 of 3: alpha -2.250000 42"]
-    # the threads ran one after another: each new reused the block the previous delete freed
-    assert _heap_top(program) == _block_bytes(16)
+    if target == "host":  # the threads ran one after another: each new reused the block the previous delete freed
+        assert _heap_top(program) == _block_bytes(16)
+    else:  # one wave: the three threads hold their blocks at the same time
+        assert _heap_top(program) == threads * _block_bytes(16)
 
 
 CORPUS_KERNELS = [

@@ -8,6 +8,10 @@ ranks 1-5, the four swizzles, boxes partly or wholly outside the tensor (negativ
 The encoder's checks are tested against the driver's rules, and device-side map construction
 (tensormap.replace + cp_fenceproxy) against the encoder's bytes. The same kernels are compiled for gfx942 and
 gfx1100 and re-lowered for sm_90 (ptxas); verification/tma.py runs them on the H200 against NVIDIA's maps.
+
+The copies also run on the gfx1100 and gfx942 code objects (fatkit.emulate, the tensor registered as a buffer
+the kernel reaches through the map) against the same model: a deterministic subset of the seeded rows there
+(AMD_SEEDS), every row of the fixed tables.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles, tma
+from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 
 RNG = np.random.default_rng(21)
 THREADS = 32
@@ -30,10 +35,21 @@ PATIENCE = 1 << 31  # mbarrier wait tries: a loaded CPU can keep the issuing thr
 
 
 @functools.cache
-def _program():
-    translation = translate(tma.module(), Options(target="host"))
+def _program(target: str = "host"):
+    return _loaded(tma.module(), target)
+
+
+def _loaded(ptx: str, target: str):
+    """The kernels on `target` (tests/amdrun.py): launched with numpy arrays, the tensor as a buffer."""
+    translation = translate(ptx, Options(target=target))
     assert all(k.status == "ok" for k in translation.kernels), translation.kernels
-    return translation.product
+    return HostProgram(translation.product) if target == "host" else EmulatedProgram(translation.product)
+
+
+def _seeded(seeds: range, every: int) -> list:
+    """(seed, target) rows: every seed on the host, every `every`-th on the AMD targets."""
+    return [pytest.param(seed, target, id=f"{seed}-{target}") for target in TARGETS for seed in seeds
+            if target == "host" or seed % every == 0]
 
 
 def _map(case: dict, memory: np.ndarray) -> bytes:
@@ -45,15 +61,15 @@ def _map(case: dict, memory: np.ndarray) -> bytes:
                                      case["box"], case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
 
 
-def _run(case: dict) -> None:
-    """Launch the case on the host and compare with the model: the box and every thread's completion flag
+def _run(case: dict, target: str = "host") -> None:
+    """Launch the case on `target` and compare with the model: the box and every thread's completion flag
     (loads), or the tensor (stores)."""
     memory = tma.tensor(case)
     want = tma.expected(case, memory)
     out = np.zeros(tma.out_bytes(THREADS), np.uint8)
     box = tma.source(case)
-    _program().launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE,
-                                                           box.ctypes.data), block=(THREADS,))
+    _program(target).launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out, PATIENCE, box),
+                            block=(THREADS,), buffers=(memory,))
     if case["kind"] == "store":
         np.testing.assert_array_equal(memory, want)
         return
@@ -61,65 +77,70 @@ def _run(case: dict) -> None:
     np.testing.assert_array_equal(out[:tma.SHARED_BYTES], want)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_tile_loads_match_the_model(seed):
-    _run(tma.load_case(seed))
+@pytest.mark.parametrize("seed, target", _seeded(range(40), 4))
+def test_tile_loads_match_the_model(seed, target):
+    _run(tma.load_case(seed), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("swizzle", range(4))
-def test_the_h200_measured_form_matches_the_model(swizzle):
+def test_the_h200_measured_form_matches_the_model(swizzle, target):
     for coords in ([0, 0], [48, 60], [-16, -3]):
-        _run(tma.anchor_case(swizzle, coords))
+        _run(tma.anchor_case(swizzle, coords), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", tma.suspect_cases(), ids=lambda case: case["name"])
-def test_the_suspects_of_the_h200_fault_match_the_model(case):
-    _run(case)
+def test_the_suspects_of_the_h200_fault_match_the_model(case, target):
+    _run(case, target)
 
 
-def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes():
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes(target):
     case = {**tma.load_case(0), "rank": 2, "data_type": 7, "size": 4, "dims": [40, 9], "pitch": 160,
             "strides": [160], "box": [32, 4], "steps": [1, 1], "swizzle": 3, "nan": True, "coords": [-100, 20],
             "bytes": 512}
     memory = tma.tensor(case)
     out = np.zeros(tma.out_bytes(THREADS), np.uint8)
-    _program().launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, PATIENCE),
-                      block=(THREADS,))
+    _program(target).launch("load2d", tma.arguments(case, _map(case, memory), out, PATIENCE), block=(THREADS,),
+                            buffers=(memory,))
     assert (out[:512].view(np.uint32) == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
     assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_im2col_loads_match_the_model(seed):
-    _run(tma.im2col_case(seed))
+@pytest.mark.parametrize("seed, target", _seeded(range(8), 2))
+def test_im2col_loads_match_the_model(seed, target):
+    _run(tma.im2col_case(seed), target)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_tile_stores_and_reductions_match_the_model(seed):
-    _run(tma.store_case(seed))
+@pytest.mark.parametrize("seed, target", _seeded(range(12), 3))
+def test_tile_stores_and_reductions_match_the_model(seed, target):
+    _run(tma.store_case(seed), target)
 
 
-@pytest.mark.parametrize("seed", range(0, 24, 4))
-def test_stores_at_a_16_byte_boundary_match_the_model(seed):
-    _run(tma.aligned(tma.store_case(seed)))
+@pytest.mark.parametrize("seed, target", _seeded(range(0, 24, 4), 8))
+def test_stores_at_a_16_byte_boundary_match_the_model(seed, target):
+    _run(tma.aligned(tma.store_case(seed)), target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("swizzle", range(4))
-def test_stores_of_the_measured_form_match_the_model(swizzle):
+def test_stores_of_the_measured_form_match_the_model(swizzle, target):
     for coords in ([0, 0], [48, 60], [-16, -3], [5, 3]):
-        _run({**tma.anchor_case(swizzle, coords), "kind": "store", "kernel": "store2d", "operation": None})
+        _run({**tma.anchor_case(swizzle, coords), "kind": "store", "kernel": "store2d", "operation": None}, target)
 
 
 # ------------------------------------------------------------------------------------------- tensormap
 
-def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it():
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it(target):
     """A zeroed map with every field replaced (the Triton/CUTLASS sequence), copied out with
     cp_fenceproxy, has the encoder's bytes, and a copy through it matches the model (f16, 64-byte swizzle,
     element stride 2 in dimension 1, NaN fill)."""
     memory = RNG.integers(0, 256, 96 * 7, dtype=np.uint8)
     built, out = np.zeros(128, np.uint8), np.zeros(1024, np.uint8)
-    program = translate(tma.REPLACE, Options(target="host")).product
-    program.launch("build", [out.ctypes.data, built.ctypes.data, 0, memory.ctypes.data])
+    program = _loaded(tma.REPLACE, target)
+    program.launch("build", [out, built, 0, memory])
     expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
                                          oob_fill=1)
     assert built.tobytes() == expected
@@ -203,11 +224,12 @@ WAIT:
 """
 
 
-def test_try_cancel_fails_legally_and_completes_its_sixteen_bytes():
+@pytest.mark.parametrize("target", TARGETS)
+def test_try_cancel_fails_legally_and_completes_its_sixteen_bytes(target):
     """The request always fails: the response is fatkit's 16 zero bytes, written before the phase (which
     waits for 16 bytes of transactions) completes."""
     out = np.full(16, 0xEE, np.uint8)
-    translate(CANCEL, Options(target="host")).product.launch("cancel", [out.ctypes.data])
+    _loaded(CANCEL, target).launch("cancel", [out])
     assert out.tobytes() == bytes(16)
 
 
@@ -277,18 +299,20 @@ MULTICAST = tma.HEADER + tma.load_kernel(2).replace(
     ".mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint [%r2], [%rd7, {%c0, %c1}], [%r3], %h1, %rd6;")
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("mask", [1, 0b1011, 0b10])
-def test_multicast_in_a_cluster_of_one_writes_the_ctas_box_when_its_bit_is_set(mask):
+def test_multicast_in_a_cluster_of_one_writes_the_ctas_box_when_its_bit_is_set(mask, target):
     """ctaMask (here the fifth coordinate's low bits) names the CTAs of the cluster that receive the box and
     the complete-tx: in a cluster of one, rank 0 alone. Without bit 0 nothing is written and the phase never
     completes (the waits give up after `patience` tries)."""
     assert MULTICAST != tma.HEADER + tma.load_kernel(2)
-    program = translate(MULTICAST, Options(target="host")).product
+    program = _loaded(MULTICAST, target)
     case = {**tma.anchor_case(3, [8, 5]), "coords": [8, 5, 0, 0, mask]}
     memory = tma.tensor(case)
     out = np.zeros(tma.out_bytes(THREADS), np.uint8)
     patience = PATIENCE if mask & 1 else 1000
-    program.launch("load2d", tma.arguments(case, _map(case, memory), out.ctypes.data, patience), block=(THREADS,))
+    program.launch("load2d", tma.arguments(case, _map(case, memory), out, patience), block=(THREADS,),
+                   buffers=(memory,))
     flags = out[tma.SHARED_BYTES:].view(np.uint32)
     if mask & 1:
         assert (flags == 1).all()
@@ -301,15 +325,16 @@ def _reduce_kernel(operation: str) -> str:
     return tma.HEADER + tma.store_kernel(1, operation)
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("operation, data_type, values, old, want", [
     ("add", 7, np.array([1.5, -2.0, 1e-45, np.inf], np.float32), np.array([2.25, 2.0, 1e-45, 1.0], np.float32),
      np.array([3.75, 0.0, 2.8e-45, np.inf], np.float32)),
     ("add", 6, np.array([1.0, 0.5, -0.0, 65504], np.float16), np.array([2.0, 0.25, -0.0, 65504], np.float16),
      np.array([3.0, 0.75, -0.0, np.inf], np.float16)),
 ])
-def test_floating_point_reductions_use_the_maps_element_type(operation, data_type, values, old, want):
+def test_floating_point_reductions_use_the_maps_element_type(operation, data_type, values, old, want, target):
     """The element type comes from the map at run time: the same instruction adds f32 or f16 lanes."""
-    program = translate(_reduce_kernel(operation), Options(target="host")).product
+    program = _loaded(_reduce_kernel(operation), target)
     size = values.itemsize
     memory = np.zeros(64, np.uint8)
     memory[:len(old) * size] = old.view(np.uint8)
@@ -317,26 +342,30 @@ def test_floating_point_reductions_use_the_maps_element_type(operation, data_typ
     box[:len(values) * size] = values.view(np.uint8)
     image = runtime.encode_tensor_map(data_type, memory.ctypes.data, [len(values)], [], [16 // size])
     case = {"kind": "store", "coords": [0], "kernel": f"reduce_{operation}1d"}
-    program.launch(f"reduce_{operation}1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+    program.launch(f"reduce_{operation}1d", tma.arguments(case, image, 0, 0, box), block=(THREADS,),
+                   buffers=(memory,))
     np.testing.assert_array_equal(memory[:len(want) * size].view(values.dtype), want)
     assert (memory[len(want) * size:] == 0).all()  # the box's other lanes lie outside the tensor
 
 
-def test_a_map_of_another_rank_traps():
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_map_of_another_rank_traps(target):
     memory, out = np.zeros(256, np.uint8), np.zeros(tma.out_bytes(THREADS), np.uint8)
     case = {**tma.anchor_case(0, [0, 0]), "coords": [0, 0, 0]}
     image = runtime.encode_tensor_map(1, memory.ctypes.data, [64, 2], [128], [64, 2])
     with pytest.raises(FatkitError, match="trapped"):
-        _program().launch("load3d", tma.arguments(case, image, out.ctypes.data, 1000), block=(THREADS,))
+        _program(target).launch("load3d", tma.arguments(case, image, out, 1000), block=(THREADS,),
+                                buffers=(memory,))
 
 
-def test_min_of_a_half_precision_map_traps():
-    program = translate(_reduce_kernel("min"), Options(target="host")).product
+@pytest.mark.parametrize("target", TARGETS)
+def test_min_of_a_half_precision_map_traps(target):
+    program = _loaded(_reduce_kernel("min"), target)
     memory, box = np.zeros(64, np.uint8), np.zeros(tma.SHARED_BYTES, np.uint8)
     image = runtime.encode_tensor_map(6, memory.ctypes.data, [8], [], [8])
     case = {"kind": "store", "coords": [0], "kernel": "reduce_min1d"}
     with pytest.raises(FatkitError, match="trapped"):
-        program.launch("reduce_min1d", tma.arguments(case, image, 0, 0, box.ctypes.data), block=(THREADS,))
+        program.launch("reduce_min1d", tma.arguments(case, image, 0, 0, box), block=(THREADS,), buffers=(memory,))
 
 
 @pytest.mark.parametrize("directives, shared, reason", [
@@ -364,19 +393,21 @@ def test_cluster_refusals_say_why_the_cluster_cannot_be_one_workgroup(directives
     assert report.status == "unsupported" and reason in report.reason, report.reason
 
 
-def test_nvccs_tma_kernel_loads_and_stores_through_an_encoded_map():
+@pytest.mark.parametrize("target", TARGETS)
+def test_nvccs_tma_kernel_loads_and_stores_through_an_encoded_map(target):
     """tests/ptx_sources/hopper.cu's `tma` (nvcc's PTX: the map a __grid_constant__ parameter reached by
     cvta.param): a 32 x 32 int box at (0, 32) of a 64 x 64 tensor into shared memory, each thread's element
     out, then the box stored back at (0, 0)."""
     sample = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
-    translation = translate(sample, Options(target="host"))
+    translation = translate(sample, Options(target=target))
     kernel = "_Z3tma14CUtensorMap_stPi"
     assert {k.name: k.status for k in translation.kernels}[kernel] == "ok"
+    program = HostProgram(translation.product) if target == "host" else EmulatedProgram(translation.product)
     matrix = RNG.integers(-2**31, 2**31, (64, 64), dtype=np.int64).astype(np.int32)
     before = matrix.copy()
     out = np.zeros(64, np.int32)
     image = runtime.encode_tensor_map(3, matrix.ctypes.data, [64, 64], [256], [32, 32])
-    translation.product.launch(kernel, [image, out.ctypes.data], block=(64,))
+    program.launch(kernel, [image, out], block=(64,), buffers=(matrix,))
     np.testing.assert_array_equal(out, before[32:34, :32].ravel())
     expected = before.copy()
     expected[:32, :32] = before[32:, :32]
@@ -422,11 +453,12 @@ WAIT:
 """
 
 
-def test_a_map_in_a_global_variable_is_read_there():
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_map_in_a_global_variable_is_read_there(target):
     """A map the kernel copied into a .global variable, named directly as the copy's operand (a box that runs
     12 elements past the end)."""
     data = np.arange(40, dtype=np.uint16)
     out = np.zeros(32, np.uint16)
     image = runtime.encode_tensor_map(1, data.ctypes.data, [40], [], [32])
-    translate(GLOBAL_MAP, Options(target="host")).product.launch("through_global", [image, out.ctypes.data])
+    _loaded(GLOBAL_MAP, target).launch("through_global", [image, out], buffers=(data,))
     np.testing.assert_array_equal(out, np.concatenate([np.arange(20, 40), np.zeros(12)]).astype(np.uint16))

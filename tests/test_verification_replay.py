@@ -23,7 +23,7 @@ def arrays():
         yield data
 
 
-def ci_subset_covers_every_family():
+def test_ci_subset_covers_every_family():
     families = {case["family"] for case in replay.recorded_cases()}
     assert {case["family"] for case in SUBSET} == families
     assert len(SUBSET) >= 400

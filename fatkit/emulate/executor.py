@@ -48,7 +48,63 @@ NO_EFFECT = frozenset({
     "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "BUFFER_INV", "BUFFER_WBL2",
     "S_TTRACEDATA", "S_CODE_END", "S_VERSION", "S_WAIT_IDLE",
     "S_SET_INST_PREFETCH_DISTANCE", "S_BARRIER_SIGNAL_ISFIRST",
+    # gfx12's split waits
+    "S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_DSCNT",
+    "S_WAIT_KMCNT", "S_WAIT_LOADCNT_DSCNT", "S_WAIT_STORECNT_DSCNT", "S_WAIT_ALU", "S_WAIT_EVENT",
+    "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV",  # gfx12 cache control: host memory has no caches
 })
+
+
+def _i32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint32).view(np.int32)
+
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint32).view(np.float32)
+
+
+# 32-bit integer VALU operations without carries, modifiers or lane masks, run on the register file's uint32
+# rows directly (numpy wraps uint32 arithmetic modulo 2^32, as the hardware does): the common case of the
+# generic path, which computes with exact Python integers over object arrays, about ten times slower. Each
+# is what the tables' pseudocode says for these opcodes; the translator tables run through both paths.
+_FAST_VALU: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
+    "V_MOV_B32": (1, lambda a: a),
+    "V_NOT_B32": (1, lambda a: ~a),
+    "V_ADD_U32": (2, lambda a, b: a + b),  # CDNA: no carry out
+    "V_ADD_NC_U32": (2, lambda a, b: a + b),
+    "V_SUB_U32": (2, lambda a, b: a - b),
+    "V_SUB_NC_U32": (2, lambda a, b: a - b),
+    "V_SUBREV_U32": (2, lambda a, b: b - a),
+    "V_SUBREV_NC_U32": (2, lambda a, b: b - a),
+    "V_AND_B32": (2, lambda a, b: a & b),
+    "V_OR_B32": (2, lambda a, b: a | b),
+    "V_XOR_B32": (2, lambda a, b: a ^ b),
+    "V_XNOR_B32": (2, lambda a, b: ~(a ^ b)),
+    "V_LSHLREV_B32": (2, lambda a, b: b << (a & np.uint32(31))),
+    "V_LSHRREV_B32": (2, lambda a, b: b >> (a & np.uint32(31))),
+    "V_ASHRREV_I32": (2, lambda a, b: (_i32(b) >> _i32(a & np.uint32(31))).view(np.uint32)),
+    "V_MUL_LO_U32": (2, lambda a, b: a * b),
+    "V_MUL_U32_U24": (2, lambda a, b: (a & np.uint32(0xFFFFFF)) * (b & np.uint32(0xFFFFFF))),
+    "V_MAX_U32": (2, np.maximum),
+    "V_MIN_U32": (2, np.minimum),
+    "V_MAX_I32": (2, lambda a, b: np.maximum(_i32(a), _i32(b)).view(np.uint32)),
+    "V_MIN_I32": (2, lambda a, b: np.minimum(_i32(a), _i32(b)).view(np.uint32)),
+    "V_ADD3_U32": (3, lambda a, b, c: a + b + c),
+    "V_LSHL_ADD_U32": (3, lambda a, b, c: (a << (b & np.uint32(31))) + c),
+    "V_ADD_LSHL_U32": (3, lambda a, b, c: (a + b) << (c & np.uint32(31))),
+    "V_LSHL_OR_B32": (3, lambda a, b, c: (a << (b & np.uint32(31))) | c),
+    "V_AND_OR_B32": (3, lambda a, b, c: (a & b) | c),
+    "V_OR3_B32": (3, lambda a, b, c: a | b | c),
+    "V_XOR3_B32": (3, lambda a, b, c: a ^ b ^ c),
+    "V_XAD_U32": (3, lambda a, b, c: (a ^ b) + c),
+    "V_MAD_U32_U24": (3, lambda a, b, c: (a & np.uint32(0xFFFFFF)) * (b & np.uint32(0xFFFFFF)) + c),
+    # f32 arithmetic: numpy's float32 operations are IEEE's, correctly rounded, as the generic path computes
+    # them (denormals kept: the only FP mode a launch accepts)
+    "V_ADD_F32": (2, lambda a, b: (_f32(a) + _f32(b)).view(np.uint32)),
+    "V_SUB_F32": (2, lambda a, b: (_f32(a) - _f32(b)).view(np.uint32)),
+    "V_SUBREV_F32": (2, lambda a, b: (_f32(b) - _f32(a)).view(np.uint32)),
+    "V_MUL_F32": (2, lambda a, b: (_f32(a) * _f32(b)).view(np.uint32)),
+}
 
 _FLOAT_CONSTANTS = {  # src encoding → value (f32 bits come from the Python float)
     240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
@@ -274,6 +330,9 @@ class Preparer:
             space.wave32 = wave32
 
     has_sve = True  # scratch instructions carry the SVE bit (gfx11, gfx94x); gfx90a's do not
+    # the uint32/uint64 fast paths of common VALU operations (_FAST_VALU); off, every VALU instruction runs its
+    # compiled pseudocode (benchmarks/emulate_speed.py --generic measures the difference)
+    fast_paths = True
 
     def attach(self, launch: Launch) -> None:
         """The launch whose memory and statistics the prepared instructions use from now on."""
@@ -358,6 +417,10 @@ class Preparer:
                 return self.ds(inst, name, size, pc)
             if base in ("GLOBAL", "FLAT", "SCRATCH"):
                 return self.vmem(inst, name, base, size, pc)
+            if base in ("VGLOBAL", "VFLAT", "VSCRATCH"):  # gfx12's encodings of the same operations
+                return self.vmem(inst, name, base[1:], size, pc)
+            if base == "MUBUF" and self.cdna:
+                return self.mubuf(inst, name, size, pc)
             if base in ("VOP1", "VOP2", "VOP3", "VOPC", "VOP3SD", "VOP3P"):
                 return self.valu(inst, name, kind, size, pc)
             if base == "VOPD":
@@ -375,7 +438,12 @@ class Preparer:
             def run(w):
                 w.done = True
             return Step(name, CONTROL, size, run, pc)
-        if name == "S_BARRIER":
+        if name == "S_BARRIER_SIGNAL":  # gfx12: the workgroup barrier (-1) is signal, then s_barrier_wait
+            if inst.ssrc0.offset != 193:
+                raise FatkitError(f"s_barrier_signal {inst.ssrc0} at pc 0x{pc:x}: only the workgroup barrier (-1) "
+                                  "is modelled")
+            return Step(name, CONTROL, size, None, pc)
+        if name in ("S_BARRIER", "S_BARRIER_WAIT"):
             def run(w):
                 w.at_barrier = True
                 w.pc += size
@@ -409,7 +477,15 @@ class Preparer:
         for param in fn.params:
             if param == "S0" and hasattr(inst, "ssrc0"):
                 getters.append(self.source(inst, inst.ssrc0, bits["s0"], None, literal))
+            elif param == "S0" and kind.startswith("SOPK") and name.startswith("S_CMPK"):
+                # the compares read the SGPR the sdst field names (S0) against the immediate (SIMM16 on
+                # gfx11, S1 in the CDNA tables); the other SOPK ops call the immediate S0
+                d = inst.sdst.offset
+                getters.append(lambda w, d=d: w.sread(d, 1))
             elif param == "S0" and kind.startswith("SOPK"):
+                value = inst.simm16
+                getters.append(lambda w, value=value: value)
+            elif param == "S1" and kind.startswith("SOPK"):
                 value = inst.simm16
                 getters.append(lambda w, value=value: value)
             elif param == "S1" and hasattr(inst, "ssrc1"):
@@ -558,8 +634,10 @@ class Preparer:
             raise FatkitError(f"{name}: buffer resources are not modelled")
         fn = self.sem.get(name, vector=False)
         base = inst.sbase.offset
-        offset = inst.offset
-        offset = offset - (1 << 21) if offset & (1 << 20) else offset
+        if hasattr(inst, "ioffset"):  # gfx12: a 24-bit signed immediate offset
+            offset = inst.ioffset - (1 << 24) if inst.ioffset & (1 << 23) else inst.ioffset
+        else:
+            offset = inst.offset - (1 << 21) if inst.offset & (1 << 20) else inst.offset
         soffset = None
         if self.cdna:
             if not inst.imm:
@@ -647,7 +725,7 @@ class Preparer:
         return lambda w: w.vread(idx, count)
 
     def ds(self, inst, name, size, pc) -> Step:
-        if inst.gds:
+        if getattr(inst, "gds", 0):
             raise FatkitError(f"{name}: GDS is not modelled")
         addr = inst.addr.offset - 256
         offset = inst.offset0 | (inst.offset1 << 8)
@@ -670,13 +748,17 @@ class Preparer:
                                      (inst.data0, inst.data1), inst.vdst, returns, offsets)
 
     def vmem(self, inst, name, base, size, pc) -> Step:
-        offset = inst.offset
-        bits_offset = 13 if base != "FLAT" else 12
-        if base != "FLAT" and offset & (1 << (bits_offset - 1)):
-            offset -= 1 << bits_offset
+        gfx12 = hasattr(inst, "ioffset")  # gfx12: a 24-bit signed offset, vaddr/vsrc fields, th for returns
+        if gfx12:
+            offset = inst.ioffset - (1 << 24) if inst.ioffset & (1 << 23) else inst.ioffset
+        else:
+            offset = inst.offset
+            bits_offset = 13 if base != "FLAT" else 12
+            if base != "FLAT" and offset & (1 << (bits_offset - 1)):
+                offset -= 1 << bits_offset
         saddr = inst.saddr.offset
         saddr_off = saddr == 0x7F if self.cdna else saddr in (124, 125)  # "off": NULL / M0 on gfx11
-        vaddr = inst.addr.offset - 256
+        vaddr = (inst.vaddr if gfx12 else inst.addr).offset - 256
         if base == "SCRATCH":
             # gfx11 and gfx94x say with SVE whether the VGPR address takes part (gfx90a: whenever saddr is off)
             use_vaddr = bool(inst.sve) if self.has_sve else saddr_off
@@ -695,9 +777,30 @@ class Preparer:
             def address(w):
                 return (w.vread(vaddr, 2) + offset) & M64
             space = self.spaces["flat" if base == "FLAT" else "global"]
-        returns = bool(getattr(inst, "sc0", 0) if self.cdna else getattr(inst, "glc", 0))
-        return self._vector_mem_step(inst, name, size, pc, VMEM, space, address, (inst.data, inst.data),
+        if gfx12:  # an atomic returns when th says so (TH_ATOMIC_RETURN)
+            returns, data = bool(inst.th & 1), inst.vsrc
+        else:
+            returns, data = bool(getattr(inst, "sc0", 0) if self.cdna else getattr(inst, "glc", 0)), inst.data
+        return self._vector_mem_step(inst, name, size, pc, VMEM, space, address, (data, data),
                                      inst.vdst, returns, {"OFFSET": offset})
+
+    def mubuf(self, inst, name, size, pc) -> Step:
+        """gfx90a's scratch: LLVM reaches it through buffer loads and stores on the private segment buffer
+        (s[0:3], the first user SGPRs), at VGPR offset (offen) + soffset + the instruction's offset in the lane's
+        scratch; what the resource would say (base, stride, swizzle) is what this launch models directly.
+        Buffers other than that resource, indexed forms and LDS-direct loads are not modelled."""
+        if inst.srsrc.offset != 0 or inst.idxen or inst.lds or not name.startswith(("BUFFER_LOAD_", "BUFFER_STORE_")):
+            raise FatkitError(f"{name} at pc 0x{pc:x}: only scratch through the private segment buffer s[0:3] "
+                              "(offen or off, no idxen or lds) is modelled for MUBUF")
+        vaddr, offen, offset = inst.vaddr.offset - 256, inst.offen, inst.offset
+        soffset = self.source(inst, inst.soffset, 32, None, None)
+
+        def address(w):
+            base = soffset(w)
+            return ((w.v[vaddr].astype(object) if offen else 0) + base + offset) & M32
+        return self._vector_mem_step(inst, name, size, pc, VMEM, self.spaces["scratch"], address,
+                                     (inst.vdata, inst.vdata), inst.vdata, False,
+                                     {"VADDR": 0, "SRSRC": 0, "SOFFSET": 0, "OFFSET": offset})
 
     # --- cross-lane operations the tables express through VGPR[lane][...] (written here directly)
     def permute(self, inst, name, size, pc, addr, offset) -> Step:
@@ -735,10 +838,161 @@ class Preparer:
         return Step(name, LDS, size, run, pc)
 
     # --- VALU
+    def fast_valu(self, inst, name, kind, size, pc) -> Step | None:
+        """A _FAST_VALU operation on uint32 rows, when nothing about the instruction needs the generic path
+        (no DPP/SDWA, neg/abs/op_sel, clamp or omod; sources VGPRs, SGPRs, inline integers or a literal)."""
+        if name == "V_CNDMASK_B32_E32" and kind == "VOP2" and not getattr(inst, "literal", None):
+            return self.fast_cndmask(inst, name, size, pc)
+        entry = _FAST_VALU.get(name.removesuffix("_E32").removesuffix("_E64"))
+        if entry is None:
+            return self.fast_valu64(inst, name, kind, size, pc)
+        if kind.startswith("VOP3P") or "_DPP" in kind or "_SDWA" in kind:
+            return None
+        if (getattr(inst, "neg", 0) or getattr(inst, "abs", 0) or getattr(inst, "opsel", 0) or
+                getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0) or getattr(inst, "omod", 0)):
+            return None
+        arity, operation = entry
+        fields = ("src0", "vsrc1") if kind.startswith("VOP2") else ("src0", "src1", "src2")
+        sources = self.fast_sources(inst, fields[:arity], getattr(inst, "literal", None))
+        if sources is None or len(sources) != arity or not 256 <= inst.vdst.offset < 512:
+            return None
+        d = inst.vdst.offset - 256
+        if arity == 1:
+            (s0,) = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w)), where=w.exec_bool)
+                w.pc += size
+        elif arity == 2:
+            s0, s1 = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w), s1(w)), where=w.exec_bool)
+                w.pc += size
+        else:
+            s0, s1, s2 = sources
+
+            def run(w):
+                np.copyto(w.v[d], operation(s0(w), s1(w), s2(w)), where=w.exec_bool)
+                w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def fast_source64(self, reg, literal) -> Callable | None:
+        """A 64-bit source as uint64 (per lane or uniform) for the 64-bit fast operations, or None."""
+        o = reg.offset
+        if 256 <= o < 511:
+            def vgprs(w, idx=o - 256):
+                return w.v[idx].astype(np.uint64) | (w.v[idx + 1].astype(np.uint64) << np.uint64(32))
+            return vgprs
+        if 0 <= o < 105:
+            return lambda w: np.uint64(w.s[o] | (w.s[o + 1] << 32))
+        if 128 <= o <= 208 or (o == 255 and literal is not None):
+            # a literal is zero-extended: these operations' 64-bit operands are unsigned (u64/b64)
+            value = np.uint64((o - 128 if o <= 192 else 192 - o) & M64 if o != 255 else literal & M32)
+            return lambda w: value
+        return None
+
+    def fast_valu64(self, inst, name, kind, size, pc) -> Step | None:
+        """v_lshlrev_b64, v_lshl_add_u64 and (gfx11, carry to NULL) v_mad_u64_u32 on uint64 lanes: the
+        address arithmetic of nearly every kernel. Wraps modulo 2^64 as D0 does."""
+        base = name.removesuffix("_E32").removesuffix("_E64")
+        if base not in ("V_LSHLREV_B64", "V_LSHL_ADD_U64", "V_MAD_U64_U32") or "_DPP" in kind or "_SDWA" in kind:
+            return None
+        if (getattr(inst, "neg", 0) or getattr(inst, "abs", 0) or getattr(inst, "opsel", 0) or
+                getattr(inst, "clmp", 0) or getattr(inst, "clamp", 0) or getattr(inst, "omod", 0)):
+            return None
+        if not 256 <= inst.vdst.offset < 511:
+            return None
+        d, literal = inst.vdst.offset - 256, getattr(inst, "literal", None)
+        low0, low1 = self.fast_sources(inst, ("src0",), literal), self.fast_sources(inst, ("src1",), literal)
+        if base == "V_MAD_U64_U32":
+            if self.cdna or inst.sdst.offset != 124 or low0 is None or low1 is None:
+                return None
+            s0, s1 = low0[0], low1[0]
+            s2 = self.fast_source64(inst.src2, literal)
+            if s2 is None:
+                return None
+
+            def value(w):
+                return np.asarray(s0(w), np.uint64) * np.asarray(s1(w), np.uint64) + s2(w)
+        elif base == "V_LSHLREV_B64":
+            if low0 is None:
+                return None
+            s0 = low0[0]
+            s1 = self.fast_source64(inst.src1 if hasattr(inst, "src1") else inst.vsrc1, literal)
+            if s1 is None:
+                return None
+
+            def value(w):
+                return s1(w) << (np.asarray(s0(w), np.uint64) & np.uint64(63))
+        else:
+            s0, s2 = self.fast_source64(inst.src0, literal), self.fast_source64(inst.src2, literal)
+            if low1 is None or s0 is None or s2 is None:
+                return None
+            s1 = low1[0]
+
+            def value(w):
+                return (s0(w) << (np.asarray(s1(w), np.uint64) & np.uint64(7))) + s2(w)
+
+        def run(w):
+            result = np.broadcast_to(np.asarray(value(w), np.uint64), (w.lanes,))
+            active = w.exec_bool
+            np.copyto(w.v[d], (result & np.uint64(M32)).astype(np.uint32), where=active)
+            np.copyto(w.v[d + 1], (result >> np.uint64(32)).astype(np.uint32), where=active)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def fast_sources(self, inst, fields, literal) -> list | None:
+        """32-bit sources as uint32 (a VGPR row, an SGPR, an inline integer or the literal), or None."""
+        sources = []
+        for field_name in fields:
+            reg = getattr(inst, field_name, None)
+            o = -1 if reg is None else reg.offset
+            if 256 <= o < 512:
+                sources.append(lambda w, idx=o - 256: w.v[idx])
+            elif 0 <= o < 106:
+                sources.append(lambda w, o=o: np.uint32(w.s[o]))
+            elif 128 <= o <= 208 or (o == 255 and literal is not None):
+                value = np.uint32((o - 128 if o <= 192 else 192 - o) & M32 if o != 255 else literal & M32)
+                sources.append(lambda w, value=value: value)
+            else:
+                return None
+        return sources
+
+    def fast_cndmask(self, inst, name, size, pc) -> Step | None:
+        """v_cndmask_b32 (VOP2): lane i takes S1 where VCC's bit i is set, else S0."""
+        lanes, sources = self.lanes, self.fast_sources(inst, ("src0",), None)
+        if sources is None:
+            return None
+        s0 = sources[0]
+        s1, d = inst.vsrc1.offset - 256, inst.vdst.offset - 256
+
+        def run(w):
+            vcc = w.s[106] | (w.s[107] << 32 if lanes == 64 else 0)
+            take = np.unpackbits(np.frombuffer(vcc.to_bytes(8, "little"), np.uint8), bitorder="little")[:lanes]
+            np.copyto(w.v[d], np.where(take.astype(bool), w.v[s1], s0(w)), where=w.exec_bool)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
     def valu(self, inst, name, kind, size, pc) -> Step:
+        fast = self.fast_valu(inst, name, kind, size, pc) if self.fast_paths else None
+        if fast is None:
+            return self.generic_valu(inst, name, kind, size, pc)
+        if not any(t in name for t in ("_F16", "_F32", "_F64")):
+            return fast
+        # a float fast path knows only the default MODE: other modes take the generic step (fpmode)
+        generic, fast_run = self.generic_valu(inst, name, kind, size, pc).run, fast.run
+
+        def run(w):
+            (fast_run if w.mode == fpmode.DEFAULT_FP else generic)(w)
+        return Step(fast.name, fast.klass, fast.size, run, fast.pc)
+
+    def generic_valu(self, inst, name, kind, size, pc) -> Step:
         if name in ("V_READLANE_B32", "V_READFIRSTLANE_B32_E32", "V_READFIRSTLANE_B32_E64",
                     "V_WRITELANE_B32", "V_READFIRSTLANE_B32"):
             return self.lane_access(inst, name, size, pc)
+        if name in ("V_ACCVGPR_WRITE", "V_ACCVGPR_READ", "V_ACCVGPR_MOV_B32_E32"):
+            return self.accvgpr(inst, name, size, pc)
         if "MFMA" in name or "WMMA" in name or "SMFMAC" in name:
             return self.matrix(inst, name, size, pc)
         ops = inst.operands
@@ -822,6 +1076,8 @@ class Preparer:
             elif param == "NEG":
                 neg_bits = getattr(inst, "neg", 0)
                 getters.append(lambda w, value=neg_bits: value)
+            elif param == "OPSEL" and kind.startswith("VOP3P"):  # v_pk_mov_b32 picks its halves by op_sel
+                getters.append(lambda w, value=getattr(inst, "opsel", 0): value)
             elif param in ("SIMM32", "SIMM16"):
                 getters.append(lambda w, value=literal: value)
             else:
@@ -990,6 +1246,29 @@ class Preparer:
             if width == 16:
                 clamped = (w.v[idx].astype(object) & 0xFFFF0000) | clamped
             w.vwrite(idx, 1, clamped, w.exec_bool)
+            w.pc += size
+        return Step(name, VALU, size, run, pc)
+
+    def accvgpr(self, inst, name, size, pc) -> Step:
+        """CDNA's accumulation registers (LLVM spills VGPRs to them): AGPR n is row 256 + n of the unified
+        register file. The tables give these moves no pseudocode; each copies 32 bits per active lane, the
+        opcode saying which side is an AGPR (write: VGPR/SGPR/constant → AGPR, read: AGPR → VGPR, mov: both)."""
+        def index(reg) -> int:
+            return reg.offset - 256 if reg.offset >= 256 else reg.offset
+
+        if not self.cdna:
+            raise FatkitError(f"{name} at pc 0x{pc:x}: accumulation registers exist on CDNA only")
+        d = index(inst.vdst) + (0 if name == "V_ACCVGPR_READ" else 256)
+        if name == "V_ACCVGPR_WRITE":
+            fetch = self.source(inst, inst.src0, 32, None, getattr(inst, "literal", None))
+        else:
+            row = 256 + index(inst.src0)
+
+            def fetch(w):
+                return w.v[row].astype(object)
+
+        def run(w):
+            w.vwrite(d, 1, fetch(w), w.exec_bool)
             w.pc += size
         return Step(name, VALU, size, run, pc)
 

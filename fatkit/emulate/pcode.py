@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 16
+TRANSLATOR_VERSION = 17
 
 
 class PcodeError(FatkitError):
@@ -726,6 +726,18 @@ class _Compiler:
         if self.peek().text == "(" and self.peek().kind == "op":
             self.next()
             args = []
+            if name.startswith("Calc") and name.endswith("Addr") and (name != "CalcDsAddr" or
+                                                                    self.peek().text == "vgpr_a"):
+                # the executor computed the whole address: the arguments (registers, offsets, and in the
+                # RDNA4 tables locals such as sgpr_base or vgpr_a that the pseudocode never sets) are not
+                # read; RDNA4's DS pseudocode adds its OFFSET itself, after CalcDsAddr(vgpr_a, 0)
+                depth = 1
+                while depth:
+                    token = self.next()
+                    if token.kind == "op" and token.text in ("(", ")"):
+                        depth += 1 if token.text == "(" else -1
+                self.read.add("ADDR")
+                return Expr("ADDR", "i", 64)
             if not self.accept(")"):
                 args.append(self.expr())
                 while self.accept(","):
@@ -734,9 +746,6 @@ class _Compiler:
             if name == "CalcDsAddr":  # the executor's ADDR is the lane's address; the offsets come here
                 self.read.add("ADDR")
                 return Expr(f"(ADDR + {args[1].code} + ({args[2].code} << 8))", "i", 32)
-            if name.startswith("Calc") and name.endswith("Addr"):  # the executor computed the whole address
-                self.read.add("ADDR")
-                return Expr("ADDR", "i", 64)
             if name not in _FUNCS:
                 raise PcodeError(f"pseudocode: function {name}()")
             helper, kind = _FUNCS[name]

@@ -29,6 +29,10 @@ REPLACEMENTS: dict[tuple[str, str], str] = {
     # `S0.f32 * 2.0F ** S1.i32` overflows the power before the product; ldexp is exact.
     ("*", "V_LDEXP_F32"): "D0.f32 = ldexp(S0.f32, S1.i32)",
     ("*", "V_LDEXP_F64"): "D0.f64 = ldexp(S0.f64, S1.i32)",
+    # gfx90a's v_pk_mov_b32 picks a 32-bit half of each 64-bit source by op_sel; the table slices `S0.u32[63:32]`,
+    # the high half of a value it has just made 32 bits wide
+    ("cdna", "V_PK_MOV_B32"): ("D0.u64[31 : 0] = S0.u64[OPSEL[0].u32 * 32U + 31U : OPSEL[0].u32 * 32U];\n"
+                               "D0.u64[63 : 32] = S1.u64[OPSEL[1].u32 * 32U + 31U : OPSEL[1].u32 * 32U]"),
     ("*", "V_LDEXP_F16"): "D0.f16 = ldexp(S0.f16, S1.i16)",
     # The table scales by 2**32; LLVM's division sequence (and so the hardware it targets) needs the
     # compensation for div_scale's 2**64 scaling, upward for a large scaled quotient, downward for a small

@@ -92,7 +92,20 @@ class AmdgpuTarget(Target):
         return target_machine(self.processor)
 
     def define_kernel(self, module, signature, param_types):
-        return kernel_function(module, signature, param_types, "amdgpu_kernel", "byref", 4)
+        # LLVM places a by-value kernel argument at its type's ABI alignment and honours an explicit alignment
+        # only on a byref one; CUDA places a scalar at its `.align` (`.param .align 8 .u32 w`): such a scalar is
+        # passed byref and loaded at entry, so the kernarg layout stays CUDA's
+        over_aligned = [not p.array and p.align > p.size for p in signature.params]
+        types = [ir.ArrayType(ir.IntType(8), p.size) if over else t
+                 for p, t, over in zip(signature.params, param_types, over_aligned)]
+        function, builder, values = kernel_function(module, signature, types, "amdgpu_kernel", "byref", 4)
+        for index, (param, over) in enumerate(zip(signature.params, over_aligned)):
+            if over:
+                argument = function.args[index]
+                argument.add_attribute("byref")
+                argument.attributes.align = param.align
+                values[index] = builder.load(argument, typ=param_types[index], align=param.align)
+        return function, builder, values
 
     def directed(self, builder, operation, mode, values):
         """One inline-asm block: MODE's FP_ROUND (f32 and f16/f64 fields alike) set to `mode`, the VOP3
