@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
-from fatkit.translate.lower.core import F16, F32, F64, I1, I16, I32, I64, handles, llvm_type
+from fatkit.translate.lower.core import F16, F32, F64, I1, I16, I32, I64, Lowering, handles, llvm_type
 from fatkit.translate.lower.video import cvt_pack
 from fatkit.translate.ptx import ast
 
@@ -80,7 +80,7 @@ class Parts:
     infinite: ir.Value
 
 
-def decompose(lw, bits: ir.Value, fmt: Format) -> Parts:
+def decompose(lw: Lowering, bits: ir.Value, fmt: Format) -> Parts:
     """The parts of a value held as the integer `bits` of `fmt` (without a layout shift)."""
     b, ty = lw.builder, bits.type
     wide = b.zext(bits, I64) if ty.width < 64 else bits
@@ -102,7 +102,7 @@ def decompose(lw, bits: ir.Value, fmt: Format) -> Parts:
     return Parts(sign, significand, exponent, nan, infinite)
 
 
-def integer_parts(lw, value: ir.Value, signed: bool) -> Parts:
+def integer_parts(lw: Lowering, value: ir.Value, signed: bool) -> Parts:
     """The parts of an integer of any width (exponent 0)."""
     b = lw.builder
     wide = (b.sext if signed else b.zext)(value, I64) if value.type.width < 64 else value
@@ -112,7 +112,7 @@ def integer_parts(lw, value: ir.Value, signed: bool) -> Parts:
     return Parts(sign, magnitude, _const(I32, 0), no, no)
 
 
-def float_parts(lw, value: ir.Value, ptx_type: str) -> Parts:
+def float_parts(lw: Lowering, value: ir.Value, ptx_type: str) -> Parts:
     """The parts of a float operand of `ptx_type` (f16, bf16, f32, f64; held as LLVM floats or bits)."""
     b = lw.builder
     if isinstance(value.type, ir.IntType):  # bf16 and the other bit-held formats
@@ -121,7 +121,7 @@ def float_parts(lw, value: ir.Value, ptx_type: str) -> Parts:
     return decompose(lw, b.bitcast(value, ir.IntType(width)), FORMATS[ptx_type])
 
 
-def round_to_format(lw, parts: Parts, fmt: Format, mode: str, satfinite: bool = False) -> ir.Value:
+def round_to_format(lw: Lowering, parts: Parts, fmt: Format, mode: str, satfinite: bool = False) -> ir.Value:
     """The bits of `fmt` (in an integer of its register width) nearest `parts` under `mode`.
 
     The significand is shifted so that its lowest kept bit has the weight of the result's last place
@@ -202,7 +202,7 @@ def _smin(b, x, y):
 
 # ---------------------------------------------------------------------------------------- fast paths
 
-def f32_to_bf16(lw, value: ir.Value) -> ir.Value:
+def f32_to_bf16(lw: Lowering, value: ir.Value) -> ir.Value:
     """f32 → bf16 bits to nearest even: add half an ulp of bf16 (less one, plus the kept lowest bit)
     to the f32 bits and drop the low half; a carry moves into the exponent, up to infinity as it should."""
     b = lw.builder
@@ -213,20 +213,20 @@ def f32_to_bf16(lw, value: ir.Value) -> ir.Value:
     return b.select(nan, _const(I16, FORMATS["bf16"].nan), rounded)
 
 
-def bf16_to_f32(lw, bits: ir.Value) -> ir.Value:
+def bf16_to_f32(lw: Lowering, bits: ir.Value) -> ir.Value:
     """bf16 bits → f32 (exact: bf16 is the upper half of an f32)."""
     b = lw.builder
     return b.bitcast(b.shl(b.zext(bits, I32), _const(I32, 16)), F32)
 
 
-def f32_to_f16(lw, value: ir.Value) -> ir.Value:
+def f32_to_f16(lw: Lowering, value: ir.Value) -> ir.Value:
     """f32 → f16 bits to nearest even (LLVM's fptrunc), NaN as PTX's canonical NaN."""
     b = lw.builder
     rounded = b.bitcast(b.fptrunc(value, F16), I16)
     return b.select(b.fcmp_unordered("uno", value, value), _const(I16, FORMATS["f16"].nan), rounded)
 
 
-def to_f32(lw, value: ir.Value, ptx_type: str) -> ir.Value:
+def to_f32(lw: Lowering, value: ir.Value, ptx_type: str) -> ir.Value:
     """An f16/bf16/f32 value (as its register holds it) as f32, exactly."""
     if ptx_type == "bf16":
         return bf16_to_f32(lw, value)
@@ -235,7 +235,7 @@ def to_f32(lw, value: ir.Value, ptx_type: str) -> ir.Value:
     return value
 
 
-def to_f64(lw, value: ir.Value, ptx_type: str) -> ir.Value:
+def to_f64(lw: Lowering, value: ir.Value, ptx_type: str) -> ir.Value:
     return value if ptx_type == "f64" else lw.builder.fpext(to_f32(lw, value, ptx_type), F64)
 
 
@@ -246,7 +246,7 @@ def to_f64(lw, value: ir.Value, ptx_type: str) -> ir.Value:
 _HALF_RUNTIME = {"__extendhfsf2": (F16, F32), "__truncsfhf2": (F32, F16), "__truncdfhf2": (F64, F16)}
 
 
-def host_half_runtime(lw) -> None:
+def host_half_runtime(lw: Lowering) -> None:
     """Define the half-precision conversions the host's CPU backend calls (once per module)."""
     module = lw.builder.module
     if lw.target.name != "host" or "__extendhfsf2" in module.globals:
@@ -280,7 +280,7 @@ def host_half_runtime(lw) -> None:
 
 # ---------------------------------------------------------------------------------------- modifiers on bits
 
-def flush_subnormal(lw, bits: ir.Value, fmt: Format) -> ir.Value:
+def flush_subnormal(lw: Lowering, bits: ir.Value, fmt: Format) -> ir.Value:
     """.ftz: a subnormal becomes a zero of its sign."""
     b, ty = lw.builder, bits.type
     field_mask = ((1 << fmt.exponent_bits) - 1) << fmt.mantissa_bits << fmt.shift
@@ -289,7 +289,7 @@ def flush_subnormal(lw, bits: ir.Value, fmt: Format) -> ir.Value:
     return b.select(subnormal, b.and_(bits, sign), bits)
 
 
-def _is_nan_bits(lw, bits: ir.Value, fmt: Format) -> ir.Value:
+def _is_nan_bits(lw: Lowering, bits: ir.Value, fmt: Format) -> ir.Value:
     b, ty = lw.builder, bits.type
     magnitude = b.and_(bits, _const(ty, (1 << (fmt.width - 1)) - 1))
     if fmt.infinity:
@@ -300,7 +300,7 @@ def _is_nan_bits(lw, bits: ir.Value, fmt: Format) -> ir.Value:
     return b.icmp_unsigned("==", magnitude, _const(ty, fmt.nan))
 
 
-def relu(lw, bits: ir.Value, fmt: Format) -> ir.Value:
+def relu(lw: Lowering, bits: ir.Value, fmt: Format) -> ir.Value:
     """.relu: negative values become +0, NaN the canonical NaN."""
     b, ty = lw.builder, bits.type
     negative = b.icmp_signed("<", bits, _const(ty, 0))
@@ -310,7 +310,7 @@ def relu(lw, bits: ir.Value, fmt: Format) -> ir.Value:
     return b.select(_is_nan_bits(lw, bits, fmt), _const(ty, fmt.nan), clamped)
 
 
-def saturate(lw, bits: ir.Value, fmt: Format) -> ir.Value:
+def saturate(lw: Lowering, bits: ir.Value, fmt: Format) -> ir.Value:
     """.sat: clamp to [+0.0, 1.0]; NaN becomes +0 (f32/f64: the float clamp of `rounding`, a v_max and a
     v_min on AMD)."""
     b, ty = lw.builder, bits.type
@@ -337,7 +337,7 @@ def _bits_type(fmt: Format) -> str:
 
 
 @handles("cvt")
-def cvt(lw, ins):
+def cvt(lw: Lowering, ins: ast.Instruction) -> None:
     if "pack" in ins.modifiers:  # cvt.pack.sat: integer packing, with the video instructions
         cvt_pack(lw, ins)
         return
@@ -379,12 +379,12 @@ def cvt(lw, ins):
         _float_to_float(lw, ins, dst, src, mode, flags)
 
 
-def _only(lw, flags: set[str], allowed: set[str], what: str) -> None:
+def _only(lw: Lowering, flags: set[str], allowed: set[str], what: str) -> None:
     if flags - allowed:
         raise lw.fail(f".{sorted(flags - allowed)[0]} is not defined for {what}")
 
 
-def _integer_to_integer(lw, ins, dst, src, mode, flags):
+def _integer_to_integer(lw: Lowering, ins: ast.Instruction, dst, src, mode, flags):
     _only(lw, flags, {"sat"}, "integer-to-integer cvt")
     if mode is not None:
         raise lw.fail("integer-to-integer cvt takes no rounding")
@@ -401,7 +401,7 @@ def _integer_to_integer(lw, ins, dst, src, mode, flags):
     lw.write(d, lw.convert(value, src, dst), dst)
 
 
-def _integer_to_float(lw, ins, dst, src, mode, flags):
+def _integer_to_float(lw: Lowering, ins: ast.Instruction, dst, src, mode, flags):
     _only(lw, flags, {"sat", "ftz"}, "integer-to-float cvt")
     if mode not in FLOAT_ROUNDINGS[:4]:
         raise lw.fail("integer-to-float cvt needs a rounding: .rn/.rz/.rm/.rp")
@@ -417,7 +417,7 @@ def _integer_to_float(lw, ins, dst, src, mode, flags):
     lw.write(d, bits, _bits_type(fmt))  # integers are never subnormal: .ftz changes nothing
 
 
-def _float_to_integer(lw, ins, dst, src, mode, flags):
+def _float_to_integer(lw: Lowering, ins: ast.Instruction, dst, src, mode, flags):
     _only(lw, flags, {"ftz", "sat"}, "float-to-integer cvt")  # .sat: the conversion saturates anyway
     if mode not in INTEGER_ROUNDINGS:
         raise lw.fail("float-to-integer cvt needs .rzi/.rni/.rmi/.rpi")
@@ -433,7 +433,7 @@ def _float_to_integer(lw, ins, dst, src, mode, flags):
     lw.write(d, result, dst)
 
 
-def _source(lw, operand, src: str, flags: set[str], dst: str | None = None) -> ir.Value:
+def _source(lw: Lowering, operand: ast.Operand, src: str, flags: set[str], dst: str | None = None) -> ir.Value:
     """A float source operand; with .ftz an f32 subnormal reads as zero (only f32 operands flush), except
     into f16: an H200 rounds an f32 subnormal to f16 as it is under .ftz too (cvt.rp.ftz.f16.f32 of
     0x00000001 is 0x0001, cvt.rm.ftz.f16.f32 of 0x80000001 is 0x8001), with or without .sat."""
@@ -444,7 +444,7 @@ def _source(lw, operand, src: str, flags: set[str], dst: str | None = None) -> i
     return value
 
 
-def _float_to_float(lw, ins, dst, src, mode, flags):
+def _float_to_float(lw: Lowering, ins: ast.Instruction, dst, src, mode, flags):
     d, a = lw.operands(ins, 2)
     fmt = FORMATS[dst]
     value = _source(lw, a, src, flags, dst)
@@ -482,7 +482,7 @@ def _float_to_float(lw, ins, dst, src, mode, flags):
     lw.write(d, bits, _bits_type(fmt))
 
 
-def _nan_result(lw, value: ir.Value, src: str, dst: str, bits: ir.Value) -> ir.Value:
+def _nan_result(lw: Lowering, value: ir.Value, src: str, dst: str, bits: ir.Value) -> ir.Value:
     """The NaN a float-to-float cvt gives, where the ISA leaves it open, as sm_90 hardware gives it: f64 → f32
     keeps the sign and the payload's top bits, made quiet; from f64 into narrower formats the sign and a
     quiet NaN without payload; into f16/bf16 and from f16/f32 into f32 the canonical
@@ -506,7 +506,7 @@ def _nan_result(lw, value: ir.Value, src: str, dst: str, bits: ir.Value) -> ir.V
     return bits
 
 
-def _exact(lw, value: ir.Value, src: str, dst: str) -> ir.Value:
+def _exact(lw: Lowering, value: ir.Value, src: str, dst: str) -> ir.Value:
     """Bits of `dst` for a value of `src` that `dst` holds exactly (a widening, or an integral value)."""
     b, fmt = lw.builder, FORMATS[dst]
     if dst == "f64":
@@ -519,7 +519,7 @@ def _exact(lw, value: ir.Value, src: str, dst: str) -> ir.Value:
     return round_to_format(lw, float_parts(lw, value, src), fmt, "rn")
 
 
-def finish(lw, bits: ir.Value, fmt: Format, modifiers: set[str], flush: bool = True) -> ir.Value:
+def finish(lw: Lowering, bits: ir.Value, fmt: Format, modifiers: set[str], flush: bool = True) -> ir.Value:
     """A result's .ftz (where `flush`: cvt flushes f32 results only), .relu and .sat, in that order."""
     if "ftz" in modifiers and flush:
         bits = flush_subnormal(lw, bits, fmt)
@@ -530,7 +530,7 @@ def finish(lw, bits: ir.Value, fmt: Format, modifiers: set[str], flush: bool = T
     return bits
 
 
-def _tf32(lw, ins, src, mode, flags):
+def _tf32(lw: Lowering, ins: ast.Instruction, src, mode, flags):
     if src != "f32":
         raise lw.fail("tf32 is converted from f32 only")
     if mode == "rna":
@@ -553,7 +553,7 @@ def _tf32(lw, ins, src, mode, flags):
     lw.write(d, finish(lw, bits, fmt, flags, flush=False), "b32")
 
 
-def _packed(lw, ins, dst, src, mode, flags):
+def _packed(lw: Lowering, ins: ast.Instruction, dst, src, mode, flags):
     """f32 pairs → f16x2/bf16x2 and fp8/fp6/fp4 pairs (a in the upper half), f16x2 → fp8/fp6/fp4 pairs,
     fp8/fp6/fp4 pairs → f16x2."""
     b = lw.builder
@@ -600,7 +600,7 @@ def _packed(lw, ins, dst, src, mode, flags):
         raise lw.fail(f"cvt.{dst}.{src} is not supported")
 
 
-def _narrow(lw, value: ir.Value, src: str, dst: str, mode: str, satfinite: bool) -> ir.Value:
+def _narrow(lw: Lowering, value: ir.Value, src: str, dst: str, mode: str, satfinite: bool) -> ir.Value:
     """`value` of `src` rounded to the bits of the narrower `dst`: LLVM's conversion where it rounds to
     nearest exactly (f32 → f16, f64 → f32) or the bf16 bit trick, else `round_to_format`."""
     if mode == "rn" and not satfinite:
@@ -613,7 +613,7 @@ def _narrow(lw, value: ir.Value, src: str, dst: str, mode: str, satfinite: bool)
     return round_to_format(lw, float_parts(lw, value, src), FORMATS[dst], mode, satfinite)
 
 
-def _pack(lw, parts: list[ir.Value], width: int) -> ir.Value:
+def _pack(lw: Lowering, parts: list[ir.Value], width: int) -> ir.Value:
     """Two `width`-bit values, the first in the upper half."""
     b, ty = lw.builder, ir.IntType(2 * width)
     high, low = (b.zext(p, ty) for p in parts)

@@ -12,33 +12,33 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
-from fatkit.translate.lower.core import F32, F64, I64, handles
+from fatkit.translate.lower.core import F32, F64, I64, Lowering, handles
 from fatkit.translate.ptx import ast
 
 _ROUNDINGS = set(rounding.ROUNDINGS)
 
 
-def _type(lw, ins) -> str:
+def _type(lw: Lowering, ins: ast.Instruction) -> str:
     (t,) = lw.types(ins, 1)
     if t not in ("f32", "f64"):
         raise lw.fail(f"type .{t} is not a floating-point type of this instruction")
     return t
 
 
-def _one_rounding(lw, ins) -> str | None:
+def _one_rounding(lw: Lowering, ins: ast.Instruction) -> str | None:
     modes = [m for m in ins.modifiers if m in _ROUNDINGS]
     if len(modes) > 1:
         raise lw.fail("more than one rounding modifier")
     return modes[0] if modes else None
 
 
-def _ftz(lw, ins) -> bool:
+def _ftz(lw: Lowering, ins: ast.Instruction) -> bool:
     """.ftz as written, or implied: the rounding pass writes out PTX's defaults (f32 flushes on sm_1x)."""
     mode = lw.float_mode(ins)
     return "ftz" in ins.modifiers or bool(mode and mode.ftz)
 
 
-def _kind(lw, ins) -> tuple[str | None, str | None]:
+def _kind(lw: Lowering, ins: ast.Instruction) -> tuple[str | None, str | None]:
     """div/rcp/sqrt: (rounding, "approx" | "full" | None) as written or, in PTX 1.0–1.3 modules, by default
     (.f32 .approx.ftz, .f64 .rn, as the rounding pass wrote them out)."""
     rounding = _one_rounding(lw, ins)
@@ -51,7 +51,7 @@ def _kind(lw, ins) -> tuple[str | None, str | None]:
     return rounding, kind[0] if kind else None
 
 
-def _options(lw, ins, t: str, allowed: set[str]) -> tuple[bool, bool]:
+def _options(lw: Lowering, ins: ast.Instruction, t: str, allowed: set[str]) -> tuple[bool, bool]:
     """Check the modifiers against `allowed`; returns (.ftz, .sat), which only f32 may carry."""
     lw.check_modifiers(ins, allowed)
     if t == "f64" and ("ftz" in ins.modifiers or "sat" in ins.modifiers):
@@ -59,7 +59,7 @@ def _options(lw, ins, t: str, allowed: set[str]) -> tuple[bool, bool]:
     return _ftz(lw, ins), "sat" in ins.modifiers
 
 
-def _sources(lw, ins, t: str, ftz: bool, count: int) -> tuple:
+def _sources(lw: Lowering, ins: ast.Instruction, t: str, ftz: bool, count: int) -> tuple:
     d, *sources = lw.operands(ins, count + 1)
     values = [lw.read(s, t) for s in sources]
     if ftz:
@@ -67,7 +67,7 @@ def _sources(lw, ins, t: str, ftz: bool, count: int) -> tuple:
     return d, values
 
 
-def _finish(lw, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> None:
+def _finish(lw: Lowering, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> None:
     if ftz:
         value = rounding.flush(lw.builder, value)
     if sat:
@@ -103,29 +103,29 @@ def _arithmetic(lw, ins, count: int, compute, operation: str) -> None:
 
 
 @handles("add", family="float")
-def add(lw, ins):
+def add(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, 2, rounding.add, "add")
 
 
 @handles("sub", family="float")
-def sub(lw, ins):
+def sub(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, 2, lambda b, mode, x, y, **ftz: rounding.add(b, mode, x, b.fneg(y), **ftz), "sub")
 
 
 @handles("mul", family="float")
-def mul(lw, ins):
+def mul(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, 2, rounding.mul, "mul")
 
 
 @handles("fma", "mad", family="float")
-def fma(lw, ins):
+def fma(lw: Lowering, ins: ast.Instruction) -> None:
     if _one_rounding(lw, ins) is None:  # (mad.f32 without one is sm_1x's, with a truncated product)
         raise lw.fail(f"{ins.opcode} needs a rounding modifier (.rn/.rz/.rm/.rp)")
     t = _type(lw, ins)
     _arithmetic(lw, ins, 3, rounding.fma_f32 if t == "f32" else rounding.fma_f64, "fma")
 
 
-def _divide_approximately(lw, a: ir.Value, b: ir.Value) -> ir.Value:
+def _divide_approximately(lw: Lowering, a: ir.Value, b: ir.Value) -> ir.Value:
     """a·(1/b). A subnormal b is scaled by 2^24 first (and the quotient after), as NVIDIA GPUs do: its
     reciprocal would overflow, and 0/b would become NaN where an H200 gives 0."""
     builder, scale = lw.builder, ir.Constant(F32, 2.0 ** 24)
@@ -136,7 +136,7 @@ def _divide_approximately(lw, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 @handles("div", family="float")
-def div(lw, ins):
+def div(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     mode, kind = _kind(lw, ins)
     if mode is None and kind is None:
@@ -154,7 +154,7 @@ def div(lw, ins):
     _finish(lw, d, value, t, ftz)
 
 
-def _upper_word(lw, a: ir.Value, function: str, compute) -> ir.Value:
+def _upper_word(lw: Lowering, a: ir.Value, function: str, compute) -> ir.Value:
     """rcp/rsqrt.approx.ftz.f64: `compute` of a's upper 32 bits (1.11.20), the result truncated to its
     upper 32 bits, subnormals flushed and every NaN the canonical 0x7fffffff00000000 (or the target's own
     instruction, where it has one)."""
@@ -175,7 +175,7 @@ def _sqrt(b, value: ir.Value) -> ir.Value:
 
 
 @handles("rcp", family="float")
-def rcp(lw, ins):
+def rcp(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     mode, kind = _kind(lw, ins)
     approx = kind == "approx"
@@ -198,7 +198,7 @@ def rcp(lw, ins):
 
 
 @handles("sqrt", family="float")
-def sqrt(lw, ins):
+def sqrt(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     mode, kind = _kind(lw, ins)
     approx = kind == "approx"
@@ -213,7 +213,7 @@ def sqrt(lw, ins):
 
 
 @handles("rsqrt", family="float")
-def rsqrt(lw, ins):
+def rsqrt(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     if _kind(lw, ins)[1] != "approx":
         raise lw.fail("rsqrt needs .approx")
@@ -232,7 +232,7 @@ def rsqrt(lw, ins):
 
 
 @handles("ex2", "lg2", "sin", "cos", "tanh", family="float")
-def transcendental(lw, ins):
+def transcendental(lw: Lowering, ins: ast.Instruction) -> None:
     """ex2/lg2/sin/cos.approx{.ftz}.f32 and tanh.approx.f32 (no .ftz: it keeps subnormals)."""
     t = _type(lw, ins)
     if t != "f32" or _kind(lw, ins)[1] != "approx":
@@ -241,7 +241,7 @@ def transcendental(lw, ins):
     _approximation(lw, ins, ins.opcode, t, _ftz(lw, ins) and ins.opcode != "tanh")
 
 
-def _unary(lw, ins, compute) -> None:
+def _unary(lw: Lowering, ins: ast.Instruction, compute) -> None:
     t = _type(lw, ins)
     ftz, _ = _options(lw, ins, t, {"ftz"})
     d, (a,) = _sources(lw, ins, t, ftz, 1)
@@ -257,17 +257,17 @@ def _sign_op(b, a: ir.Value, result: ir.Value) -> ir.Value:
 
 
 @handles("abs", family="float")
-def abs_(lw, ins):
+def abs_(lw: Lowering, ins: ast.Instruction) -> None:
     _unary(lw, ins, lambda b, a: _sign_op(b, a, lw.intrinsic("llvm.fabs", [a])))
 
 
 @handles("neg", family="float")
-def neg(lw, ins):
+def neg(lw: Lowering, ins: ast.Instruction) -> None:
     _unary(lw, ins, lambda b, a: _sign_op(b, a, b.fneg(a)))
 
 
 @handles("copysign", family="float")
-def copysign(lw, ins):
+def copysign(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     lw.check_modifiers(ins, set())
     d, a, b = lw.operands(ins, 3)
@@ -295,7 +295,7 @@ def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Valu
 
 
 @handles("min", "max", family="float")
-def min_max(lw, ins):
+def min_max(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     b, count = lw.builder, len(ins.operands) - 1
     if count not in (2, 3):
@@ -326,7 +326,7 @@ _TESTS = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
 
 
 @handles("testp", family="float")
-def testp(lw, ins):
+def testp(lw: Lowering, ins: ast.Instruction) -> None:
     t = _type(lw, ins)
     tests = [m for m in ins.modifiers if m in _TESTS]
     if len(tests) != 1:

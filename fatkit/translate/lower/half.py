@@ -21,14 +21,14 @@ from fatkit.translate.lower.convert import (
     FORMATS, bf16_to_f32, decompose, f32_to_bf16, finish, float_parts, flush_subnormal, host_half_runtime,
     round_to_format,
 )
-from fatkit.translate.lower.core import F16, F16X2, F32, F64, I16, I32, I64, handles, llvm_type
+from fatkit.translate.lower.core import F16, F16X2, F32, F64, I16, I32, I64, Lowering, handles, llvm_type
 from fatkit.translate.ptx import ast
 
 _LANE = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16"}
 _ONE = {"f16": 0x3C00, "bf16": 0x3F80}
 
 
-def _half_type(lw, ins) -> str:
+def _half_type(lw: Lowering, ins: ast.Instruction) -> str:
     (t,) = lw.types(ins, 1)
     if t not in _LANE:
         raise lw.fail(f".{t} is not a half-precision type")
@@ -36,7 +36,7 @@ def _half_type(lw, ins) -> str:
     return t
 
 
-def _lanes(lw, operand, t: str, ftz: bool = False) -> list[ir.Value]:
+def _lanes(lw: Lowering, operand: ast.Operand, t: str, ftz: bool = False) -> list[ir.Value]:
     """The operand's lanes as 16-bit patterns, lane 0 (the low half) first; .ftz flushes subnormals."""
     b = lw.builder
     if t in ("f16", "bf16"):
@@ -47,7 +47,7 @@ def _lanes(lw, operand, t: str, ftz: bool = False) -> list[ir.Value]:
     return [flush_subnormal(lw, x, FORMATS[_LANE[t]]) for x in lanes] if ftz else lanes
 
 
-def _write_lanes(lw, operand, lanes: list[ir.Value], t: str) -> None:
+def _write_lanes(lw: Lowering, operand: ast.Operand, lanes: list[ir.Value], t: str) -> None:
     b = lw.builder
     if len(lanes) == 1:
         lw.write(operand, lanes[0], "b16")
@@ -56,17 +56,17 @@ def _write_lanes(lw, operand, lanes: list[ir.Value], t: str) -> None:
     lw.write(operand, b.or_(b.shl(high, ir.Constant(I32, 16)), low), "b32")
 
 
-def _value(lw, bits: ir.Value, lane: str) -> ir.Value:
+def _value(lw: Lowering, bits: ir.Value, lane: str) -> ir.Value:
     """A lane's bits as the value it computes with: `half` for f16, f32 for bf16."""
     return lw.builder.bitcast(bits, F16) if lane == "f16" else bf16_to_f32(lw, bits)
 
 
-def _bits(lw, value: ir.Value, lane: str) -> ir.Value:
+def _bits(lw: Lowering, value: ir.Value, lane: str) -> ir.Value:
     """A computed value back to the lane's bits (bf16: rounded to nearest even)."""
     return lw.builder.bitcast(value, I16) if lane == "f16" else f32_to_bf16(lw, value)
 
 
-def _modifiers(lw, ins, t: str, allowed: set[str]) -> set[str]:
+def _modifiers(lw: Lowering, ins: ast.Instruction, t: str, allowed: set[str]) -> set[str]:
     lw.check_modifiers(ins, allowed)
     modifiers = {m for m in ins.modifiers if m not in ast.TYPES}
     if _LANE[t] == "bf16" and "ftz" in modifiers and ins.opcode != "ex2":
@@ -76,7 +76,7 @@ def _modifiers(lw, ins, t: str, allowed: set[str]) -> set[str]:
     return modifiers
 
 
-def _elementwise(lw, ins, arity: int, allowed: set[str], compute) -> None:
+def _elementwise(lw: Lowering, ins: ast.Instruction, arity: int, allowed: set[str], compute) -> None:
     """Read `arity` sources, compute each lane with `compute(lane, *values)`, finish and write."""
     t = _half_type(lw, ins)
     modifiers, lane = _modifiers(lw, ins, t, allowed), _LANE[t]
@@ -102,7 +102,7 @@ def _packed(lw, ins, arity: int, allowed: set[str], compute, handled: frozenset 
 
 # ---------------------------------------------------------------------------------------- add sub mul fma
 
-def _arithmetic(lw, ins, operation: str) -> None:
+def _arithmetic(lw: Lowering, ins: ast.Instruction, operation: str) -> None:
     allowed = {"rn", "ftz", "sat"}
     if _packed(lw, ins, 2, allowed, getattr(lw.builder, operation)):
         return
@@ -114,22 +114,22 @@ def _arithmetic(lw, ins, operation: str) -> None:
 
 
 @handles("add", family="half")
-def add(lw, ins):
+def add(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, "fadd")
 
 
 @handles("sub", family="half")
-def sub(lw, ins):
+def sub(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, "fsub")
 
 
 @handles("mul", family="half")
-def mul(lw, ins):
+def mul(lw: Lowering, ins: ast.Instruction) -> None:
     _arithmetic(lw, ins, "fmul")
 
 
 @handles("fma", family="half")
-def fma(lw, ins):
+def fma(lw: Lowering, ins: ast.Instruction) -> None:
     if "oob" in ins.modifiers:  # the OOB NaN's bit pattern is the tensor unit's, not given by the ISA
         raise lw.fail("fma .oob (zero for out-of-bounds NaN operands) is not supported")
     if "sat" in ins.modifiers and "relu" in ins.modifiers:
@@ -146,7 +146,7 @@ def fma(lw, ins):
     _elementwise(lw, ins, 3, allowed, compute)
 
 
-def _fma_bf16(lw, x, y, z) -> ir.Value:
+def _fma_bf16(lw: Lowering, x, y, z) -> ir.Value:
     """bf16 a·b + c rounded once. The product of two 8-bit significands is exact in f64 (16 bits, and
     f64's exponent range holds every product); the sum is rounded to odd (to nearest by the adder, then
     moved one place toward the exact sum when inexact and even — the error comes exactly from TwoSum).
@@ -175,7 +175,7 @@ def _fma_bf16(lw, x, y, z) -> ir.Value:
 _SIGN = ir.Constant(I16, 0x8000)
 
 
-def _sign_operation(lw, ins, operation) -> None:
+def _sign_operation(lw: Lowering, ins: ast.Instruction, operation) -> None:
     """neg/abs on the sign bit; a NaN gives the canonical NaN (the ISA leaves it open; sm_90 does so)."""
     def compute(lane, x):
         nan = lw.builder.fcmp_unordered("uno", *[_value(lw, x, lane)] * 2)
@@ -184,16 +184,16 @@ def _sign_operation(lw, ins, operation) -> None:
 
 
 @handles("neg", family="half")
-def neg(lw, ins):
+def neg(lw: Lowering, ins: ast.Instruction) -> None:
     _sign_operation(lw, ins, lambda x: lw.builder.xor(x, _SIGN))
 
 
 @handles("abs", family="half")
-def abs_(lw, ins):
+def abs_(lw: Lowering, ins: ast.Instruction) -> None:
     _sign_operation(lw, ins, lambda x: lw.builder.and_(x, ir.Constant(I16, 0x7FFF)))
 
 
-def _min_max(lw, ins, smaller: bool) -> None:
+def _min_max(lw: Lowering, ins: ast.Instruction, smaller: bool) -> None:
     """min/max: a NaN operand yields the other one (both NaN: the canonical NaN; with .NaN any NaN
     operand does); -0 orders below +0; .xorsign.abs compares magnitudes and gives the result the
     exclusive or of the operands' signs."""
@@ -233,18 +233,18 @@ def _min_max(lw, ins, smaller: bool) -> None:
 
 
 @handles("min", family="half")
-def min_(lw, ins):
+def min_(lw: Lowering, ins: ast.Instruction) -> None:
     _min_max(lw, ins, smaller=True)
 
 
 @handles("max", family="half")
-def max_(lw, ins):
+def max_(lw: Lowering, ins: ast.Instruction) -> None:
     _min_max(lw, ins, smaller=False)
 
 
 # ---------------------------------------------------------------------------------------- ex2 tanh
 
-def _approx(lw, ins, function) -> None:
+def _approx(lw: Lowering, ins: ast.Instruction, function) -> None:
     """An .approx function computed in f32 and rounded to the lane's format (more precise than PTX's bound)."""
     if "approx" not in ins.modifiers:
         raise lw.fail(f"{ins.opcode} on half types exists as .approx only")
@@ -266,18 +266,18 @@ def _approx(lw, ins, function) -> None:
 
 
 @handles("ex2", family="half")
-def ex2(lw, ins):
+def ex2(lw: Lowering, ins: ast.Instruction) -> None:
     if _LANE.get(next((m for m in ins.modifiers if m in ast.TYPES), ""), "") == "bf16" and "ftz" not in ins.modifiers:
         raise lw.fail("ex2.approx on bf16 exists as .ftz only")
     _approx(lw, ins, lambda x: lw.target.approximate(lw.builder, "ex2", x))
 
 
 @handles("tanh", family="half")
-def tanh(lw, ins):
+def tanh(lw: Lowering, ins: ast.Instruction) -> None:
     _approx(lw, ins, lambda x: _tanh_f32(lw, x))
 
 
-def _tanh_f32(lw, x: ir.Value) -> ir.Value:
+def _tanh_f32(lw: Lowering, x: ir.Value) -> ir.Value:
     """tanh in f32 to about 2**-18 relative: sign(x)·(1 − e)/(1 + e) with e = 2**(−2|x|·log2 e), and
     x − x³/3 + 2x⁵/15 below |x| = 1/4 where 1 − e would cancel."""
     b = lw.builder
@@ -297,7 +297,7 @@ def _tanh_f32(lw, x: ir.Value) -> ir.Value:
 _BOOL_OPS = {"and": "and_", "or": "or_", "xor": "xor"}
 
 
-def _comparisons(lw, ins, t: str, a, b_operand) -> list[ir.Value]:
+def _comparisons(lw: Lowering, ins: ast.Instruction, t: str, a, b_operand) -> list[ir.Value]:
     comparison = [m for m in ins.modifiers if m in _FLOAT_CMP]
     if len(comparison) != 1:
         raise lw.fail("expected one comparison operator")
@@ -308,7 +308,7 @@ def _comparisons(lw, ins, t: str, a, b_operand) -> list[ir.Value]:
             for x, y in zip(_lanes(lw, a, t, ftz), _lanes(lw, b_operand, t, ftz))]
 
 
-def _combine(lw, ins, results: list[ir.Value], c) -> list[ir.Value]:
+def _combine(lw: Lowering, ins: ast.Instruction, results: list[ir.Value], c) -> list[ir.Value]:
     """The optional .and/.or/.xor with a (possibly negated) predicate operand."""
     bool_ops = [m for m in ins.modifiers if m in _BOOL_OPS]
     if not bool_ops:
@@ -324,12 +324,12 @@ def _combine(lw, ins, results: list[ir.Value], c) -> list[ir.Value]:
     return [getattr(lw.builder, _BOOL_OPS[bool_ops[0]])(r, predicate) for r in results]
 
 
-def _allowed_compare(ins) -> set[str]:
+def _allowed_compare(ins: ast.Instruction) -> set[str]:
     return {m for m in ins.modifiers if m in _FLOAT_CMP} | set(_BOOL_OPS) | {"ftz"}
 
 
 @handles("setp", family="half")
-def setp(lw, ins):
+def setp(lw: Lowering, ins: ast.Instruction) -> None:
     t = _half_type(lw, ins)
     _modifiers(lw, ins, t, _allowed_compare(ins))
     d, a, b_operand, *rest = ins.operands
@@ -346,7 +346,7 @@ def setp(lw, ins):
 
 
 @handles("set", family="half")
-def set_(lw, ins):
+def set_(lw: Lowering, ins: ast.Instruction) -> None:
     """set.CmpOp.dtype.stype with a half-precision source (compare.py hands over those with an integer
     destination): 1.0 in each lane of a half destination, all ones in each lane of an integer one."""
     dtype, stype = lw.types(ins, 2)

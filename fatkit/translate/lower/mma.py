@@ -41,7 +41,7 @@ from llvmlite import ir
 from fatkit.translate.lower.convert import (
     FORMATS, bf16_to_f32, decompose, float_parts, host_half_runtime, round_to_format,
 )
-from fatkit.translate.lower.core import F16, F32, F64, I32, I64
+from fatkit.translate.lower.core import F16, F32, F64, I32, I64, Lowering
 from fatkit.translate.lower.warp import M32, WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -170,7 +170,7 @@ class Form:
     wmma: bool = False  # a wmma.mma (its tf32 form runs as two k4 instructions on sm_90)
 
 
-def _form(lw, ins) -> Form:
+def _form(lw: Lowering, ins: ast.Instruction) -> Form:
     modifiers = ins.modifiers
     sparse = modifiers[0] in ("sp", "sp::ordered_metadata")
     rest = list(modifiers[1:] if sparse else modifiers)
@@ -295,7 +295,7 @@ class Gather:
     until the next one (the host and the emulated wave64 reuse one buffer), so every read a register
     needs is made right after its exchange: `fetch` is given all sources first."""
 
-    def __init__(self, lw, warp: WarpPosition, registers: dict[str, list[ir.Value]]):
+    def __init__(self, lw: Lowering, warp: WarpPosition, registers: dict[str, list[ir.Value]]):
         self.lw, self.warp, self.registers = lw, warp, registers
         self.words: dict[tuple[str, int, LaneFunction], ir.Value] = {}
 
@@ -327,7 +327,7 @@ class Gather:
         return _element(self.lw, word, source.position, bits)
 
 
-def _source(lw, operand: str, where: dict, place: Callable[[int], tuple[int, int]]) -> Source | Choice:
+def _source(lw: Lowering, operand: str, where: dict, place: Callable[[int], tuple[int, int]]) -> Source | Choice:
     """The element at `place(lane)` (row, column) for every lane: in a lane that is a bit-affine function of
     the executing one, at one register and position, or at one of a few chosen by a bit-affine index."""
     found = [where[place(lane)] for lane in range(WARP)]
@@ -349,7 +349,7 @@ def _expand(sources):
 
 # ------------------------------------------------------------------------------------------------ values
 
-def _element(lw, word: ir.Value, position: int, bits: int) -> ir.Value:
+def _element(lw: Lowering, word: ir.Value, position: int, bits: int) -> ir.Value:
     """Element `position` of a register (low bits first), as an integer of `bits`."""
     b = lw.builder
     if bits == word.type.width:
@@ -358,7 +358,7 @@ def _element(lw, word: ir.Value, position: int, bits: int) -> ir.Value:
     return b.trunc(shifted, ir.IntType(bits))
 
 
-def _to_f64(lw, bits: ir.Value, ptx_type: str) -> ir.Value:
+def _to_f64(lw: Lowering, bits: ir.Value, ptx_type: str) -> ir.Value:
     """An input or accumulator element (its bits) as f64, exactly."""
     b = lw.builder
     if ptx_type == "f64":
@@ -376,11 +376,11 @@ def _to_f64(lw, bits: ir.Value, ptx_type: str) -> ir.Value:
     return b.fpext(b.bitcast(wide, F32), F64)
 
 
-def _to_i64(lw, bits: ir.Value, ptx_type: str) -> ir.Value:
+def _to_i64(lw: Lowering, bits: ir.Value, ptx_type: str) -> ir.Value:
     return (lw.builder.sext if ptx_type[0] == "s" else lw.builder.zext)(bits, I64)
 
 
-def _round_result(lw, total: ir.Value, ptx_type: str) -> ir.Value:
+def _round_result(lw: Lowering, total: ir.Value, ptx_type: str) -> ir.Value:
     """The f64 sum as the bits of an f32/f16 D element, rounded to nearest even, NaN canonical."""
     b = lw.builder
     if ptx_type == "f64":
@@ -392,7 +392,7 @@ def _round_result(lw, total: ir.Value, ptx_type: str) -> ir.Value:
     return b.select(nan, ir.Constant(I32, FORMATS["f32"].nan), b.bitcast(b.fptrunc(total, F32), I32))
 
 
-def _integer_result(lw, total: ir.Value, satfinite: bool) -> ir.Value:
+def _integer_result(lw: Lowering, total: ir.Value, satfinite: bool) -> ir.Value:
     b = lw.builder
     if satfinite:
         low, high = ir.Constant(I64, -(1 << 31)), ir.Constant(I64, (1 << 31) - 1)
@@ -403,23 +403,23 @@ def _integer_result(lw, total: ir.Value, satfinite: bool) -> ir.Value:
 
 # ------------------------------------------------------------------------------------------------ operands
 
-def _registers(lw, operand: ast.Operand, fragment: Fragment, what: str) -> list[ast.Operand]:
+def _registers(lw: Lowering, operand: ast.Operand, fragment: Fragment, what: str) -> list[ast.Operand]:
     items = operand.items if type(operand) is ast.Vector else (operand,)
     if len(items) != fragment.registers:
         raise lw.fail(f"the {what} operand of this mma holds {fragment.registers} register(s), not {len(items)}")
     return list(items)
 
 
-def _read_fragment(lw, operand, fragment: Fragment, what: str) -> list[ir.Value]:
+def _read_fragment(lw: Lowering, operand: ast.Operand, fragment: Fragment, what: str) -> list[ir.Value]:
     return [lw.read(item, f"b{fragment.register_bits}") for item in _registers(lw, operand, fragment, what)]
 
 
-def _elements(lw, words: list[ir.Value], fragment: Fragment) -> list[ir.Value]:
+def _elements(lw: Lowering, words: list[ir.Value], fragment: Fragment) -> list[ir.Value]:
     return [_element(lw, words[i // fragment.per_register], i % fragment.per_register, fragment.bits)
             for i in range(fragment.registers * fragment.per_register)]
 
 
-def _words(lw, fragment: Fragment, elements: list[ir.Value]) -> list[ir.Value]:
+def _words(lw: Lowering, fragment: Fragment, elements: list[ir.Value]) -> list[ir.Value]:
     """The fragment's register words holding `elements` (element 0 in the low bits)."""
     b = lw.builder
     per, width = fragment.per_register, fragment.register_bits
@@ -436,12 +436,12 @@ def _words(lw, fragment: Fragment, elements: list[ir.Value]) -> list[ir.Value]:
     return words
 
 
-def _write_words(lw, operand, fragment: Fragment, words: list[ir.Value]) -> None:
+def _write_words(lw: Lowering, operand: ast.Operand, fragment: Fragment, words: list[ir.Value]) -> None:
     for item, word in zip(_registers(lw, operand, fragment, "D"), words):
         lw.write(item, word, f"b{fragment.register_bits}")
 
 
-def _write_fragment(lw, operand, fragment: Fragment, elements: list[ir.Value]) -> None:
+def _write_fragment(lw: Lowering, operand: ast.Operand, fragment: Fragment, elements: list[ir.Value]) -> None:
     _write_words(lw, operand, fragment, _words(lw, fragment, elements))
 
 
@@ -453,7 +453,7 @@ def portable_model(lw) -> str:
     return "sm90" if numerics == "native" else numerics
 
 
-def mma(lw, ins):
+def mma(lw: Lowering, ins: ast.Instruction) -> None:
     """mma/mma.sp computed lane by lane (module docstring); lower/mma_native.py's handler calls it for what it
     does not run on matrix instructions."""
     form = _form(lw, ins)
@@ -489,7 +489,7 @@ def mma(lw, ins):
     _write_words(lw, d, d_fragment, product_words(lw, name, form, registers, plans, fragments))
 
 
-def product_words(lw, name: str, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],
+def product_words(lw: Lowering, name: str, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],
                   fragments: dict[str, Fragment]) -> list[ir.Value]:
     """D's register words, computed by `multiply` in the subroutine `name` (one per form and module: the
     name must say everything `plans` and `fragments` depend on)."""
@@ -505,7 +505,7 @@ def product_words(lw, name: str, form: Form, registers: dict[str, list[ir.Value]
                          [ir.IntType(d_fragment.register_bits)] * d_fragment.registers, body)
 
 
-def multiply(lw, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],
+def multiply(lw: Lowering, form: Form, registers: dict[str, list[ir.Value]], plans: list[list[Term]],
              fragments: dict[str, Fragment]) -> list[ir.Value]:
     """The lane's D elements: the operands' registers exchanged and read as `plans` need, then summed. C is
     the lane's own where its layout is D's; else (m8n8k4 .f16 with f16 C and f32 D) exchanged as well."""
@@ -529,7 +529,7 @@ def multiply(lw, form: Form, registers: dict[str, list[ir.Value]], plans: list[l
 Term = tuple[tuple["Source | Choice", ...], tuple["Source | Choice", ...]]
 
 
-def _dense_plan(lw, k: int, a_fragment: Fragment, b_fragment: Fragment, d_fragment: Fragment,
+def _dense_plan(lw: Lowering, k: int, a_fragment: Fragment, b_fragment: Fragment, d_fragment: Fragment,
                 k_base: Callable[[int], int] | None = None) -> list[list[Term]]:
     """Per element of the lane's D fragment: the A and B sources of c + Σ_k A[row][k]·B[k][col], k ascending
     from `k_base(lane)` (0 by default)."""
@@ -553,7 +553,7 @@ def _metadata_field(form: Form, selector: int, half: int, chunk: int, p: int) ->
     return half + 2 * (selector + chunk // 8), 2 * (chunk % 8) + p
 
 
-def _sparse_plan(lw, form: Form, a_fragment, b_fragment, selector: int) -> list[list[Term]]:
+def _sparse_plan(lw: Lowering, form: Form, a_fragment, b_fragment, selector: int) -> list[list[Term]]:
     """Stored element p of 4-column chunk q of a row multiplies B's row 4q + index, the index from the
     metadata (`_metadata_field`) of a lane of the row's group."""
     a_where, b_where, place = a_fragment.locate(), b_fragment.locate(), _c_fragment(form.m, "f32").place
@@ -572,7 +572,7 @@ def _sparse_plan(lw, form: Form, a_fragment, b_fragment, selector: int) -> list[
     return plans
 
 
-def _compute(lw, form: Form, gather: Gather, bits: dict[str, int], plan: list[Term], c: ir.Value) -> ir.Value:
+def _compute(lw: Lowering, form: Form, gather: Gather, bits: dict[str, int], plan: list[Term], c: ir.Value) -> ir.Value:
     """The D element of `plan` from C element `c`."""
     b = lw.builder
     if form.a == "b1":
@@ -592,7 +592,7 @@ def _compute(lw, form: Form, gather: Gather, bits: dict[str, int], plan: list[Te
     return _accumulate(lw, form, c, products)
 
 
-def _accumulate(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
+def _accumulate(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
     """c + Σ x·y in the form's arithmetic (module docstring), as the bits of a D element."""
     b = lw.builder
     if form.a in _INTEGER_INPUTS:
@@ -617,7 +617,7 @@ _WINDOW = 26  # the block sum keeps each term's bits down to 2^(R-26) (R: the la
 _NO_TERM = -4096  # the leading-bit position of a zero term: below every real one
 
 
-def _sm90(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
+def _sm90(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
     """The D element as an H100/H200 computes it (module docstring, docs/numerics.md): tensor-core blocks for
     f16/bf16/tf32, two f16 blocks and an f32/f16 addition for fp8, an f32 fma chain for m8n8k4 .f16."""
     b = lw.builder
@@ -644,7 +644,7 @@ def _sm90(lw, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]
     return _round_result(lw, total, form.d)
 
 
-def _block(lw, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
+def _block(lw: Lowering, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
            types: tuple[str, str, str]) -> ir.Value:
     """One tensor-core instruction's c + Σ x·y (f64 values, products exact in f64; `types` those of x, y and c):
     R is the largest of ex(x)+ex(y)+1 over the non-zero products and ex(c)+1, ex of a subnormal being its
@@ -686,7 +686,7 @@ def _block(lw, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
     return b.select(finite, value, ieee)  # a NaN or ±inf input decides the result as in IEEE addition
 
 
-def _lead(lw, x: ir.Value, y: ir.Value | None, term: ir.Value, types: tuple[str, ...]) -> ir.Value:
+def _lead(lw: Lowering, x: ir.Value, y: ir.Value | None, term: ir.Value, types: tuple[str, ...]) -> ir.Value:
     """ex(x)+ex(y)+1 (ex(c)+1 without y) as i32, or _NO_TERM for a zero term; the f64 inputs are normal numbers,
     ex of a value subnormal in its own format (`types`) is that format's smallest normal exponent."""
     b = lw.builder
@@ -701,14 +701,14 @@ def _lead(lw, x: ir.Value, y: ir.Value | None, term: ir.Value, types: tuple[str,
     return b.select(b.fcmp_ordered("==", term, ir.Constant(F64, 0.0)), ir.Constant(I32, _NO_TERM), lead)
 
 
-def _power_of_two(lw, exponent: ir.Value) -> ir.Value:
+def _power_of_two(lw: Lowering, exponent: ir.Value) -> ir.Value:
     """2^exponent as f64, for an i32 exponent in the normal range."""
     b = lw.builder
     field = b.zext(b.add(exponent, ir.Constant(I32, 1023)), I64)
     return b.bitcast(b.shl(field, ir.Constant(I64, 52)), F64)
 
 
-def _round_f64(lw, value: ir.Value, ptx_type: str) -> ir.Value:
+def _round_f64(lw: Lowering, value: ir.Value, ptx_type: str) -> ir.Value:
     """An f64 rounded to nearest even f32 or f16 and widened back (f32 + f32 in f64 rounds correctly once)."""
     b = lw.builder
     if ptx_type == "f16":
@@ -716,7 +716,7 @@ def _round_f64(lw, value: ir.Value, ptx_type: str) -> ir.Value:
     return b.fpext(b.fptrunc(value, F32), F64)
 
 
-def _bit_dot(lw, form: Form, gather: Gather, plan: list[Term], c: ir.Value) -> ir.Value:
+def _bit_dot(lw: Lowering, form: Form, gather: Gather, plan: list[Term], c: ir.Value) -> ir.Value:
     """b1: c + Σ popc(a op b) over 32-bit words, which hold the same 32 k of A's row and B's column."""
     b = lw.builder
     total = c
