@@ -185,6 +185,7 @@ REPLAY_TABLE_THREADS = 256
 replay_arrays: dict[str, np.ndarray] = {}  # what the AMD replay needs: inputs and the original PTX's outputs
 replay_index: list[dict] = []
 exact_arrays: dict[str, np.ndarray] = {}  # `exact` mma cases: inputs and fatkit's outputs, judged by report.py
+failed_mma_arrays: dict[str, np.ndarray] = {}  # a failing sm90 case whole: inputs and both outputs, to study the model
 
 
 def _replay_table(case: dict, module: cp.RawModule, host_inputs: list[np.ndarray]) -> None:
@@ -243,6 +244,10 @@ def run_mma_case(case: dict, build: Path, rng: np.random.Generator) -> dict:
             # DMMA's NaN against fatkit's fma chain's: both NaN, sign and payload open (docs/numerics.md)
             ok, detail = True, f"NaN bits: {len(bad)} f64 NaN results of another sign or payload"
         record.update(status="pass" if ok else "fail", detail=detail)
+        if not ok:
+            failed_mma_arrays[f"{case['name']}:in"] = host
+            failed_mma_arrays[f"{case['name']}:nvidia"] = outputs[0]
+            failed_mma_arrays[f"{case['name']}:fatkit"] = outputs[1]
         if not case["name"].endswith("@wave64"):
             key = case["name"]
             replay_arrays[f"{key}:in"] = host[:keep]
@@ -354,7 +359,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--only", default=None)
     parser.add_argument("--replay-out", type=Path, default=None,
-                        help="where to write replay.npz + replay_index.json and mma_exact.npz")
+                        help="where to write replay.npz + replay_index.json, mma_exact.npz and mma_failed.npz")
     args = parser.parse_args()
     manifest = json.loads((args.build / "manifest.json").read_text())
     seed = time.time_ns() & 0xFFFFFFFF
@@ -391,6 +396,7 @@ def save(args, manifest: dict, device: str, seed: int, records: list[dict]) -> N
         (args.replay_out / "replay_index.json").write_text(json.dumps({"device": device, "seed": seed,
                                                                        "cases": replay_index}, indent=0))
         np.savez_compressed(args.replay_out / "mma_exact.npz", **exact_arrays)
+        np.savez_compressed(args.replay_out / "mma_failed.npz", **failed_mma_arrays)
 
 
 if __name__ == "__main__":
