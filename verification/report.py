@@ -80,13 +80,13 @@ everything around them; their AMD forms are checked against the ISA's error boun
 
 f64 results compare as NaNs where both are NaN: a NaN's sign and payload are open (which input NaN
 propagates, or the canonical one), and an H200's DMMA and fatkit's fma chain, or a reduction summing in another
-order, pick differently; such cases are listed below as passing "NaN bits". `mma.m8n8k4` .f16 with an f16 D
-failed on the nvptx verification target in the run before this one: the H200's `abs.f32` keeps a NaN's sign,
-which the model's bit test did not expect (docs/numerics.md); fixed, it now differs in one f16 of 4,096 words in
-four of its 14 cases (a rounding departure of the model not yet found: open). The 18 video failures (a `.h1`
-merge destination; `.min`/`.max` with c on .u32) are where fatkit followed the ISA text and the H200 does
-otherwise; fixed after this run to follow the hardware (ptxas's SASS, and a model that reproduces the run's 48
-recorded outputs, lower/video.py): to be confirmed by the next run. The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
+order, pick differently; such cases are listed below as passing "NaN bits". The video forms that failed two
+runs ago (a `.h1` merge destination; `.min`/`.max` with c on .u32, where fatkit had followed the ISA text) follow
+the hardware since (lower/video.py) and pass. `mma.m8n8k4` .f16 with an f16 D differs from the H200 in one f16
+of 4,096 words in the cases listed under Failures, in this run and the one before: the model summed an f16 D
+as one fma chain from c, and ptxas's code adds two FMUL+FFMA pairs to c (docs/numerics.md). The model follows
+that code since this run (checked on every element this run recorded: the failing cases' inputs are kept in
+the run's mma_failed.npz); to be confirmed by the next run. The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
 in m16n8k8/k16 (which the ISA forbids and ptxas refuses) were dropped from the suite after this run.
 
 The run also records, for the AMD replay (verification/replay.py), every table case on its first 256 threads

@@ -624,13 +624,20 @@ def _sm90(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, 
     pairs = [(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)) for x, y in products]
     c_value = _to_f64(lw, c, form.c)
     if form.shape == "m8n8k4" and form.a == "f16":
-        # Volta's form: HADD2.F32, an FFMA chain, F2FP for an f16 D; the chain starts from c for an f16 D, from +0
-        # (c added by an FADD after it) for an f32 D
-        chain = c_value if form.d == "f16" else ir.Constant(F64, 0.0)
+        # Volta's form, as ptxas lowers it (HADD2.F32 conversions; products exact in f64): an f32 D is an FFMA
+        # chain from +0 over k, then c added by an FADD; an f16 D is two pairs, FMUL then FFMA each (k0·k1 and
+        # k2·k3), added to c by two FADDs, k2·k3's first, then F2FP to f16
+        if form.d == "f16":
+            halves = []
+            for (x0, y0), (x1, y1) in (pairs[0:2], pairs[2:4]):
+                first = _round_f64(lw, b.fmul(x0, y0), "f32")
+                halves.append(_round_f64(lw, b.fadd(b.fmul(x1, y1), first), "f32"))
+            total = _round_f64(lw, b.fadd(c_value, halves[1]), "f32")
+            return _round_result(lw, _round_f64(lw, b.fadd(total, halves[0]), "f32"), form.d)
+        chain = ir.Constant(F64, 0.0)
         for x, y in pairs:
             chain = _round_f64(lw, b.fadd(b.fmul(x, y), chain), "f32")  # the f16 product is exact in f32
-        total = chain if form.d == "f16" else _round_f64(lw, b.fadd(c_value, chain), "f32")
-        return _round_result(lw, total, form.d)
+        return _round_result(lw, _round_f64(lw, b.fadd(c_value, chain), "f32"), form.d)
     if form.a in ("e4m3", "e5m2"):  # converted to f16: the registers' low halves (k ≡ 0, 1 mod 4), then the high
         total = ir.Constant(F64, 0.0)
         for part in (0, 1):
