@@ -144,7 +144,7 @@ def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it(target):
     expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
                                          oob_fill=1)
     assert built.tobytes() == expected
-    box = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [36, 5], 2, True)
+    box = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [32, 5], 2, True)
     np.testing.assert_array_equal(out[:128], box[:128])
 
 

@@ -478,7 +478,7 @@ REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
     mov.u32 %r2, box;
     mov.u32 %r3, bar;
     mbarrier.init.shared::cta.b64 [%r3], 1;
-    mov.u32 %r4, 36;
+    mov.u32 %r4, 32;
     mov.u32 %r5, 5;
     cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;

@@ -179,6 +179,7 @@ def run(directory: Path, out: Path | None) -> int:
     cases = json.loads((directory / "cases.json").read_text())
     order = _order(cases)
     records: dict[int, dict] = {}
+    raw: dict[str, np.ndarray] = {}  # "case:orig|fatkit|model" → the shared-memory box (a store: the tensor)
     position = 0
     # a child runs cases in order until one fails (a kernel that faults spoils its CUDA context), then the
     # next child goes on after it
@@ -192,6 +193,8 @@ def run(directory: Path, out: Path | None) -> int:
             output, problem = (expired.stdout or b"").decode(), "timed out after 240 s"
         finished = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
         for record in finished:
+            for kind, data in record.pop("raw", {}).items():  # the whole buffers, kept apart from the summary
+                raw[f"{record['name']}:{kind}"] = np.frombuffer(bytes.fromhex(data), np.uint8)
             records[record["index"]] = record
             print(json.dumps(record), flush=True)
         position = order.index(finished[-1]["index"]) + 1 if finished else position
@@ -201,26 +204,28 @@ def run(directory: Path, out: Path | None) -> int:
             print(json.dumps(records[index]), flush=True)
             position += 1
         if out is not None:  # after every child: a run cut short by its caller keeps what it found
-            _save(out, [records[i] for i in order if i in records])
+            _save(out, [records[i] for i in order if i in records], raw)
     results = [records[i] for i in order if i in records]
     agreed = sum(1 for r in results if r.get("nvidia_vs_fatkit") == "")
     modelled = sum(1 for r in results if r.get("nvidia_vs_model") == "")
     print(f"\n{len(results)} cases: NVIDIA = fatkit in {agreed}, NVIDIA = model in {modelled}, "
           f"errors {sum(1 for r in results if 'error' in r)}")
     if out is not None:
-        _save(out, results)
+        _save(out, results, raw)
     return 0
 
 
-def _save(out: Path, results: list[dict]) -> None:
+def _save(out: Path, results: list[dict], raw: dict[str, np.ndarray]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tma_results.json").write_text(json.dumps(results, indent=1))
+    np.savez_compressed(out / "tma_raw.npz", **raw)
 
 
 def _order(cases: list[dict]) -> list[int]:
-    """Every case, then the device-built map (-1), with the loads whose first coordinate is off a 16-byte
-    boundary last: NVIDIA's own kernel faults on those (each fault costs a fresh child process)."""
-    unaligned = [i for i, c in enumerate(cases) if c["kind"] == "load" and c["coords"][0] * c["size"] % 16]
+    """Every case, then the device-built map (-1), with the loads, stores and im2col loads whose first
+    coordinate is off a 16-byte boundary last: NVIDIA's own kernel faults on those (each fault costs a fresh
+    child process)."""
+    unaligned = [i for i, c in enumerate(cases) if c["coords"][0] * c["size"] % 16]
     return [i for i in range(len(cases)) if i not in unaligned] + [-1] + unaligned
 
 
@@ -290,6 +295,8 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
     driver.free(tensor)
     driver.free(source)
     want = tma.expected(case, memory)
+    result["raw"] = {"orig": outputs["orig"].tobytes().hex(), "fatkit": outputs["fatkit"].tobytes().hex(),
+                     "model": np.asarray(want, np.uint8).tobytes().hex()}
     result["nvidia_vs_fatkit"] = _first_difference(outputs["orig"], outputs["fatkit"])
     result["nvidia_vs_model"] = _first_difference(outputs["orig"], want)
     result["fatkit_vs_model"] = _first_difference(outputs["fatkit"], want)
@@ -316,7 +323,7 @@ def _run_replace(driver: Driver, modules: dict, runtime, tma) -> dict:
         maps[kind] = driver.download(built, 128).tobytes()
         driver.free(out)
         driver.free(built)
-    want = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [36, 5], 2, True)[:128]
+    want = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [32, 5], 2, True)[:128]
     encoded = runtime.encode_tensor_map(6, tensor, [40, 7], [96], [32, 4], [1, 2], swizzle=2, oob_fill=1)
     driver.free(tensor)
     return {"nvidia_vs_fatkit": _first_difference(outputs["orig"], outputs["fatkit"]),
