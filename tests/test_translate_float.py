@@ -894,3 +894,65 @@ def test_legacy_defaults_and_rejected_forms():
     for report, why in zip(reports, rejected.values()):
         assert report.status == "unsupported" and why in report.reason, (report, why)
     assert reports[-1].status == "ok"
+
+
+# ------------------------------------------------------------------------------------------ the flushing mode
+
+def _denorm_modes(ptx: str, target: str) -> tuple[int, int]:
+    """(FLOAT_DENORM_MODE_32, FLOAT_DENORM_MODE_16_64) of kernel k's descriptor: rsrc1 bits 17:16 and 19:18."""
+    from fatkit.formats.hsaco import parse_code_object
+
+    product = translate(ptx, Options(target=target)).product
+    (descriptor,) = [d for d in parse_code_object(product).descriptors if d.name == "k"]
+    return (descriptor.rsrc1 >> 16) & 3, (descriptor.rsrc1 >> 18) & 3
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_only_kernels_that_flush_every_f32_instruction_get_the_flushing_mode(target):
+    flushing = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.ftz.f32 {d}, {a}, {b};",
+                                               "cvt.rn.f32.s32 {d}, %r1;", "testp.subnormal.f32 {p}, {a};"])
+    mixed = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.f32 {d}, {a}, {b};"])
+    assert _denorm_modes(flushing, target) == (0, 3)  # f32 flushed; f16/f64 keep subnormals
+    assert _denorm_modes(mixed, target) == (3, 3)
+
+
+def test_ftz_forms_under_the_flushing_mode(target):
+    """min/max (.NaN, .xorsign.abs, three sources), abs/neg, setp/slct and the .approx forms with .ftz in a
+    kernel that flushes every f32 instruction, so that it runs with the hardware flushing: expected values
+    from the models above with the inputs flushed explicitly (random bit patterns, subnormals, ±0, inf, NaN)."""
+    rng = random.Random(18)
+    values = edges(32) + [CANONICAL_NAN[32], INF[32] | 5 | SIGN[32], 0x80000001, 0x007FFFFF]
+    a = [x for x in values for _ in values] + random_patterns(rng, 32, 200)
+    b = [y for _ in values for y in values] + [rng.getrandbits(32) if rng.random() < 0.5 else
+                                               rng.getrandbits(23) | (rng.getrandbits(1) << 31) for _ in range(200)]
+    c = [values[(i * 7) % len(values)] for i in range(len(a))]
+    variants = [(op, nan, xs, ab, n) for op in ("min", "max") for nan, xs, ab, n in (
+        (False, False, False, 2), (True, False, False, 2), (False, True, True, 2), (True, True, True, 2),
+        (False, False, True, 3), (True, False, False, 3))]
+    ops = []
+    for op, nan, xs, ab, n in variants:
+        modifiers = "".join(m for m, on in ((".NaN", nan), (".xorsign", xs), (".abs", ab)) if on)
+        ops.append(f"{op}.ftz{modifiers}.f32 {{d}}, " + ", ".join("{" + x + "}" for x in "abc"[:n]) + ";")
+    compares = ["eq", "lt", "geu", "nan", "ne"]
+    ops += ["abs.ftz.f32 {d}, {a};", "neg.ftz.f32 {d}, {a};"]
+    ops += [f"setp.{name}.ftz.f32 {{p}}, {{a}}, {{b}};" for name in compares]
+    ops += ["slct.ftz.u32.f32 {r}, 11, 22, {a};", "sqrt.rn.ftz.f32 {d}, {a};", "div.rn.ftz.f32 {d}, {a}, {b};"]
+    if target != "host":  # (the host target flushes explicitly)
+        assert _denorm_modes(HEADER + float_kernel("k", 32, ops), target)[0] == 0
+    rows = run(32, ops, a, b, c, target=target)
+    magnitude = ~SIGN[32] & 0xFFFFFFFF
+    for i, row in enumerate(rows):
+        fa, fb, fc = (flush(p, 32) for p in (a[i], b[i], c[i]))
+        where = (hex(a[i]), hex(b[i]), hex(c[i]))
+        for (op, nan, xs, ab, n), got, text in zip(variants, row, ops):
+            want = min_max(op, 32, [fa, fb, fc][:n], nan, xs, ab)
+            assert is_nan(got, 32) if is_nan(want, 32) else got == want, (text, *where, hex(got))
+        rest = row[len(variants):]
+        assert is_nan(a[i], 32) or rest[0] == fa & magnitude, where
+        assert is_nan(a[i], 32) or rest[1] == fa ^ SIGN[32], where
+        x, y = value(fa, 32), value(fb, 32)
+        assert rest[2:2 + len(compares)] == [int(FLOAT_COMPARES[name](x, y)) for name in compares], where
+        assert rest[2 + len(compares)] == (11 if x >= 0 else 22), where  # NaN selects b
+        for got, (operation, operands) in zip(rest[3 + len(compares):], (("sqrt", [a[i]]), ("div", [a[i], b[i]]))):
+            want = expected_arithmetic(operation, "rn", 32, operands, ftz=True)
+            assert is_nan(got, 32) if want is None else got == want, (operation, *where, hex(got))

@@ -3,7 +3,9 @@
 AMD GPUs set the f32 denormal mode per function (the "denormal-fp-math-f32" attribute), not per
 instruction, so where a function — with every function it calls, across its whole call graph — uses one
 mode only, the target can set that mode once; where modes are mixed, instructions have to flush or keep
-subnormals themselves. The result is recorded in `Prepared.fp_modes` (FpMode), from pass 5's FloatModes.
+subnormals themselves. The result is recorded in `Prepared.fp_modes` (FpMode), from pass 5's FloatModes;
+instructions whose result no subnormal mode changes count for neither. Lowering runs a kernel whose mode
+is uniformly "ftz" with the hardware flushing (lower/floating.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,17 @@ from __future__ import annotations
 import dataclasses
 
 from fatkit.translate.passes.base import FpMode, Prepared, bodies, callees
+from fatkit.translate.ptx import ast
+
+
+def _mode_free(ins: ast.Instruction) -> bool:
+    """f32 instructions whose result no subnormal mode changes: testp and copysign read and move bits, and a
+    conversion to f32 from an integer (never subnormal) or from f16 (whose subnormals are normal in f32)."""
+    if ins.opcode in ("testp", "copysign"):
+        return True
+    types = [m for m in ins.modifiers if m in ast.TYPES]
+    return ins.opcode == "cvt" and len(types) == 2 and types[0] == "f32" and \
+        (types[1] == "f16" or types[1][0] in "su")
 
 
 def run(prepared: Prepared) -> Prepared:
@@ -20,7 +33,7 @@ def run(prepared: Prepared) -> Prepared:
         ftz = ieee = 0
         for ins in function.instructions():
             mode = prepared.float_mode(ins)
-            if mode is not None and "f32" in ins.modifiers:
+            if mode is not None and "f32" in ins.modifiers and not _mode_free(ins):
                 ftz, ieee = ftz + mode.ftz, ieee + (not mode.ftz)
         own[name] = ftz, ieee
     modes = dict(prepared.fp_modes)
