@@ -956,3 +956,45 @@ def test_ftz_forms_under_the_flushing_mode(target):
         for got, (operation, operands) in zip(rest[3 + len(compares):], (("sqrt", [a[i]]), ("div", [a[i], b[i]]))):
             want = expected_arithmetic(operation, "rn", 32, operands, ftz=True)
             assert is_nan(got, 32) if want is None else got == want, (operation, *where, hex(got))
+
+
+_PAIRS = """
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 py)
+{
+    .reg .f32 %f<12>;
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    ld.param.u64 %rd1, [pa]; add.s64 %rd1, %rd1, %rd4; ld.global.v2.f32 {%f1, %f2}, [%rd1];
+    ld.param.u64 %rd2, [pb]; add.s64 %rd2, %rd2, %rd4; ld.global.v2.f32 {%f3, %f4}, [%rd2];
+    add.ftz.f32 %f5, %f1, %f3;
+    add.ftz.f32 %f6, %f2, %f4;
+    mul.rn.ftz.f32 %f7, %f5, %f1;
+    mul.rn.ftz.f32 %f8, %f6, %f2;
+    ld.param.u64 %rd3, [py]; add.s64 %rd3, %rd3, %rd4; st.global.v2.f32 [%rd3], {%f7, %f8};
+    ret;
+}
+"""
+
+
+def test_packed_f32_pairs_under_the_flushing_mode():
+    """gfx942 pairs two f32 adds into v_pk_add_f32 (and maybe the muls into v_pk_mul_f32): under the flushing
+    mode each half flushes by the f32 field; expected values from the model with explicit flushing."""
+    ptx = HEADER + _PAIRS
+    assembly = translate(ptx, Options(target="gfx942", emit="asm")).product.decode()
+    assert "v_pk_add_f32" in assembly  # what this test is about
+    rng = random.Random(942)
+    values = edges(32) + [CANONICAL_NAN[32], 0x80000001, 0x007FFFFF]
+    count = 512
+    a = [rng.choice(values) if rng.random() < 0.5 else rng.getrandbits(32) for _ in range(2 * count)]
+    b = [rng.choice(values) if rng.random() < 0.5 else rng.getrandbits(23) | (rng.getrandbits(1) << 31)
+         for _ in range(2 * count)]
+    program = amd_program(ptx, "gfx942")
+    buffers = [(ctypes.c_uint32 * (2 * count))(*x) for x in (a, b)]
+    out = (ctypes.c_uint32 * (2 * count))()
+    program.launch("k", buffers + [out], block=(count, 1, 1))
+    for i in range(2 * count):
+        total = expected_arithmetic("add", "rn", 32, [a[i], b[i]], ftz=True)
+        want = None if total is None else expected_arithmetic("mul", "rn", 32, [total, a[i]], ftz=True)
+        assert is_nan(out[i], 32) if want is None else out[i] == want, (hex(a[i]), hex(b[i]), hex(out[i]))

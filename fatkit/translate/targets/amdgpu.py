@@ -133,7 +133,7 @@ class AmdgpuTarget(Target):
             "mul": f"v_mul_f{width} $0, {sources}", "fma": f"v_fma_f{width} $0, {sources}"}[operation]
         wait = "s_nop 1\n" if self.id.generation < 10 else ""
         if flushing:  # FP_DENORM: f32 flushed (0), f16/f64 kept (3)
-            text = (f"s_getreg_b32 $1, hwreg(HW_REG_MODE, 0, 8)\n{wait}"
+            text = (f"{wait}s_getreg_b32 $1, hwreg(HW_REG_MODE, 0, 8)\n"
                     f"s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 8), {0xC0 | field | field << 2:#x}\n{instruction}\n"
                     f"{wait.replace('1', '0')}s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), $1")
         elif self.id.generation >= 10:
