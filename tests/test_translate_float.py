@@ -914,6 +914,10 @@ def test_only_kernels_that_flush_every_f32_instruction_get_the_flushing_mode(tar
     mixed = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.f32 {d}, {a}, {b};"])
     assert _denorm_modes(flushing, target) == (0, 3)  # f32 flushed; f16/f64 keep subnormals
     assert _denorm_modes(mixed, target) == (3, 3)
+    # bf16 arithmetic computes in f32, where its subnormals are f32 ones: it keeps them
+    with_bf16 = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};",
+                                                "mov.b16 %h2, 1; add.rn.bf16 %h1, %h2, %h2; cvt.u32.u16 {r}, %h1;"])
+    assert _denorm_modes(with_bf16, target) == (3, 3)
 
 
 def test_ftz_forms_under_the_flushing_mode(target):

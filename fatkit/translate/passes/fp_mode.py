@@ -16,6 +16,12 @@ from fatkit.translate.passes.base import FpMode, Prepared, bodies, callees
 from fatkit.translate.ptx import ast
 
 
+def _reads_f32_mode(ins: ast.Instruction) -> bool:
+    """f32 instructions, and bf16 ones: lowering computes those in f32, where a bf16 subnormal (bf16 has f32's
+    exponent range) is an f32 one."""
+    return any(m in ("f32", "bf16", "bf16x2") for m in ins.modifiers)
+
+
 def _mode_free(ins: ast.Instruction) -> bool:
     """f32 instructions whose result no subnormal mode changes: testp and copysign read and move bits, and a
     conversion to f32 from an integer (never subnormal) or from f16 (whose subnormals are normal in f32)."""
@@ -33,7 +39,7 @@ def run(prepared: Prepared) -> Prepared:
         ftz = ieee = 0
         for ins in function.instructions():
             mode = prepared.float_mode(ins)
-            if mode is not None and "f32" in ins.modifiers and not _mode_free(ins):
+            if mode is not None and _reads_f32_mode(ins) and not _mode_free(ins):
                 ftz, ieee = ftz + mode.ftz, ieee + (not mode.ftz)
         own[name] = ftz, ieee
     modes = dict(prepared.fp_modes)
