@@ -11,6 +11,7 @@ import re
 import struct
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -910,7 +911,9 @@ def _denorm_modes(ptx: str, target: str) -> tuple[int, int]:
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_only_kernels_that_flush_every_f32_instruction_get_the_flushing_mode(target):
     flushing = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.ftz.f32 {d}, {a}, {b};",
-                                               "cvt.rn.f32.s32 {d}, %r1;", "testp.subnormal.f32 {p}, {a};"])
+                                               "cvt.rn.f32.s32 {d}, %r1;", "testp.subnormal.f32 {p}, {a};",
+                                               "cvt.rn.bf16.f32 %h1, {a}; cvt.f32.bf16 {d}, %h1;",
+                                               "cvt.rz.f16.f32 %h1, {a}; cvt.f32.f16 {d}, %h1;"])
     mixed = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.f32 {d}, {a}, {b};"])
     assert _denorm_modes(flushing, target) == (0, 3)  # f32 flushed; f16/f64 keep subnormals
     assert _denorm_modes(mixed, target) == (3, 3)
@@ -941,6 +944,10 @@ def test_ftz_forms_under_the_flushing_mode(target):
     ops += ["abs.ftz.f32 {d}, {a};", "neg.ftz.f32 {d}, {a};"]
     ops += [f"setp.{name}.ftz.f32 {{p}}, {{a}}, {{b}};" for name in compares]
     ops += ["slct.ftz.u32.f32 {r}, 11, 22, {a};", "sqrt.rn.ftz.f32 {d}, {a};", "div.rn.ftz.f32 {d}, {a}, {b};"]
+    ops += ["testp.subnormal.f32 {p}, {a};", "testp.normal.f32 {p}, {a};"]  # the bits as they are
+    # conversions that keep subnormals: f32 → bf16 / f16 to nearest, bf16 → f32
+    ops += ["cvt.rn.bf16.f32 %h1, {a}; cvt.u32.u16 {r}, %h1;", "cvt.rn.f16.f32 %h1, {a}; cvt.u32.u16 {r}, %h1;",
+            "cvt.u16.u32 %h1, {r}; cvt.f32.bf16 {d}, %h1;".replace("{r}", "%r12")]
     if target != "host":  # (the host target flushes explicitly)
         assert _denorm_modes(HEADER + float_kernel("k", 32, ops), target)[0] == 0
     rows = run(32, ops, a, b, c, target=target)
@@ -960,6 +967,16 @@ def test_ftz_forms_under_the_flushing_mode(target):
         for got, (operation, operands) in zip(rest[3 + len(compares):], (("sqrt", [a[i]]), ("div", [a[i], b[i]]))):
             want = expected_arithmetic(operation, "rn", 32, operands, ftz=True)
             assert is_nan(got, 32) if want is None else got == want, (operation, *where, hex(got))
+        subnormal, x = is_subnormal(a[i], 32), value(a[i], 32)
+        assert rest[5 + len(compares):7 + len(compares)] == [int(subnormal), int(math.isfinite(x) and not subnormal)]
+        bf16, f16, widened = rest[7 + len(compares):]
+        if is_nan(a[i], 32):
+            assert (bf16, f16) == (0x7FFF, 0x7FFF), where
+        else:  # to nearest even on the bits (bf16: the upper half of an f32); numpy's f16 conversion
+            assert bf16 == (a[i] + 0x7FFF + ((a[i] >> 16) & 1)) >> 16, where
+            with np.errstate(over="ignore"):  # beyond f16: inf, as the conversion gives
+                assert f16 == int(np.array([x], dtype=np.float64).astype(np.float16).view(np.uint16)[0]), where
+        assert widened == ((b[i] & 0xFFFF) << 16), where  # {b}'s low half as bf16, kept subnormal
 
 
 _PAIRS = """

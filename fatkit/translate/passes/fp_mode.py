@@ -22,14 +22,24 @@ def _reads_f32_mode(ins: ast.Instruction) -> bool:
     return any(m in ("f32", "bf16", "bf16x2") for m in ins.modifiers)
 
 
+_INTEGERS = {"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"}
+
+
 def _mode_free(ins: ast.Instruction) -> bool:
-    """f32 instructions whose result no subnormal mode changes: testp and copysign read and move bits, and a
-    conversion to f32 from an integer (never subnormal) or from f16 (whose subnormals are normal in f32)."""
+    """f32 instructions whose result no subnormal mode changes: testp and copysign read and move bits; a
+    conversion to f32 from an integer (never subnormal), from f16 (whose subnormals are normal in f32) or
+    from bf16 (a shift of the bits); and one from f32 into a narrower float format, which lower/convert.py
+    rounds on the bits (into f16 to nearest by v_cvt_f16_f32, where an f32 subnormal gives a zero of its
+    sign flushed or not)."""
     if ins.opcode in ("testp", "copysign"):
         return True
     types = [m for m in ins.modifiers if m in ast.TYPES]
-    return ins.opcode == "cvt" and len(types) == 2 and types[0] == "f32" and \
-        (types[1] == "f16" or types[1][0] in "su")
+    if ins.opcode != "cvt" or len(types) != 2:
+        return False
+    dst, src = types
+    if dst == "f32":
+        return src in ("f16", "bf16") or src in _INTEGERS
+    return src == "f32" and dst not in ("f32", "f64") and dst not in _INTEGERS
 
 
 def run(prepared: Prepared) -> Prepared:
