@@ -102,8 +102,9 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
     2^-126 (tininess before rounding), also where it rounds to ±2^-126, which a flush after rounding keeps.
     A sum that small is exact. For a product, fma(|a|, |b|, -2^-126) has the sign of |a·b| − 2^-126 (one
     rounding; a tiny difference flushes to a zero of its sign, an exact one is +0); for an fma, the result
-    rounded towards zero is ±0 exactly when the exact value is tiny (or zero). Both hold whichever tininess
-    the hardware's flush uses."""
+    rounded towards zero is ±0 exactly when the exact value is tiny (or zero), and then it is the result but
+    towards −inf (where an exact zero sum of terms of both signs is −0). Both hold whichever tininess the
+    hardware's flush uses."""
     b = lw.builder
     if mode == "rn":
         if operation == "fma":
@@ -124,6 +125,8 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         if towards_zero is None:
             raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
         tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
+        if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of
+            return b.select(tiny, towards_zero, value)  # both signs is +0 in these modes, a tiny one keeps its sign
     else:
         return value
     signed_zero = b.bitcast(b.and_(rounding.bits(b, value), ir.Constant(I32, 1 << 31)), F32)
