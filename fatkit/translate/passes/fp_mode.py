@@ -42,15 +42,23 @@ def _mode_free(ins: ast.Instruction) -> bool:
     return src == "f32" and dst not in ("f32", "f64") and dst not in _INTEGERS
 
 
+def instruction_mode(prepared: Prepared, ins: ast.Instruction) -> str | None:
+    """"ftz" or "ieee": how an instruction that the f32 subnormal mode concerns treats subnormals (after pass
+    5); None for one it does not concern."""
+    mode = prepared.float_mode(ins)
+    if mode is None or not _reads_f32_mode(ins) or _mode_free(ins):
+        return None
+    return "ftz" if mode.ftz else "ieee"
+
+
 def run(prepared: Prepared) -> Prepared:
     functions = {f.name: f for f in bodies(prepared)}
     own: dict[str, tuple[int, int]] = {}
     for name, function in functions.items():
         ftz = ieee = 0
         for ins in function.instructions():
-            mode = prepared.float_mode(ins)
-            if mode is not None and _reads_f32_mode(ins) and not _mode_free(ins):
-                ftz, ieee = ftz + mode.ftz, ieee + (not mode.ftz)
+            mode = instruction_mode(prepared, ins)
+            ftz, ieee = ftz + (mode == "ftz"), ieee + (mode == "ieee")
         own[name] = ftz, ieee
     modes = dict(prepared.fp_modes)
     for name in functions:
