@@ -911,3 +911,51 @@ def test_an_operation_the_directed_modes_do_not_model_is_an_error(target):
     with pytest.raises(FatkitError, match="v_cvt_f32_u32.*MODE 0xf3"):
         _run_asm(target, "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 3\\0Av_cvt_f32_u32 $0, $1\\0A"
                  "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 0", "=v,v", [0xFFFFFFFF])
+
+
+def _flushed_f32(bits: int) -> float:
+    """An f32 pattern's value with subnormals read as zeros of their sign (the model of the flushing mode)."""
+    if (bits >> 23) & 0xFF == 0:
+        bits &= 0x80000000
+    return float(np.array([bits], dtype=np.uint32).view(np.float32)[0])
+
+
+def _f32_bits(x: np.float32) -> int:
+    bits = int(np.array([x], dtype=np.float32).view(np.uint32)[0])
+    return bits & 0x80000000 if (bits >> 23) & 0xFF == 0 else bits
+
+
+def test_packed_f32_halves_flush_by_the_f32_mode():
+    """gfx942's v_pk_add/mul/fma_f32 under MODE's f32 field set to flush (0): each half's inputs and result
+    flushed to a zero of its sign, f16/f64 untouched; expected from numpy on the explicitly flushed halves."""
+    rng = np.random.default_rng(18)
+    specials = [0, 1, 0x80000001, 0x007FFFFF, 0x00800000, 0x80800000, 0x3F800000, 0x7F800000, 0x7FC00000,
+                0x00400000, 0x3F000000, 0x80000000]
+    text = ("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 2), 0\\0As_nop 1\\0A{op}\\0As_nop 1\\0A"
+            "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 2), 3")
+    operations = {
+        "v_pk_add_f32 $0, $1, $2": lambda x, y, z: x + y,
+        "v_pk_mul_f32 $0, $1, $2": lambda x, y, z: x * y,
+        "v_pk_fma_f32 $0, $1, $2, $3": lambda x, y, z: np.float32(np.float64(x) * np.float64(y) + np.float64(z)),
+    }
+    for op, model in operations.items():
+        kernel = _asm_kernel(text.format(op=op), "=v,v,v,v", "i64", [("i64", "")] * 3)
+        co = _compiled(kernel.replace("getelementptr i32", "getelementptr i64"), "gfx942")  # 64-bit operands
+        for trial in range(24):
+            halves = [[int(rng.choice(specials)) if rng.random() < 0.6 else int(rng.integers(0, 1 << 32))
+                       for _ in range(2)] for _ in range(3)]
+            if trial % 3 == 0:  # a product in the subnormal range
+                halves[0], halves[1] = [0x1F000000, 0x9F800000], [0x1F000000, 0x1F000000]
+            words = np.array([h[0] | h[1] << 32 for h in halves], dtype=np.uint64)
+            out = np.zeros(1, dtype=np.uint64)
+            launch(co, "k", (1, 1, 1), (1, 1, 1), [out, words])
+            for lane in range(2):
+                x, y, z = (np.float32(_flushed_f32(h[lane])) for h in halves)
+                with np.errstate(all="ignore"):
+                    want = model(x, y, z)
+                got = (int(out[0]) >> (32 * lane)) & 0xFFFFFFFF
+                where = (op, [hex(h[lane]) for h in halves], hex(got))
+                if np.isnan(want):
+                    assert (got >> 23) & 0xFF == 0xFF and got & 0x7FFFFF, where
+                else:
+                    assert got == _f32_bits(np.float32(want)), where

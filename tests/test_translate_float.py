@@ -11,6 +11,7 @@ import re
 import struct
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -894,3 +895,127 @@ def test_legacy_defaults_and_rejected_forms():
     for report, why in zip(reports, rejected.values()):
         assert report.status == "unsupported" and why in report.reason, (report, why)
     assert reports[-1].status == "ok"
+
+
+# ------------------------------------------------------------------------------------------ the flushing mode
+
+def _denorm_modes(ptx: str, target: str) -> tuple[int, int]:
+    """(FLOAT_DENORM_MODE_32, FLOAT_DENORM_MODE_16_64) of kernel k's descriptor: rsrc1 bits 17:16 and 19:18."""
+    from fatkit.formats.hsaco import parse_code_object
+
+    product = translate(ptx, Options(target=target)).product
+    (descriptor,) = [d for d in parse_code_object(product).descriptors if d.name == "k"]
+    return (descriptor.rsrc1 >> 16) & 3, (descriptor.rsrc1 >> 18) & 3
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_only_kernels_that_flush_every_f32_instruction_get_the_flushing_mode(target):
+    flushing = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.ftz.f32 {d}, {a}, {b};",
+                                               "cvt.rn.f32.s32 {d}, %r1;", "testp.subnormal.f32 {p}, {a};",
+                                               "cvt.rn.bf16.f32 %h1, {a}; cvt.f32.bf16 {d}, %h1;",
+                                               "cvt.rz.f16.f32 %h1, {a}; cvt.f32.f16 {d}, %h1;"])
+    mixed = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};", "mul.rn.f32 {d}, {a}, {b};"])
+    assert _denorm_modes(flushing, target) == (0, 3)  # f32 flushed; f16/f64 keep subnormals
+    assert _denorm_modes(mixed, target) == (3, 3)
+    # bf16 arithmetic computes in f32, where its subnormals are f32 ones: it keeps them
+    with_bf16 = HEADER + float_kernel("k", 32, ["add.ftz.f32 {d}, {a}, {b};",
+                                                "mov.b16 %h2, 1; add.rn.bf16 %h1, %h2, %h2; cvt.u32.u16 {r}, %h1;"])
+    assert _denorm_modes(with_bf16, target) == (3, 3)
+
+
+def test_ftz_forms_under_the_flushing_mode(target):
+    """min/max (.NaN, .xorsign.abs, three sources), abs/neg, setp/slct and the .approx forms with .ftz in a
+    kernel that flushes every f32 instruction, so that it runs with the hardware flushing: expected values
+    from the models above with the inputs flushed explicitly (random bit patterns, subnormals, ±0, inf, NaN)."""
+    rng = random.Random(18)
+    values = edges(32) + [CANONICAL_NAN[32], INF[32] | 5 | SIGN[32], 0x80000001, 0x007FFFFF]
+    a = [x for x in values for _ in values] + random_patterns(rng, 32, 200)
+    b = [y for _ in values for y in values] + [rng.getrandbits(32) if rng.random() < 0.5 else
+                                               rng.getrandbits(23) | (rng.getrandbits(1) << 31) for _ in range(200)]
+    c = [values[(i * 7) % len(values)] for i in range(len(a))]
+    variants = [(op, nan, xs, ab, n) for op in ("min", "max") for nan, xs, ab, n in (
+        (False, False, False, 2), (True, False, False, 2), (False, True, True, 2), (True, True, True, 2),
+        (False, False, True, 3), (True, False, False, 3))]
+    ops = []
+    for op, nan, xs, ab, n in variants:
+        modifiers = "".join(m for m, on in ((".NaN", nan), (".xorsign", xs), (".abs", ab)) if on)
+        ops.append(f"{op}.ftz{modifiers}.f32 {{d}}, " + ", ".join("{" + x + "}" for x in "abc"[:n]) + ";")
+    compares = ["eq", "lt", "geu", "nan", "ne"]
+    ops += ["abs.ftz.f32 {d}, {a};", "neg.ftz.f32 {d}, {a};"]
+    ops += [f"setp.{name}.ftz.f32 {{p}}, {{a}}, {{b}};" for name in compares]
+    ops += ["slct.ftz.u32.f32 {r}, 11, 22, {a};", "sqrt.rn.ftz.f32 {d}, {a};", "div.rn.ftz.f32 {d}, {a}, {b};"]
+    ops += ["testp.subnormal.f32 {p}, {a};", "testp.normal.f32 {p}, {a};"]  # the bits as they are
+    # conversions that keep subnormals: f32 → bf16 / f16 to nearest, bf16 → f32
+    ops += ["cvt.rn.bf16.f32 %h1, {a}; cvt.u32.u16 {r}, %h1;", "cvt.rn.f16.f32 %h1, {a}; cvt.u32.u16 {r}, %h1;",
+            "cvt.u16.u32 %h1, {r}; cvt.f32.bf16 {d}, %h1;".replace("{r}", "%r12")]
+    if target != "host":  # (the host target flushes explicitly)
+        assert _denorm_modes(HEADER + float_kernel("k", 32, ops), target)[0] == 0
+    rows = run(32, ops, a, b, c, target=target)
+    magnitude = ~SIGN[32] & 0xFFFFFFFF
+    for i, row in enumerate(rows):
+        fa, fb, fc = (flush(p, 32) for p in (a[i], b[i], c[i]))
+        where = (hex(a[i]), hex(b[i]), hex(c[i]))
+        for (op, nan, xs, ab, n), got, text in zip(variants, row, ops):
+            want = min_max(op, 32, [fa, fb, fc][:n], nan, xs, ab)
+            assert is_nan(got, 32) if is_nan(want, 32) else got == want, (text, *where, hex(got))
+        rest = row[len(variants):]
+        assert is_nan(a[i], 32) or rest[0] == fa & magnitude, where
+        assert is_nan(a[i], 32) or rest[1] == fa ^ SIGN[32], where
+        x, y = value(fa, 32), value(fb, 32)
+        assert rest[2:2 + len(compares)] == [int(FLOAT_COMPARES[name](x, y)) for name in compares], where
+        assert rest[2 + len(compares)] == (11 if x >= 0 else 22), where  # NaN selects b
+        for got, (operation, operands) in zip(rest[3 + len(compares):], (("sqrt", [a[i]]), ("div", [a[i], b[i]]))):
+            want = expected_arithmetic(operation, "rn", 32, operands, ftz=True)
+            assert is_nan(got, 32) if want is None else got == want, (operation, *where, hex(got))
+        subnormal, x = is_subnormal(a[i], 32), value(a[i], 32)
+        assert rest[5 + len(compares):7 + len(compares)] == [int(subnormal), int(math.isfinite(x) and not subnormal)]
+        bf16, f16, widened = rest[7 + len(compares):]
+        if is_nan(a[i], 32):
+            assert (bf16, f16) == (0x7FFF, 0x7FFF), where
+        else:  # to nearest even on the bits (bf16: the upper half of an f32); numpy's f16 conversion
+            assert bf16 == (a[i] + 0x7FFF + ((a[i] >> 16) & 1)) >> 16, where
+            with np.errstate(over="ignore"):  # beyond f16: inf, as the conversion gives
+                assert f16 == int(np.array([x], dtype=np.float64).astype(np.float16).view(np.uint16)[0]), where
+        assert widened == ((b[i] & 0xFFFF) << 16), where  # {b}'s low half as bf16, kept subnormal
+
+
+_PAIRS = """
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 py)
+{
+    .reg .f32 %f<12>;
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    ld.param.u64 %rd1, [pa]; add.s64 %rd1, %rd1, %rd4; ld.global.v2.f32 {%f1, %f2}, [%rd1];
+    ld.param.u64 %rd2, [pb]; add.s64 %rd2, %rd2, %rd4; ld.global.v2.f32 {%f3, %f4}, [%rd2];
+    add.ftz.f32 %f5, %f1, %f3;
+    add.ftz.f32 %f6, %f2, %f4;
+    mul.rn.ftz.f32 %f7, %f5, %f1;
+    mul.rn.ftz.f32 %f8, %f6, %f2;
+    ld.param.u64 %rd3, [py]; add.s64 %rd3, %rd3, %rd4; st.global.v2.f32 [%rd3], {%f7, %f8};
+    ret;
+}
+"""
+
+
+def test_packed_f32_pairs_under_the_flushing_mode():
+    """gfx942 pairs two f32 adds into v_pk_add_f32 (and maybe the muls into v_pk_mul_f32): under the flushing
+    mode each half flushes by the f32 field; expected values from the model with explicit flushing."""
+    ptx = HEADER + _PAIRS
+    assembly = translate(ptx, Options(target="gfx942", emit="asm")).product.decode()
+    assert "v_pk_add_f32" in assembly  # what this test is about
+    rng = random.Random(942)
+    values = edges(32) + [CANONICAL_NAN[32], 0x80000001, 0x007FFFFF]
+    count = 512
+    a = [rng.choice(values) if rng.random() < 0.5 else rng.getrandbits(32) for _ in range(2 * count)]
+    b = [rng.choice(values) if rng.random() < 0.5 else rng.getrandbits(23) | (rng.getrandbits(1) << 31)
+         for _ in range(2 * count)]
+    program = amd_program(ptx, "gfx942")
+    buffers = [(ctypes.c_uint32 * (2 * count))(*x) for x in (a, b)]
+    out = (ctypes.c_uint32 * (2 * count))()
+    program.launch("k", buffers + [out], block=(count, 1, 1))
+    for i in range(2 * count):
+        total = expected_arithmetic("add", "rn", 32, [a[i], b[i]], ftz=True)
+        want = None if total is None else expected_arithmetic("mul", "rn", 32, [total, a[i]], ftz=True)
+        assert is_nan(out[i], 32) if want is None else out[i] == want, (hex(a[i]), hex(b[i]), hex(out[i]))

@@ -1189,19 +1189,26 @@ class Preparer:
     def mode_path(self, name, kind, fn, getters, float_widths, dwidth, pc):
         """The instruction under a MODE other than nearest-even with denormals kept (fpmode's docstring), or
         None where it has no float operand."""
+        packed = kind.startswith("VOP3P")
+        # V_PK_* hold two values of `half` bits in each operand (their operand formats are not the scalar
+        # float ones); the other VOP3P forms (dot products, fma_mix) mix formats and are not flushed here
+        half = (32 if "_F32" in name else 16) if packed and name.startswith("V_PK_") and \
+            ("_F32" in name or "_F16" in name) else None
+        if half:
+            float_widths, dwidth = {p: half for p in fn.params if p in ("S0", "S1", "S2")}, 2 * half
         if not float_widths and not dwidth:
             return None
         code, lanes, params = fn.code, self.lanes, fn.params
         arith = fpmode.arithmetic(name)
         flush_in = fpmode.flushes_inputs(name)
         free = fpmode.rounding_free(name)
-        width = arith[1] if arith else dwidth or max(float_widths.values())
-        packed = kind.startswith("VOP3P")  # (halves are not flushed one by one here)
+        width = half or (arith[1] if arith else dwidth or max(float_widths.values()))
 
         def run(w, space):
             mode = w.mode
             rounding = fpmode.rounding_of(mode, width)
-            if rounding and arith is None and not free or packed and (rounding or fpmode.denorm_of(mode, width) != 3):
+            if rounding and arith is None and not free or packed and rounding or \
+                    packed and not half and fpmode.denorm_of(mode, width) != 3:
                 raise FatkitError(f"{name.lower()} at pc 0x{pc:x}: MODE 0x{mode:02x} (FP_ROUND, FP_DENORM) "
                                   "for this operation is not modelled")
             args = [g(w) for g in getters]
@@ -1209,7 +1216,7 @@ class Preparer:
                 for k, param in enumerate(params):
                     fw = float_widths.get(param)
                     if fw and not fpmode.denorm_of(mode, fw) & 1:
-                        args[k] = fpmode.flush_bits(args[k], fw)
+                        args[k] = fpmode.flush_halves(args[k], half) if half else fpmode.flush_bits(args[k], fw)
             result = list(code(space, True, w.lane_ids, *args))
             if "D0" not in fn.outputs:
                 return result
@@ -1218,7 +1225,9 @@ class Preparer:
                 operation, _, operands, negated = arith
                 values = [args[params.index(p)] for p in operands]
                 result[d] = fpmode.directed(operation, width, values, negated, rounding, result[d], lanes)
-            if dwidth and not fpmode.denorm_of(mode, dwidth) & 2:
+            if half and dwidth and not fpmode.denorm_of(mode, half) & 2:
+                result[d] = fpmode.flush_halves(np.asarray(result[d], dtype=object) & ((1 << 2 * half) - 1), half)
+            elif dwidth and not half and not fpmode.denorm_of(mode, dwidth) & 2:
                 result[d] = fpmode.flush_bits(np.asarray(result[d], dtype=object) & ((1 << dwidth) - 1), dwidth)
             return result
         return run

@@ -9,7 +9,8 @@ entry values of FP_ROUND and FP_DENORM in bits 19:12 (the same two 4-bit fields,
 Outside round-to-nearest-even with denormals kept the executor takes a second path (`ModeStep`): float
 sources are flushed where the mode flushes inputs, the table's semantics runs, a finite add/sub/mul/fma
 result is replaced by the exactly rounded one in a directed mode (Python fractions, lane by lane), and a
-subnormal result becomes a zero of its sign where the mode flushes outputs (tininess after rounding).
+subnormal result becomes a zero of its sign where the mode flushes outputs (tininess after rounding); the
+packed V_PK_* operations flush each half of their operands and results by its format's field.
 Operations whose result depends on the rounding mode and that are not among those are refused in a
 directed mode rather than rounded to nearest.
 """
@@ -192,6 +193,13 @@ def flush_bits(value, width: int):
     return sign_only if exponent == 0 and fraction else value
 
 
+def flush_halves(value, half: int):
+    """`flush_bits` of both `half`-bit halves of packed operands (V_PK_*: (high << half) | low)."""
+    mask = (1 << half) - 1
+    value = np.asarray(value, dtype=object)
+    return (flush_bits((value >> half) & mask, half) << half) | flush_bits(value & mask, half)
+
+
 def directed(kind: str, width: int, operands: list, negated: int | None, rounding: int, nearest, lanes: int):
     """`nearest` (the table's round-to-nearest results) with every lane whose operands are finite replaced
     by the exactly rounded result."""
@@ -208,5 +216,5 @@ def directed(kind: str, width: int, operands: list, negated: int | None, roundin
     return out
 
 
-__all__ = ["DEFAULT_FP", "HW_REG_MODE", "arithmetic", "directed", "entry_mode", "exact", "flush_bits",
+__all__ = ["DEFAULT_FP", "HW_REG_MODE", "arithmetic", "directed", "entry_mode", "exact", "flush_bits", "flush_halves",
            "getreg", "round_exact", "setreg"]

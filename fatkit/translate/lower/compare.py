@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower import rounding
 from fatkit.translate.lower.core import F32, HANDLERS, Lowering, handles, llvm_type
 from fatkit.translate.ptx import ast
 
@@ -37,7 +36,7 @@ def _compare(lw: Lowering, ins: ast.Instruction, t: str, a, b, extra: set[str]) 
     x, y = lw.read(a, t), lw.read(b, t)
     mode = lw.float_mode(ins)  # PTX's defaults written out: f32 compares flush on sm_1x too
     if "ftz" in ins.modifiers or (t == "f32" and mode is not None and mode.ftz):
-        x, y = rounding.flush(lw.builder, x), rounding.flush(lw.builder, y)
+        x, y = lw.flush(x), lw.flush(y)
     if t[0] == "f":
         if cmp not in _FLOAT_CMP:
             raise lw.fail(f"comparison .{cmp} is not defined for .{t}")
@@ -125,7 +124,7 @@ def slct(lw: Lowering, ins: ast.Instruction) -> None:
     selector = lw.read(c, ctype)
     if ctype == "f32":
         if "ftz" in ins.modifiers:  # a negative subnormal becomes −0, which selects a
-            selector = rounding.flush(lw.builder, selector)
+            selector = lw.flush(selector)
         at_least_zero = lw.builder.fcmp_ordered(">=", selector, ir.Constant(F32, 0.0))  # NaN selects b
     else:
         at_least_zero = lw.builder.icmp_signed(">=", selector, ir.Constant(selector.type, 0))

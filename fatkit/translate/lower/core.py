@@ -422,6 +422,21 @@ class Lowering:
         when it does no floating-point arithmetic or the body did not go through the passes."""
         return self.callees.prepared.float_mode(ins) if self.callees.prepared is not None else None
 
+    @property
+    def flushing(self) -> bool:
+        """The function runs with f32 subnormals flushed by the hardware (every f32 instruction its kernel
+        reaches is .ftz, pass 6, and the target has the mode: Target.flushing_mode)."""
+        return self.callees.flushing
+
+    def flush(self, value: ir.Value) -> ir.Value:
+        """.ftz of an f32 or f64 value: a subnormal becomes a zero of its sign. Under the flushing mode an
+        f32's is llvm.canonicalize, which flushes there (v_max x, x) and which LLVM drops after an
+        instruction that flushed already; it quiets a signalling NaN too, which no .ftz form keeps."""
+        if self.flushing and value.type == F32:
+            return self.intrinsic("llvm.canonicalize", [value])
+        from fatkit.translate.lower import rounding  # (rounding builds on this module's types)
+        return rounding.flush(self.builder, value)
+
     def start(self, block: ir.Block) -> None:
         """Continue in `block`, falling through into it from the current block."""
         if not self.builder.block.is_terminated:

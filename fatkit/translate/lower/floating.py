@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
-from fatkit.translate.lower.core import F32, F64, I64, Lowering, handles
+from fatkit.translate.lower.core import F32, F64, I32, I64, Lowering, handles
 from fatkit.translate.ptx import ast
 
 _ROUNDINGS = set(rounding.ROUNDINGS)
@@ -59,17 +59,19 @@ def _options(lw: Lowering, ins: ast.Instruction, t: str, allowed: set[str]) -> t
     return _ftz(lw, ins), "sat" in ins.modifiers
 
 
-def _sources(lw: Lowering, ins: ast.Instruction, t: str, ftz: bool, count: int) -> tuple:
+def _sources(lw: Lowering, ins: ast.Instruction, t: str, ftz: bool, count: int, flushed_by_op: bool = False) -> tuple:
+    """The destination and the `count` sources, flushed for .ftz, except under the flushing mode where the
+    operation (`flushed_by_op`: f32 add/sub/mul/fma/min/max) flushes its inputs itself."""
     d, *sources = lw.operands(ins, count + 1)
     values = [lw.read(s, t) for s in sources]
-    if ftz:
-        values = [rounding.flush(lw.builder, v) for v in values]
+    if ftz and not (flushed_by_op and lw.flushing and t == "f32"):
+        values = [lw.flush(v) for v in values]
     return d, values
 
 
 def _finish(lw: Lowering, d, value: ir.Value, t: str, ftz: bool, sat: bool = False) -> None:
     if ftz:
-        value = rounding.flush(lw.builder, value)
+        value = lw.flush(value)
     if sat:
         value = rounding.saturate(lw.builder, value)
     lw.write(d, value, t)
@@ -80,21 +82,68 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
     `approximate` between flushes of the source and the result."""
     d, a = lw.operands(ins, 2)
     b, x = lw.builder, lw.read(a, t)
-    native = lw.target.approximate_ftz(b, function, x, lambda v: rounding.flush(b, v)) if ftz else None
+    native = lw.target.approximate_ftz(b, function, x, lw.flush) if ftz else None
     if native is not None:
         lw.write(d, native, t)
         return
-    _finish(lw, d, lw.target.approximate(b, function, rounding.flush(b, x) if ftz else x), t, ftz)
+    _finish(lw, d, lw.target.approximate(b, function, lw.flush(x) if ftz else x), t, ftz)
+
+
+_PLAIN = {"add": "fadd", "sub": "fsub", "mul": "fmul"}
+_SMALLEST_NORMAL = 2.0 ** -126
+_NEGATIVE = 0x3C  # llvm.is.fpclass: −inf, negative normals, negative subnormals, −0 (not a NaN of either sign)
+
+
+def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[ir.Value]) -> ir.Value:
+    """An .ftz f32 add/sub/mul/fma under the flushing mode: the one instruction (a mode switch around it
+    for a directed rounding), which flushes subnormal inputs and results itself.
+
+    What the mode does not give is PTX's tininess: NVIDIA GPUs flush a result whose exact value is below
+    2^-126 (tininess before rounding), also where it rounds to ±2^-126, which a flush after rounding keeps.
+    A sum that small is exact. For a product, fma(|a|, |b|, -2^-126) has the sign of |a·b| − 2^-126 (one
+    rounding; a tiny difference flushes to a zero of its sign, an exact one is +0); for an fma, the result
+    rounded towards zero is ±0 exactly when the exact value is tiny (or zero), and then it is the result but
+    towards −inf (where an exact zero sum of terms of both signs is −0). Both hold whichever tininess the
+    hardware's flush uses."""
+    b = lw.builder
+    if mode == "rn":
+        if operation == "fma":
+            value = rounding.fma(b, *values)
+        else:
+            value = getattr(b, _PLAIN[operation])(*values)
+        value = lw.intrinsic("llvm.canonicalize", [value])  # where LLVM folded it away (x·1.0), the flush
+    else:
+        value = lw.target.directed(b, operation, mode, values, flushing=True)
+        if value is None:
+            raise lw.fail(f"{operation}.{mode}.ftz.f32 needs the target's rounding mode switch")
+    if operation == "mul":
+        magnitudes = [lw.intrinsic("llvm.fabs", [v]) for v in values]
+        difference = rounding.fma(b, *magnitudes, ir.Constant(F32, -_SMALLEST_NORMAL))
+        tiny = rounding.in_classes(b, difference, _NEGATIVE)
+    elif operation == "fma":
+        towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
+        if towards_zero is None:
+            raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
+        tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
+        if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of
+            return b.select(tiny, towards_zero, value)  # both signs is +0 in these modes, a tiny one keeps its sign
+    else:
+        return value
+    signed_zero = b.bitcast(b.and_(rounding.bits(b, value), ir.Constant(I32, 1 << 31)), F32)
+    return b.select(tiny, signed_zero, value)
 
 
 def _arithmetic(lw, ins, count: int, compute, operation: str) -> None:
     """add/sub/mul/fma/mad: {.rnd}{.ftz}{.sat}, .rn where no rounding is given. A directed rounding without
-    .ftz is a hardware mode switch where the target has one (.ftz keeps the exact path: NVIDIA GPUs flush
-    by the exact value's tininess, which a flushing mode need not)."""
+    .ftz is a hardware mode switch where the target has one; with .ftz it is one under the flushing mode
+    (`_flushing_arithmetic`), else the exact path: NVIDIA GPUs flush by the exact value's tininess."""
     t = _type(lw, ins)
     mode = _one_rounding(lw, ins) or "rn"
     ftz, sat = _options(lw, ins, t, _ROUNDINGS | {"ftz", "sat"})
-    d, values = _sources(lw, ins, t, ftz, count)
+    d, values = _sources(lw, ins, t, ftz, count, flushed_by_op=True)
+    if ftz and lw.flushing and t == "f32":
+        _finish(lw, d, _flushing_arithmetic(lw, operation, mode, values), t, False, sat)
+        return
     value = lw.target.directed(lw.builder, operation, mode, values) if mode != "rn" and not ftz else None
     if value is None:
         value = compute(lw.builder, mode, *values, **({"ftz": True} if ftz else {}))
@@ -131,7 +180,7 @@ def _divide_approximately(lw: Lowering, a: ir.Value, b: ir.Value) -> ir.Value:
     builder, scale = lw.builder, ir.Constant(F32, 2.0 ** 24)
     subnormal = builder.fcmp_ordered("<", lw.intrinsic("llvm.fabs", [b]), ir.Constant(F32, 2.0 ** -126))
     divisor = builder.select(subnormal, builder.fmul(b, scale), b)
-    quotient = builder.fmul(a, rounding.flush(builder, lw.target.approximate(builder, "rcp", divisor)))
+    quotient = builder.fmul(a, lw.flush(lw.target.approximate(builder, "rcp", divisor)))
     return builder.select(subnormal, builder.fmul(quotient, scale), quotient)
 
 

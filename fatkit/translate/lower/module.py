@@ -81,8 +81,18 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         target.barrier(builder)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
     callees.mma_numerics = mma_numerics
+    fp_mode = prepared.fp_modes.get(kernel.name) if prepared else None
+    # every f32 instruction the kernel reaches flushes: the kernel runs with the hardware flushing (each
+    # kernel has a module of its own, so its functions run in its mode alone)
+    callees.flushing = fp_mode is not None and fp_mode.uniform == "ftz" and target.flushing_mode()
     storage = prepared.storage[kernel.name] if prepared else Storage(registers, function_storage(kernel).buffers)
     Lowering(kernel, signature.params, storage, target, function, builder, values, memory, callees).run()
+    if callees.flushing:
+        for defined in module.functions:
+            # (llvmlite's attribute set lists only LLVM's enumerated attributes: the string one goes past its
+            # check; the linkonce_odr runtime helpers, shared with other kernels' modules, do no f32 arithmetic)
+            if not defined.is_declaration and defined.linkage != "linkonce_odr":
+                set.add(defined.attributes, '"denormal-fp-math-f32"="preserve-sign,preserve-sign"')
     for variable, storage_global, slots in addresses:
         _place_addresses(kernel, variable, storage_global, slots, memory, callees)
     target.finish_module(module)
@@ -144,6 +154,7 @@ class _Callees:
     static_shared_bytes: int = 0
     mma_numerics: str = "sm90"  # Options.mma_numerics, read by lower/mma.py
     cluster: ClusterLayout | None = None  # where each CTA's shared memory lies, in a cluster of several
+    flushing: bool = False  # the kernel runs with f32 subnormals flushed by the hardware (Target.flushing_mode)
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,

@@ -89,12 +89,17 @@ def is_positive_zero(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 _SUBNORMAL_CLASSES = 0x90  # llvm.is.fpclass: negative (bit 4) and positive (bit 7) subnormals
 
 
+def in_classes(builder: ir.IRBuilder, x: ir.Value, classes: int) -> ir.Value:
+    """llvm.is.fpclass: whether x is of one of the `classes` (its bit mask), read off the bits as they are."""
+    function = _declare(builder, f"llvm.is.fpclass.{_MANGLED[x.type]}", I1, [x.type, I32])
+    return builder.call(function, [x, _int(classes)])
+
+
 def flush(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """.ftz: a subnormal becomes a zero of its sign. The class test (v_cmp_class on AMD) reads the bits as
     they are, whatever denormal mode the function is compiled for, so nothing folds it away."""
     ity = _BITS[x.type]
-    subnormal = builder.call(_declare(builder, f"llvm.is.fpclass.{_MANGLED[x.type]}", I1, [x.type, I32]),
-                             [x, _int(_SUBNORMAL_CLASSES)])
+    subnormal = in_classes(builder, x, _SUBNORMAL_CLASSES)
     signed_zero = builder.bitcast(builder.and_(bits(builder, x), ir.Constant(ity, _SIGN[x.type])), x.type)
     return builder.select(subnormal, signed_zero, x)
 

@@ -107,27 +107,47 @@ class AmdgpuTarget(Target):
                 values[index] = builder.load(argument, typ=param_types[index], align=param.align)
         return function, builder, values
 
-    def directed(self, builder, operation, mode, values):
+    def flushing_mode(self):
+        # MODE's FP_DENORM f32 field set to flush (the descriptor's FLOAT_DENORM_MODE_32 = 0): subnormal
+        # inputs and results become zeros of their sign (sign respecting, AMDGPUUsage). v_min/v_max and so
+        # llvm.canonicalize (v_max x, x) follow the mode from gfx9 on; before gfx9 they keep subnormals.
+        return self.id.generation >= 9
+
+    def directed(self, builder, operation, mode, values, flushing=False):
         """One inline-asm block: MODE's FP_ROUND (f32 and f16/f64 fields alike) set to `mode`, the VOP3
         instruction, FP_ROUND back to nearest even. Being one block, nothing LLVM schedules can land between
         the switches (LLVM's constrained intrinsics would not keep plain operations out: AMDGPU turns them
         into plain nodes), and every block, join and call sees the default mode. gfx9 has no s_round_mode:
-        s_setreg of hwreg(HW_REG_MODE, 0, 4), with the wait states an s_setreg needs before the next one."""
+        s_setreg of hwreg(HW_REG_MODE, 0, 4), with the wait states an s_setreg needs before the next one.
+
+        Under the flushing mode LLVM's own f32 division opens a window with f32 subnormals kept
+        (s_denorm_mode / s_setreg), and its scheduler may place the block inside it (the switches of the
+        two are not ordered): there the block saves MODE's FP bits (s_getreg), sets rounding and f32 flushing
+        together, and restores the saved bits after."""
         width = 64 if values[0].type == ir.DoubleType() else 32
         field = {"rz": 3, "rp": 1, "rm": 2}[mode]
-        sources = ", ".join(f"${k + 1}" for k in range(len(values)))
+        sources = ", ".join(f"${k + 1 + flushing}" for k in range(len(values)))
+        negated = f"${2 + flushing}"
         instruction = {
-            "add": f"v_add_f{width} $0, {sources}", "sub": f"v_add_f{width} $0, $1, -$2",
+            "add": f"v_add_f{width} $0, {sources}", "sub": f"v_add_f{width} $0, ${1 + flushing}, -{negated}",
             "mul": f"v_mul_f{width} $0, {sources}", "fma": f"v_fma_f{width} $0, {sources}"}[operation]
-        if self.id.generation >= 10:
+        wait = "s_nop 1\n" if self.id.generation < 10 else ""
+        if flushing:  # FP_DENORM: f32 flushed (0), f16/f64 kept (3)
+            text = (f"{wait}s_getreg_b32 $1, hwreg(HW_REG_MODE, 0, 8)\n"
+                    f"s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 8), {0xC0 | field | field << 2:#x}\n{instruction}\n"
+                    f"{wait.replace('1', '0')}s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), $1")
+        elif self.id.generation >= 10:
             text = f"s_round_mode {field | field << 2:#x}\n{instruction}\ns_round_mode 0x0"
         else:
             text = (f"s_nop 1\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {field | field << 2:#x}\n{instruction}\n"
                     "s_nop 0\ns_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0x0")
         ty = values[0].type
-        asm = ir.InlineAsm(ir.FunctionType(ty, [ty] * len(values)), text, ",".join(["=v"] + ["v"] * len(values)),
-                           side_effect=True)
-        return builder.call(asm, values)
+        outputs = ["=v", "=&s"] if flushing else ["=v"]
+        result = ir.LiteralStructType([ty, ir.IntType(32)]) if flushing else ty
+        asm = ir.InlineAsm(ir.FunctionType(result, [ty] * len(values)), text,
+                           ",".join(outputs + ["v"] * len(values)), side_effect=True)
+        value = builder.call(asm, values)
+        return builder.extract_value(value, 0) if flushing else value
 
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)

@@ -205,10 +205,19 @@ class Target(ABC):
         nvptx verification target); None: lowering computes it from the upper word as the ISA defines."""
         return None
 
-    def directed(self, builder: ir.IRBuilder, operation: str, mode: str, values: list[ir.Value]) -> ir.Value | None:
+    def flushing_mode(self) -> bool:
+        """Whether a function may be compiled with f32 subnormals flushed by the hardware (the LLVM attribute
+        "denormal-fp-math-f32"="preserve-sign,preserve-sign"), with the f32 arithmetic, min/max and
+        llvm.canonicalize flushing inputs and results to zeros of their sign, as .ftz asks (lower/floating.py
+        relies on exactly that); False: lowering flushes explicitly."""
+        return False
+
+    def directed(self, builder: ir.IRBuilder, operation: str, mode: str, values: list[ir.Value],
+                 flushing: bool = False) -> ir.Value | None:
         """add/sub/mul/fma (`operation`) of f32/f64 `values` rounded as `mode` (rz/rm/rp) by switching the
         hardware's rounding mode around the one instruction, where the target can; None: lowering computes
-        the rounding exactly in round-to-nearest arithmetic (`rounding`)."""
+        the rounding exactly in round-to-nearest arithmetic (`rounding`). `flushing`: the function runs
+        under the flushing mode (`flushing_mode`), and the instruction must flush f32 subnormals."""
         return None
 
     # Hardware lanes of one wave (the lanes that run in lockstep and exchange values): 32 or 64.
