@@ -49,9 +49,10 @@ def box_extents(box: list[int], steps: list[int]) -> list[int]:
 
 
 def row_pitch(row: int, swizzle: int) -> int:
-    """Shared bytes from one box row to the next: the row's bytes, or with a swizzle its span (a row is at
-    most the span)."""
-    return SWIZZLE_SPAN[swizzle] or row
+    """Shared bytes from one box row to the next: the row's bytes, or with a swizzle the row rounded up to
+    the span (the encoder keeps a row within the span unless interleaved)."""
+    span = SWIZZLE_SPAN[swizzle]
+    return -(-row // span) * span if span else row
 
 
 def transfer_bytes(case: dict) -> int:

@@ -150,11 +150,13 @@ class _Map:
         return builder.select(nan, _const(0x7FF7_7FF7_7FF7_7FF7), _const(0))
 
     def pitch(self, row: ir.Value) -> ir.Value:
-        """Shared bytes from one box row of `row` bytes to the next: `row`, or with a swizzle its span (16 <<
-        mode bytes; a row is at most the span, the bytes after it are not written)."""
+        """Shared bytes from one box row of `row` bytes to the next: `row`, or with a swizzle `row` rounded up
+        to the span (16 << mode bytes; the encoder keeps rows within it unless interleaved), the bytes after
+        the row not written."""
         builder = self.lw.builder
-        return builder.select(builder.icmp_unsigned("==", self.swizzle, _const(0)), row,
-                              builder.shl(_const(16), self.swizzle))
+        mask = builder.sub(builder.shl(_const(16), self.swizzle), _const(1))
+        padded = builder.and_(builder.add(row, mask), builder.not_(mask))
+        return builder.select(builder.icmp_unsigned("==", self.swizzle, _const(0)), row, padded)
 
     def inside(self, coordinates: list[ir.Value]) -> ir.Value:
         """i1: every coordinate (signed i64) within [0, dim) — one unsigned compare each."""
