@@ -380,10 +380,11 @@ def test_tile_loads_move_whole_chunks_where_they_can():
 
 
 def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
-    oracles.assert_ptxas_accepts(tma.module(), tmp_path)
-    translation = translate(tma.module(), Options(target="sm_90"))
-    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
-    oracles.assert_ptxas_accepts(translation.product, tmp_path)
+    for ptx, arch in ((tma.module(), "sm_90"), (tma.REPLACE, "sm_90a")):
+        oracles.assert_ptxas_accepts(ptx, tmp_path, arch)
+        translation = translate(ptx, Options(target="sm_90"))
+        assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+        oracles.assert_ptxas_accepts(translation.product, tmp_path)
 
 
 MULTICAST = tma.HEADER + tma.load_kernel(2).replace(
