@@ -32,7 +32,7 @@ FIELDS: dict[str, tuple[int, str, int]] = {
     "global_dim": (8, "Q", 5),            # elements per dimension, dimension 0 innermost
     "global_stride": (48, "Q", 4),        # bytes between consecutive indices of dimensions 1…4
     "box_dim": (80, "H", 5),              # tiled: the box; im2col: unused (0; channels/pixels below)
-    "element_stride_minus_one": (90, "B", 5),
+    "element_stride_minus_one": (90, "B", 5),  # traversal strides; dimension 0's kept, not applied (H200)
     "rank_minus_one": (95, "B", 1),
     "element_type": (96, "B", 1),         # PTX's tensormap.replace .elemtype codes (ELEMENT_TYPES)
     "interleave": (97, "B", 1),           # 0 none, 1 16 B, 2 32 B

@@ -2,9 +2,14 @@
 clusterlaunchcontrol (lower/clusterlaunch.py), on the CPU host target.
 
 Maps come from the reference encoder; every copy is checked byte for byte against the numpy model of
-tests/tma.py (written from the ISA and the H200 measurements, not from the lowering) over random tensors:
-ranks 1-5, the four swizzles, boxes partly or wholly outside the tensor (negative coordinates too), element
-(traversal) strides, zero and NaN fill, 1/2/4/8-byte elements, im2col boxes, tile stores and reductions.
+tests/tma.py (written from the H200 measurements, not from the lowering) over random tensors: ranks 1-5, the
+four swizzles, boxes partly or wholly outside the tensor (negative coordinates too), element (traversal)
+strides, zero and NaN fill, 1/2/4/8-byte elements, im2col boxes, tile stores and reductions, the probes of
+the next H200 run; a first coordinate off a 16-byte boundary traps (NVIDIA's copy faults).
+Model and copies are also checked against NVIDIA's own bytes: tests/samples/h200/tma_samples.npz holds 14
+cases of the H200 run of 2026-12-02 (driver 580; verification/tma.py, NVIDIA's kernel with the driver's map)
+— each case, its tensor and the shared box (a store: the tensor) NVIDIA produced — written from that run's
+cases.json and tma_raw.npz by `python verification/tma.py sample CASES RAW`.
 The encoder's checks are tested against the driver's rules, and device-side map construction
 (tensormap.replace + cp_fenceproxy) against the encoder's bytes. The same kernels are compiled for gfx942 and
 gfx1100 and re-lowered for sm_90 (ptxas); verification/tma.py runs them on the H200 against NVIDIA's maps.
@@ -17,6 +22,7 @@ the kernel reaches through the map) against the same model: a deterministic subs
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +62,7 @@ def _map(case: dict, memory: np.ndarray) -> bytes:
     if case["kind"] == "im2col":
         return runtime.encode_im2col(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
                                      case["lower"], case["upper"], case["channels"], case["pixels"], case["steps"],
-                                     oob_fill=int(case["nan"]))
+                                     swizzle=case["swizzle"], oob_fill=int(case["nan"]))
     return runtime.encode_tensor_map(case["data_type"], memory.ctypes.data, case["dims"], case["strides"],
                                      case["box"], case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
 
@@ -90,9 +96,23 @@ def test_the_h200_measured_form_matches_the_model(swizzle, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("case", tma.suspect_cases(), ids=lambda case: case["name"])
-def test_the_suspects_of_the_h200_fault_match_the_model(case, target):
+@pytest.mark.parametrize("case", tma.edge_cases(), ids=lambda case: case["name"])
+def test_strides_beyond_the_box_and_a_box_past_the_end_match_the_model(case, target):
     _run(case, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_first_coordinate_off_a_16_byte_boundary_traps(target):
+    """NVIDIA's own copies fault there (CUDA error 715 on every such case of the H200 runs): loads, im2col
+    loads, stores. (The other threads give up their wait soon: an AMD wave can run them before the trap.)"""
+    unaligned = [*tma.unaligned_cases(), {**tma.im2col_case(0), "coords": [3, *tma.im2col_case(0)["coords"][1:]]},
+                 {**tma.store_case(0), "coords": [3]}, {**tma.store_case(1), "coords": [2, 0]}]
+    for case in unaligned:
+        memory, out = tma.tensor(case), np.zeros(tma.out_bytes(THREADS), np.uint8)
+        with pytest.raises(FatkitError, match="trapped"):
+            _program(target).launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out, 1000,
+                                                                         tma.source(case)),
+                                    block=(THREADS,), buffers=(memory,))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -104,7 +124,7 @@ def test_a_box_wholly_outside_is_all_fill_and_still_completes_its_bytes(target):
     out = np.zeros(tma.out_bytes(THREADS), np.uint8)
     _program(target).launch("load2d", tma.arguments(case, _map(case, memory), out, PATIENCE), block=(THREADS,),
                             buffers=(memory,))
-    assert (out[:512].view(np.uint32) == 0x7FFFFFFF).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
+    assert (out[:512].view(np.uint32) == 0x7FF77FF7).all() and (out[512:tma.SHARED_BYTES] == 0xA5).all()
     assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all()
 
 
@@ -118,34 +138,108 @@ def test_tile_stores_and_reductions_match_the_model(seed, target):
     _run(tma.store_case(seed), target)
 
 
-@pytest.mark.parametrize("seed, target", _seeded(range(0, 24, 4), 8))
-def test_stores_at_a_16_byte_boundary_match_the_model(seed, target):
-    _run(tma.aligned(tma.store_case(seed)), target)
+@pytest.mark.parametrize("seed, target", _seeded(range(12), 4))
+def test_stores_partly_outside_write_the_elements_inside(seed, target):
+    """Undefined on NVIDIA (its kernel faulted on each such case measured); fatkit skips the elements outside."""
+    _run(tma.store_case(seed, inside=False), target)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("swizzle", range(4))
 def test_stores_of_the_measured_form_match_the_model(swizzle, target):
-    for coords in ([0, 0], [48, 60], [-16, -3], [5, 3]):
+    for coords in ([0, 0], [48, 60], [-16, -3]):
         _run({**tma.anchor_case(swizzle, coords), "kind": "store", "kernel": "store2d", "operation": None}, target)
+
+
+PROBES = [case for case in tma.probe_cases() if "kinds" not in case]
+
+
+@pytest.mark.parametrize("case, target", [pytest.param(case, target, id=f"{case['name']}-{target}")
+                                          for i, case in enumerate(PROBES) for target in TARGETS
+                                          if target in ("host", TARGETS[1 + i % 2])])
+def test_the_probes_of_the_next_h200_run_match_the_model(case, target):
+    """fatkit's answer to each probe (verification/tma.py asks NVIDIA), on the host and one AMD target each:
+    an expect-tx of the padded rows never completes, since fatkit transfers the unpadded ones."""
+    if ".padded" not in case["name"]:
+        _run(case, target)
+        return
+    memory = tma.tensor(case)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    _program(target).launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out, 1000),
+                            block=(THREADS,), buffers=(memory,))
+    # (the box is not compared: threads that gave up waiting copy it out while the copy may still run)
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 0).all(), "a phase expecting the padded rows completed"
+
+
+# ------------------------------------------------------------------------------------------- NVIDIA's bytes
+
+H200 = Path(__file__).parent / "samples" / "h200" / "tma_samples.npz"
+
+
+@functools.cache
+def _h200() -> dict[str, np.ndarray]:
+    with np.load(H200) as data:
+        return {key: data[key] for key in data.files}
+
+
+H200_CASES = sorted({key.split(":")[0] for key in np.load(H200).files})
+
+
+def _h200_case(name: str) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(the case, with the expect-tx NVIDIA transfers; its tensor; NVIDIA's bytes)."""
+    samples = _h200()
+    case = json.loads(samples[f"{name}:case"].tobytes())
+    if case["kind"] != "store":
+        case["bytes"] = tma.transfer_bytes(case)
+    return case, samples[f"{name}:tensor"].copy(), samples[f"{name}:nvidia"]
+
+
+@pytest.mark.parametrize("name", H200_CASES)
+def test_the_model_gives_nvidias_bytes(name):
+    case, memory, nvidia = _h200_case(name)
+    if case["kind"] == "store":
+        want = tma.store(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"],
+                         case["coords"], case["swizzle"], _h200()[f"{name}:source"], tma.REDUCE[case["operation"]])
+    else:
+        want = tma.expected(case, memory)
+    np.testing.assert_array_equal(want, nvidia)
+
+
+@pytest.mark.parametrize("name, target", [pytest.param(name, target, id=f"{name}-{target}")
+                                          for target in TARGETS for i, name in enumerate(H200_CASES)
+                                          if target == "host" or i % 3 == TARGETS.index(target)])
+def test_fatkits_copies_give_nvidias_bytes(name, target):
+    case, memory, nvidia = _h200_case(name)
+    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    source = _h200().get(f"{name}:source", np.zeros(tma.SHARED_BYTES, np.uint8))
+    _program(target).launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out, PATIENCE, source),
+                            block=(THREADS,), buffers=(memory,))
+    if case["kind"] == "store":
+        np.testing.assert_array_equal(memory, nvidia)
+        return
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], nvidia)
 
 
 # ------------------------------------------------------------------------------------------- tensormap
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it(target):
-    """A zeroed map with every field replaced (the Triton/CUTLASS sequence), copied out with
-    cp_fenceproxy, has the encoder's bytes, and a copy through it matches the model (f16, 64-byte swizzle,
-    element stride 2 in dimension 1, NaN fill)."""
-    memory = RNG.integers(0, 256, 96 * 7, dtype=np.uint8)
+@pytest.mark.parametrize("flags", [0, 1, 2, 3])
+def test_a_map_built_on_the_device_is_the_encoders_and_loads_through_it(flags, target):
+    """A zeroed map with every field replaced (the Triton/CUTLASS sequence; flags bit 0: dimension 0's element
+    stride too), copied out with cp_fenceproxy, has the encoder's bytes, and (bit 1) a copy through it matches
+    the model (f16, 64-byte swizzle, element stride 2 in dimension 1, NaN fill)."""
+    spec = tma.REPLACE_MAP
+    memory = RNG.integers(0, 256, spec["tensor_bytes"], dtype=np.uint8)
     built, out = np.zeros(128, np.uint8), np.zeros(1024, np.uint8)
     program = _loaded(tma.REPLACE, target)
-    program.launch("build", [out, built, 0, memory])
-    expected = runtime.encode_tensor_map(6, memory.ctypes.data, [40, 7], [96], [32, 4], [1, 2], swizzle=2,
-                                         oob_fill=1)
+    program.launch("build", [out, built, 0, memory, flags, 1 << 20])
+    expected = runtime.encode_tensor_map(spec["data_type"], memory.ctypes.data, spec["dims"], spec["strides"],
+                                         spec["box"], spec["steps"], swizzle=spec["swizzle"], oob_fill=1)
     assert built.tobytes() == expected
-    box = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [32, 5], 2, True)
-    np.testing.assert_array_equal(out[:128], box[:128])
+    box = tma.load(memory, spec["dims"], spec["strides"], spec["size"], spec["box"], spec["steps"], spec["coords"],
+                   spec["swizzle"], spec["nan"])
+    np.testing.assert_array_equal(out[:128], box[:128] if flags & 2 else 0)
 
 
 # ------------------------------------------------------------------------------------------- encoder
@@ -286,10 +380,11 @@ def test_tile_loads_move_whole_chunks_where_they_can():
 
 
 def test_the_kernels_are_valid_ptx_and_relower_for_sm_90(tmp_path):
-    oracles.assert_ptxas_accepts(tma.module(), tmp_path)
-    translation = translate(tma.module(), Options(target="sm_90"))
-    assert all(k.status == "ok" for k in translation.kernels), translation.kernels
-    oracles.assert_ptxas_accepts(translation.product, tmp_path)
+    for ptx, arch in ((tma.module(), "sm_90"), (tma.REPLACE, "sm_90a")):
+        oracles.assert_ptxas_accepts(ptx, tmp_path, arch)
+        translation = translate(ptx, Options(target="sm_90"))
+        assert all(k.status == "ok" for k in translation.kernels), translation.kernels
+        oracles.assert_ptxas_accepts(translation.product, tmp_path)
 
 
 MULTICAST = tma.HEADER + tma.load_kernel(2).replace(
@@ -441,7 +536,7 @@ COPY:
     mov.u32 %r3, box;
     mov.u32 %r4, bar;
     mbarrier.init.shared::cta.b64 [%r4], 1;
-    mov.u32 %r5, 20;
+    mov.u32 %r5, 16;
     cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r3], [gmap, {%r5}], [%r4];
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], 64;
 WAIT:
@@ -456,9 +551,9 @@ WAIT:
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_map_in_a_global_variable_is_read_there(target):
     """A map the kernel copied into a .global variable, named directly as the copy's operand (a box that runs
-    12 elements past the end)."""
+    8 elements past the end)."""
     data = np.arange(40, dtype=np.uint16)
     out = np.zeros(32, np.uint16)
     image = runtime.encode_tensor_map(1, data.ctypes.data, [40], [], [32])
     _loaded(GLOBAL_MAP, target).launch("through_global", [image, out], buffers=(data,))
-    np.testing.assert_array_equal(out, np.concatenate([np.arange(20, 40), np.zeros(12)]).astype(np.uint16))
+    np.testing.assert_array_equal(out, np.concatenate([np.arange(16, 40), np.zeros(8)]).astype(np.uint16))

@@ -1,10 +1,21 @@
 """The tensor copies (TMA) as numpy sees them, and the PTX kernels that exercise them.
 
-The model is written from the PTX ISA's tensor sections and the H200 measurements (box packed row-major,
-out-of-bounds elements filled, the swizzle an XOR of the absolute shared address's bits 7-9 into bits 4-6),
-independently of fatkit's lowering: it indexes whole numpy arrays where the lowering loops over elements.
-The kernels are shared by tests/test_translate_tma.py (host target) and verification/tma.py (the H200:
-NVIDIA's own maps against fatkit's maps on the re-lowered PTX).
+The model follows the H200 (runs of verification/tma.py; tests/test_translate_tma.py checks it against
+NVIDIA's recorded bytes, tests/samples/h200/tma_samples.npz), independently of fatkit's lowering: it indexes
+whole numpy arrays where the lowering loops over elements. What the H200 does:
+- dimension 0's traversal (element) stride is not applied: a box row is box[0] consecutive elements from
+  coords[0]; along dimension i > 0 the box has ceil(box[i] / stride[i]) positions coords[i] + j·stride[i];
+- rows are packed without a swizzle; with one, every row starts at a multiple of the swizzle span (the
+  bytes between rows are not written), and the byte at linear shared address a goes to
+  a XOR (((a >> 7) & (span/16 − 1)) << 4) (absolute addresses);
+- out-of-bounds elements are filled: zero, or with the NaN fill the 16-bit pattern 0x7FF7 repeated, whatever
+  the floating-point type;
+- the complete-tx counts rows · box[0] · element size (im2col: pixels · channels · size), the bytes that
+  are written, filled ones included, the padding of swizzled rows not;
+- im2col: channels are consecutive, the batch index advances by the batch dimension's traversal stride;
+- NVIDIA's kernel faults where coords[0] · element size is not a multiple of 16 (fatkit traps there).
+The kernels are shared by tests/test_translate_tma.py (host target, AMD executor) and verification/tma.py
+(the H200: NVIDIA's own maps against fatkit's maps on the re-lowered PTX).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import numpy as np
 
 SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 SHARED_BYTES = 16384  # the kernels' box buffer (.align 1024, so its address bits 7-9 are zero)
+NAN_FILL = b"\xf7\x7f" * 4  # the H200's NaN fill: 0x7FF7 in every 16 bits, f16, bf16, f32 and f64 alike
 
 
 def swizzle_offsets(count: int, mode: int) -> np.ndarray:
@@ -27,18 +39,33 @@ def swizzle_offsets(count: int, mode: int) -> np.ndarray:
 
 
 def _fill_bytes(size: int, nan: bool) -> bytes:
-    if not nan:
-        return bytes(size)
-    return ((1 << (8 * size - 1)) - 1).to_bytes(size, "little")
+    return NAN_FILL[:size] if nan else bytes(size)
 
 
 def box_extents(box: list[int], steps: list[int]) -> list[int]:
-    return [-(-b // s) for b, s in zip(box, steps)]
+    """Box positions per dimension: box[0] along dimension 0 (its stride is not applied), then
+    ceil(box[i] / stride[i])."""
+    return [box[0]] + [-(-b // s) for b, s in zip(box[1:], steps[1:])]
+
+
+def row_pitch(row: int, swizzle: int) -> int:
+    """Shared bytes from one box row to the next: the row's bytes, or with a swizzle the row rounded up to
+    the span (the encoder keeps a row within the span unless interleaved)."""
+    span = SWIZZLE_SPAN[swizzle]
+    return -(-row // span) * span if span else row
+
+
+def transfer_bytes(case: dict) -> int:
+    """The bytes a load completes on its mbarrier (what the kernel must expect)."""
+    if case["kind"] == "im2col":
+        return case["pixels"] * case["channels"] * case["size"]
+    return int(np.prod(box_extents(case["box"], case["steps"]))) * case["size"]
 
 
 def _element_positions(coords, box, steps):
     """Tensor coordinates of every box element, dimension 0 fastest (rows of an (n, rank) array)."""
     extents = box_extents(box, steps)
+    steps = [1] + list(steps[1:])
     grids = np.meshgrid(*[c + s * np.arange(e) for c, s, e in zip(coords, steps, extents)], indexing="ij")
     # meshgrid with ij puts dimension 0 first; C order then makes the last dimension fastest: reverse
     return np.stack([g.transpose(tuple(range(len(box)))[::-1]).ravel() for g in grids], axis=1)
@@ -48,6 +75,14 @@ def _global_offsets(positions: np.ndarray, dims, strides, size) -> tuple[np.ndar
     inside = np.all((positions >= 0) & (positions < np.array(dims)), axis=1)
     byte_strides = np.array([size] + list(strides), dtype=np.int64)
     return inside, positions @ byte_strides
+
+
+def _shared_offsets(elements: int, row_elements: int, size: int, swizzle: int) -> np.ndarray:
+    """Physical shared offset of every byte of `elements` box elements (rows of `row_elements`)."""
+    index = np.arange(elements * size, dtype=np.int64)
+    row, within = np.divmod(index, row_elements * size)
+    linear = row * row_pitch(row_elements * size, swizzle) + within
+    return swizzle_offsets(int(linear.max()) + 1, swizzle)[linear]
 
 
 def load(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swizzle: int, nan: bool,
@@ -61,17 +96,18 @@ def load(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swizz
     linear = np.empty(len(positions) * size, np.uint8)
     for byte in range(size):
         linear[byte::size] = np.where(inside, memory[np.where(inside, offsets, 0) + byte], fill[byte])
-    shared[swizzle_offsets(len(linear), swizzle)] = linear
+    shared[_shared_offsets(len(positions), box[0], size, swizzle)] = linear
     return shared
 
 
 def store(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swizzle: int,
           shared: np.ndarray, reduce=None) -> np.ndarray:
-    """`memory` after a tile store (or, with `reduce(old, new)` on element arrays, a reduction) of the box."""
+    """`memory` after a tile store (or, with `reduce(old, new)` on element arrays, a reduction) of the box
+    (the elements a load of the same box would bring; out-of-bounds ones are not written)."""
     memory = memory.copy()
     positions = _element_positions(coords, box, steps)
     inside, offsets = _global_offsets(positions, dims, strides, size)
-    linear = shared[swizzle_offsets(len(positions) * size, swizzle)]
+    linear = shared[_shared_offsets(len(positions), box[0], size, swizzle)]
     kind = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
     elements = linear.view(kind)
     for index in np.flatnonzero(inside):
@@ -85,10 +121,11 @@ def store(memory: np.ndarray, dims, strides, size: int, box, steps, coords, swiz
 
 
 def im2col(memory: np.ndarray, dims, strides, size: int, channels: int, pixels: int, steps, lower, upper,
-           coords, offsets, swizzle: int, nan: bool) -> np.ndarray:
+           coords, offsets, swizzle: int, nan: bool, shared: np.ndarray | None = None) -> np.ndarray:
     """The shared buffer after an im2col load (rank = len(dims)): pixel positions walk the bounding box
-    lower … dim−1+upper of each spatial dimension (traversal steps, W fastest, then the next batch index)
-    from the starting pixel at `coords`; each brings `channels` channels of the pixel at position + offsets."""
+    lower … dim−1+upper of each spatial dimension (traversal steps, W fastest, then the next batch index, a
+    batch traversal step on) from the starting pixel at `coords`; each brings `channels` consecutive channels
+    of the pixel at position + offsets, a row of the box."""
     rank = len(dims)
     spatial = list(range(1, rank - 1))
     ranges = {i: list(range(lower[i - 1], dims[i] + upper[i - 1], steps[i])) for i in spatial}
@@ -98,16 +135,17 @@ def im2col(memory: np.ndarray, dims, strides, size: int, channels: int, pixels: 
     out = bytearray()
     for k in range(pixels):
         batch, place = divmod(start + k, len(walk))
-        pixel = [coords[0]] + [walk[place][j] + offsets[j] for j in range(rank - 2)] + [coords[-1] + batch]
+        pixel = [coords[0]] + [walk[place][j] + offsets[j] for j in range(rank - 2)]
+        pixel.append(coords[-1] + batch * steps[-1])
         for c in range(channels):
-            where = [pixel[0] + c * steps[0]] + pixel[1:]
+            where = [pixel[0] + c] + pixel[1:]
             if all(0 <= w < d for w, d in zip(where, dims)):
                 offset = where[0] * size + sum(w * s for w, s in zip(where[1:], strides))
                 out += memory[offset:offset + size].tobytes()
             else:
                 out += fill
-    shared = np.zeros(SHARED_BYTES, np.uint8)
-    shared[swizzle_offsets(len(out), swizzle)] = np.frombuffer(bytes(out), np.uint8)
+    shared = np.zeros(SHARED_BYTES, np.uint8) if shared is None else shared.copy()
+    shared[_shared_offsets(pixels * channels, channels, size, swizzle)] = np.frombuffer(bytes(out), np.uint8)
     return shared
 
 
@@ -284,9 +322,16 @@ def _strides(rng: np.random.Generator, dims: list[int], size: int) -> tuple[int,
     return pitch, strides[:len(dims) - 1]
 
 
+def _aligned(coordinate: int, size: int) -> int:
+    """The coordinate moved down to a multiple of 16 bytes (NVIDIA's kernel faults on any other)."""
+    per = 16 // size
+    return coordinate // per * per
+
+
 def load_case(seed: int) -> dict:
-    """A random tile load: rank 1-5, element type, box within the swizzle span, traversal strides, fill,
-    coordinates from a box's extent before the tensor to past its end."""
+    """A random tile load: rank 1-5, element type, box within the swizzle span, traversal strides (dimension
+    0's too, which is not applied), fill, coordinates from a box's extent before the tensor to past its end,
+    the first on a 16-byte boundary."""
     rng = np.random.default_rng(seed)
     rank = int(rng.integers(1, 6))
     data_type = int(rng.choice(list(TYPES)))
@@ -298,42 +343,40 @@ def load_case(seed: int) -> dict:
     steps = [int(rng.choice([1, 1, 2, 3])) for _ in range(rank)]
     dims = [int(rng.integers(max(2, inner // 2), 3 * inner + 2))] + [int(rng.integers(2, 7)) for _ in range(rank - 1)]
     coords = [int(rng.integers(-box[i] * steps[i], dims[i] + 1)) for i in range(rank)]
+    coords[0] = _aligned(coords[0], size)
     nan = data_type in FLOATING and bool(rng.integers(0, 2))
     pitch, strides = _strides(rng, dims, size)
-    return {"kind": "load", "name": f"load{rank}d.{seed}", "seed": seed, "rank": rank, "data_type": data_type,
+    case = {"kind": "load", "name": f"load{rank}d.{seed}", "seed": seed, "rank": rank, "data_type": data_type,
             "size": size, "box": box, "steps": steps, "swizzle": swizzle, "nan": nan, "dims": dims,
-            "pitch": pitch, "strides": strides, "coords": coords,
-            "bytes": int(np.prod(box_extents(box, steps))) * size}
+            "pitch": pitch, "strides": strides, "coords": coords}
+    return {**case, "bytes": transfer_bytes(case)}
 
 
 def anchor_case(swizzle: int, coords: list[int]) -> dict:
     """The H200's measured form: UINT16, 100 x 70 with a 256-byte pitch, a box as wide as the swizzle (64
-    elements without one) and 8 rows, first coordinates on 16-byte boundaries."""
+    elements without one) and 8 rows."""
     inner = (SWIZZLE_SPAN[swizzle] or 128) // 2
     return {"kind": "load", "name": f"anchor.swizzle{swizzle}.{coords[0]}.{coords[1]}", "seed": 7, "rank": 2,
             "data_type": 1, "size": 2, "box": [inner, 8], "steps": [1, 1], "swizzle": swizzle, "nan": False,
             "dims": [100, 70], "pitch": 256, "strides": [256], "coords": coords, "bytes": inner * 8 * 2}
 
 
-def suspect_cases() -> list[dict]:
-    """The measured form with one suspect each (the first H200 run faulted on a random case that had all of
-    them): a first coordinate off a 16-byte boundary, traversal strides beyond the box, a box wholly past
-    the end."""
-    return [anchor_case(0, [5, 3]), anchor_case(3, [-5, 2]),
-            {**anchor_case(0, [0, 0]), "name": "anchor.stride3.box2", "box": [64, 2], "steps": [1, 3],
+def edge_cases() -> list[dict]:
+    """The measured form with traversal strides beyond the box, and with a box wholly past the end."""
+    return [{**anchor_case(0, [0, 0]), "name": "anchor.stride3.box2", "box": [64, 2], "steps": [1, 3],
              "bytes": 64 * 2},
             {**anchor_case(0, [0, 70]), "name": "anchor.past_the_end"}]
 
 
-def aligned(case: dict) -> dict:
-    """The case with its first coordinate moved down to a multiple of 16 bytes."""
-    step = 16 // case["size"]
-    coords = [case["coords"][0] // step * step] + case["coords"][1:]
-    return {**case, "name": case["name"] + ".aligned", "coords": coords}
+def unaligned_cases() -> list[dict]:
+    """Loads whose first coordinate is off a 16-byte boundary: NVIDIA's kernel faults (CUDA error 715, every
+    such case of the H200 runs), fatkit's traps."""
+    return [anchor_case(0, [5, 3]), anchor_case(3, [-5, 2])]
 
 
 def im2col_case(seed: int) -> dict:
-    """A random im2col load of f16 channels: rank 3-5, corners inside the rank's range, offsets 0-2."""
+    """A random im2col load of f16 channels: rank 3-5, corners inside the rank's range, offsets 0-2, the
+    first channel on a 16-byte boundary."""
     rng = np.random.default_rng(100 + seed)
     rank = int(rng.integers(3, 6))
     channels = int(rng.choice([8, 16, 32]))
@@ -348,7 +391,7 @@ def im2col_case(seed: int) -> dict:
             upper[i] = lower[i] - dims[i + 1] + 1
     pixels = int(rng.integers(1, 20))
     start = [int(rng.choice(range(lower[i], dims[i + 1] + upper[i], steps[i + 1]))) for i in range(rank - 2)]
-    coords = [int(rng.integers(0, dims[0] - channels + 1))] + start + [int(rng.integers(0, dims[-1]))]
+    coords = [_aligned(int(rng.integers(0, dims[0] - channels + 1)), 2)] + start + [int(rng.integers(0, dims[-1]))]
     pitch, strides = _strides(rng, dims, 2)
     return {"kind": "im2col", "name": f"im2col{rank}d.{seed}", "seed": 100 + seed, "rank": rank, "data_type": 6,
             "size": 2, "channels": channels, "pixels": pixels, "lower": lower, "upper": upper, "steps": steps,
@@ -361,9 +404,11 @@ def im2col_case(seed: int) -> dict:
 REDUCTION_TYPES = {"add": 2, "min": 3, "xor": 4}
 
 
-def store_case(seed: int) -> dict:
-    """A random tile store (seed % 4 == 0) or reduction (add u32, min s32, xor u64) of a box that may
-    stick out of the tensor."""
+def store_case(seed: int, inside: bool = True) -> dict:
+    """A random tile store (seed % 4 == 0) or reduction (add u32, min s32, xor u64), the first coordinate on
+    a 16-byte boundary: of a box inside the tensor, or (`inside` false) one that may stick out of it on any
+    side — NVIDIA's kernel faulted on each such case measured (docs/runtime.md), fatkit writes the elements
+    inside."""
     rng = np.random.default_rng(200 + seed)
     operation = [None, "add", "min", "xor"][seed % 4]
     rank = int(rng.integers(1, 4)) if operation is None else 2
@@ -372,13 +417,70 @@ def store_case(seed: int) -> dict:
     swizzle = int(rng.integers(0, 4))
     box = [(SWIZZLE_SPAN[swizzle] or 64) // size] + [int(rng.integers(1, 5)) for _ in range(rank - 1)]
     steps = [int(rng.choice([1, 2])) for _ in range(rank)]
-    dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
+    if inside:  # each dimension at least as long as the positions the box covers in it
+        reach = [box[0]] + [(e - 1) * s + 1 for e, s in zip(box_extents(box, steps)[1:], steps[1:])]
+        dims = [r + int(rng.integers(0, 5)) for r in reach]
+        coords = [int(rng.integers(0, d - r + 1)) for d, r in zip(dims, reach)]
+    else:
+        dims = [int(rng.integers(box[0] // 2, 2 * box[0]))] + [int(rng.integers(2, 6)) for _ in range(rank - 1)]
+        coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
+    coords[0] = _aligned(coords[0], size)
     pitch, strides = _strides(rng, dims, size)
-    coords = [int(rng.integers(-box[i], dims[i])) for i in range(rank)]
     name = f"reduce_{operation}{rank}d" if operation else f"store{rank}d"
-    return {"kind": "store", "name": f"{name}.{seed}", "kernel": name, "seed": 200 + seed, "rank": rank,
-            "operation": operation, "data_type": data_type, "size": size, "box": box, "steps": steps,
-            "swizzle": swizzle, "dims": dims, "pitch": pitch, "strides": strides, "coords": coords, "nan": False}
+    return {"kind": "store", "name": f"{name}.{seed}" + ("" if inside else ".outside"), "kernel": name,
+            "seed": 200 + seed, "rank": rank, "operation": operation, "data_type": data_type, "size": size,
+            "box": box, "steps": steps, "swizzle": swizzle, "dims": dims, "pitch": pitch, "strides": strides,
+            "coords": coords, "nan": False}
+
+
+def _probe(case: dict, name: str, question: str, **changes) -> dict:
+    return {**case, **changes, "name": f"probe.{name}", "probe": question}
+
+
+def _faulting(case: dict) -> dict:
+    return {**case, "may_fault": True}
+
+
+def probe_cases() -> list[dict]:
+    """Cases that settle what the H200 runs left open (`may_fault`: the verification runs them last, each fault
+    costs it a fresh process): the complete-tx of swizzled rows shorter than
+    the span, im2col with a swizzle and with a channel traversal stride, stores and reductions inside the
+    tensor, past its end and at negative coordinates, and loads and stores off a 16-byte boundary (NVIDIA
+    faults, fatkit traps: run one kernel each). The map built on the device is verification/tma.py's."""
+    short = {"kind": "load", "seed": 31, "rank": 2, "data_type": 7, "size": 4, "box": [8, 4], "steps": [1, 1],
+             "nan": False, "dims": [40, 6], "pitch": 176, "strides": [176], "coords": [8, 1]}
+    tx = ("expect_tx of a swizzled box whose rows are shorter than the span: the one of .unpadded/.padded "
+          "that does not complete expects more bytes than the copy transfers")
+    probes = []
+    for swizzle, span in ((3, 128), (2, 64)):
+        probes += [_probe(short, f"short_rows.swizzle{swizzle}.unpadded", tx, swizzle=swizzle, bytes=4 * 32),
+                   _probe(short, f"short_rows.swizzle{swizzle}.padded", tx, swizzle=swizzle, bytes=4 * span)]
+    im2col = {"kind": "im2col", "seed": 32, "rank": 3, "data_type": 6, "size": 2, "channels": 16, "pixels": 8,
+              "lower": [-1], "upper": [0], "steps": [1, 1, 1], "dims": [32, 6, 2], "pitch": 64, "strides": [64, 384],
+              "coords": [8, -1, 0], "nan": False, "offsets": [1], "swizzle": 0, "bytes": 8 * 16 * 2}
+    probes += [_probe(im2col, "im2col.swizzle3", "im2col pixel rows shorter than the 128-byte span: placed at "
+                      "multiples of the span, as tile rows are", swizzle=3),
+               _probe(im2col, "im2col.channel_stride2", "im2col with dimension 0's traversal stride 2: not "
+                      "applied (channels consecutive), as in tile mode", steps=[2, 1, 1])]
+    plain = {"kind": "store", "kernel": "store2d", "seed": 33, "rank": 2, "operation": None, "data_type": 2,
+             "size": 4, "box": [16, 4], "steps": [1, 1], "swizzle": 0, "dims": [40, 8], "pitch": 176,
+             "strides": [176], "coords": [8, 2], "nan": False}
+    reduction = {**plain, "kernel": "reduce_add2d", "operation": "add", "seed": 34}
+    where = "a store or reduction on a 16-byte boundary: faults on NVIDIA, or writes the elements inside?"
+    probes += [_probe(plain, "store.inside", where),
+               _probe(plain, "store.inside.strided", where, steps=[2, 2], coords=[8, 1]),
+               _probe(plain, "store.inside.short_rows.swizzle3", where, box=[8, 4], swizzle=3),
+               _probe(reduction, "reduce_add.inside", where)]
+    for name, coords in (("past_end.dim0", [32, 2]), ("past_end.dim1", [8, 6]), ("negative.dim0", [-8, 2]),
+                         ("negative.dim1", [8, -2])):
+        probes.append(_faulting(_probe(plain, f"store.{name}", where, coords=coords)))
+    probes += [_faulting(_probe(reduction, "reduce_add.past_end.dim0", where, coords=[32, 2])),
+               _faulting(_probe(reduction, "reduce_add.negative.dim1", where, coords=[8, -2]))]
+    fault = "off a 16-byte boundary: NVIDIA's kernel faults, fatkit's traps"
+    for kind, case in (("load", unaligned_cases()[0]), ("store", {**plain, "coords": [5, 2]})):
+        probes += [_faulting(_probe(case, f"unaligned.{kind}.{who}", fault, kinds=[who]))
+                   for who in ("orig", "fatkit")]
+    return probes
 
 
 def source(case: dict) -> np.ndarray:
@@ -407,10 +509,9 @@ def expected(case: dict, memory: np.ndarray) -> np.ndarray:
         return load(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"],
                     case["coords"], case["swizzle"], case["nan"], before)
     if case["kind"] == "im2col":
-        box = im2col(memory, case["dims"], case["strides"], case["size"], case["channels"], case["pixels"],
-                     case["steps"], case["lower"], case["upper"], case["coords"], case["offsets"], 0, case["nan"])
-        box[case["bytes"]:] = 0xA5
-        return box
+        return im2col(memory, case["dims"], case["strides"], case["size"], case["channels"], case["pixels"],
+                      case["steps"], case["lower"], case["upper"], case["coords"], case["offsets"], case["swizzle"],
+                      case["nan"], before)
     return store(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"], case["coords"],
                  case["swizzle"], source(case), REDUCE[case["operation"]])
 
@@ -436,12 +537,18 @@ def out_bytes(threads: int) -> int:
 
 
 # A map built on the device: 128 zero bytes, every field replaced (the Triton/CUTLASS sequence), copied to
-# global memory with cp_fenceproxy, acquired, then used by a tile load whose box is bulk-copied out.
+# global memory with cp_fenceproxy, acquired, then (flags bit 1) used by a tile load, whose box is copied out
+# with a bulk copy after the wait (at most `patience` tries). Flags bit 0: dimension 0's element stride is
+# replaced too (1: the H200 faulted on the load without it, a zero map holding something else there).
 # (NVIDIA's tensormap.replace needs PTX 8.3 and sm_90a; .swizzle_atomicity, PTX 8.6 and sm_100a, is left 0.)
+# REPLACE_MAP: the map it builds, as the encoder's arguments, and where the load reads.
+REPLACE_MAP = {"data_type": 6, "dims": [40, 7], "strides": [96], "box": [32, 4], "steps": [1, 2], "swizzle": 2,
+               "nan": True, "coords": [32, 5], "size": 2, "tensor_bytes": 96 * 7}
 REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
-.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data)
+.visible .entry build(.param .u64 out, .param .u64 address, .param .u64 source, .param .u64 data,
+    .param .u32 flags, .param .u32 patience)
 {
-    .reg .pred %p<2>;
+    .reg .pred %p<4>;
     .reg .b32 %r<12>;
     .reg .b64 %rd<12>;
     .shared .align 128 .b8 map[128];
@@ -451,6 +558,8 @@ REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
     ld.param.u64 %rd2, [address];
     ld.param.u64 %rd3, [source];
     ld.param.u64 %rd4, [data];
+    ld.param.u32 %r8, [flags];
+    ld.param.u32 %r9, [patience];
     mov.u32 %r1, map;
     mov.u64 %rd5, 0;
     st.shared.v2.u64 [map], {%rd5, %rd5};
@@ -468,12 +577,20 @@ REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
     tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 0, 40;
     tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r1], 1, 7;
     tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r1], 1, 96;
+    and.b32 %r10, %r8, 1;
+    setp.eq.u32 %p2, %r10, 0;
+    @%p2 bra STRIDE1;
+    tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 0, 1;
+STRIDE1:
     tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r1], 1, 2;
     tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r1], 6;
     tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r1], 2;
     tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r1], 1;
     tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r1], 0;
     tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd2], [%r1], 128;
+    and.b32 %r10, %r8, 2;
+    setp.eq.u32 %p2, %r10, 0;
+    @%p2 bra DONE;
     fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;
     mov.u32 %r2, box;
     mov.u32 %r3, bar;
@@ -482,12 +599,18 @@ REPLACE = ".version 8.3\n.target sm_90a\n.address_size 64\n" + """
     mov.u32 %r5, 5;
     cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {%r4, %r5}], [%r3];
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 128;
+    mov.u32 %r6, 0;
 WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;
-    @!%p1 bra WAIT;
+    @%p1 bra WAITED;
+    add.u32 %r6, %r6, 1;
+    setp.lt.u32 %p3, %r6, %r9;
+    @%p3 bra WAIT;
+WAITED:
     cp.async.bulk.global.shared::cta.bulk_group [%rd1], [box], 1024;
     cp.async.bulk.commit_group;
     cp.async.bulk.wait_group 0;
+DONE:
     ret;
 }
 """

@@ -3,17 +3,22 @@ fatkit's maps, and both against the numpy model (tests/tma.py).
 
     python verification/tma.py build -o DIR      # here: the PTX (original, re-lowered), the cases, the helpers
     python DIR/tma.py run DIR [-o OUT]           # on the GPU machine: numpy and the CUDA driver (libcuda) only
+    python verification/tma.py sample CASES RAW -o tests/samples/h200/tma_samples.npz   # a run → test sample
 
 A child process runs the cases in order until one fails (a faulting kernel spoils its CUDA context), and
 the next child goes on after it; the original kernel runs first, so a case whose error names the `orig`
-kernel was refused by NVIDIA's hardware itself.
+kernel was refused by NVIDIA's hardware itself. The valid cases run first, then the probes of
+tests/tma.py's probe_cases and the device-built maps (those that may fault last); the run ends with a line
+per probe.
 
 The original kernels run with maps from the driver's own cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col;
 the re-lowered ones (fatkit's lowering of cp.async.bulk.tensor into loads and stores, for the `sm_90` target)
 with the 128-byte maps of fatkit's reference encoder (fatkit/runtime.py) over the same device memory. Cases:
 tile loads (ranks 1-5, swizzles none/32/64/128 B, boxes partly or wholly outside, traversal strides, zero and
-NaN fill, 1-8-byte elements), im2col loads, tile stores and reductions, and a map built on the device with
-tensormap.replace. The record of each case says whether NVIDIA and fatkit agree byte for byte, and whether
+NaN fill, 1-8-byte elements), im2col loads, tile stores and reductions inside the tensor, all with the first
+coordinate on a 16-byte boundary and the expect-tx bytes the copy transfers; the probes; and a map built on
+the device with tensormap.replace (its bytes against the driver's encoding of the same map, and a load
+through it). The record of each case says whether NVIDIA and fatkit agree byte for byte, and whether
 each agrees with the model (with the first differing bytes).
 """
 
@@ -36,6 +41,29 @@ PATIENCE = 1 << 16  # mbarrier wait tries before a thread gives up (and reports 
 
 # ------------------------------------------------------------------------------------------- build (here)
 
+def replace_cases() -> list[dict]:
+    """The device-built map (tests/tma.py REPLACE): flags bit 0 replaces dimension 0's element stride too,
+    bit 1 loads through the map; without bit 1 only the map is built and copied out (never faults)."""
+    question = ("the map built on the device from zero bytes: its bytes against the driver's encoding of the "
+                "same map, and whether a load through it faults on NVIDIA")
+    return [{"kind": "replace", "name": f"probe.replace.{what}", "flags": flags, "probe": question,
+             "may_fault": bool(flags & 2)}
+            for what, flags in (("dump", 0), ("dump.stride0", 1), ("load.stride0", 3), ("load", 2))]
+
+
+def cases() -> list[dict]:
+    """Every case in the order the run takes them: valid ones, then probes (those that may fault last)."""
+    sys.path.insert(0, str(HERE.parent))
+    from tests import tma
+
+    valid = [tma.anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [48, 60], [-16, -3])]
+    valid += tma.edge_cases() + [tma.load_case(s) for s in range(40)]
+    valid += [tma.im2col_case(s) for s in range(8)] + [tma.store_case(s) for s in range(12)]
+    probes = tma.probe_cases()
+    safe = [case for case in probes if not case.get("may_fault")]
+    return valid + safe + replace_cases() + [case for case in probes if case.get("may_fault")]
+
+
 def build(out: Path) -> None:
     sys.path.insert(0, str(HERE.parent))
     from fatkit.translate.pipeline import Options, translate
@@ -50,18 +78,45 @@ def build(out: Path) -> None:
         if bad:
             raise SystemExit(f"{name}: not translated: {bad}")
         (out / f"{name}.fatkit.ptx").write_bytes(translation.product)
-    cases = [tma.anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [48, 60], [-16, -3])]
-    cases += tma.suspect_cases()
-    randoms = [tma.load_case(s) for s in range(40)]
-    # each random load also with its first coordinate moved down to a 16-byte boundary: tells a fault that
-    # comes from an unaligned inner coordinate from one that does not
-    cases += randoms + [tma.aligned(case) for case in randoms if case["coords"][0] * case["size"] % 16]
-    cases += [tma.im2col_case(s) for s in range(8)] + [tma.store_case(s) for s in range(12)]
-    (out / "cases.json").write_text(json.dumps(cases, indent=1))
+    listed = cases()
+    (out / "cases.json").write_text(json.dumps(listed, indent=1))
     shutil.copy(HERE.parent / "tests" / "tma.py", out / "tma_model.py")
     shutil.copy(HERE.parent / "fatkit" / "runtime.py", out / "fatkit_runtime.py")
     shutil.copy(Path(__file__), out / "tma.py")
-    print(f"wrote {len(cases)} cases and {2 * len(modules)} PTX modules to {out}")
+    print(f"wrote {len(listed)} cases ({sum('probe' in c for c in listed)} probes) and {2 * len(modules)} PTX "
+          f"modules to {out}")
+
+
+# recorded H200 cases kept as regression samples (sample()): each NVIDIA box is whole, because the run
+# completed with the expect-tx NVIDIA transfers or never completed (its wait ran out long after the copy
+# landed); none completed early on a smaller expect-tx. They cover the NaN fill of f64/bf16/f32, swizzled
+# rows shorter than the span, dimension 0's stride, strides of outer dimensions, im2col's batch stride and
+# an in-bounds reduction.
+SAMPLED = ("anchor.swizzle3.-16.-3", "load4d.5", "load4d.4.aligned", "load4d.10.aligned", "load1d.37.aligned",
+           "load2d.24.aligned", "load2d.21.aligned", "load4d.8.aligned", "load5d.20.aligned", "load3d.31.aligned",
+           "im2col3d.7", "im2col5d.4", "im2col4d.6", "reduce_xor2d.7")
+
+
+def sample(cases_file: Path, raw_file: Path, out: Path) -> None:
+    """The SAMPLED cases of a run (its cases.json and tma_raw.npz) as a test sample: per case its
+    description ('NAME:case', JSON), its tensor ('NAME:tensor'), a store's source box ('NAME:source') and
+    NVIDIA's result ('NAME:nvidia': the shared box of a load, the tensor after a store)."""
+    sys.path.insert(0, str(HERE.parent))
+    from tests import tma
+
+    by_name = {case["name"]: case for case in json.loads(cases_file.read_text())}
+    arrays: dict[str, np.ndarray] = {}
+    with np.load(raw_file) as raw:
+        for name in SAMPLED:
+            case = by_name[name]
+            arrays[f"{name}:case"] = np.frombuffer(json.dumps(case).encode(), np.uint8)
+            arrays[f"{name}:tensor"] = tma.tensor(case)
+            if case["kind"] == "store":
+                arrays[f"{name}:source"] = tma.source(case)
+            arrays[f"{name}:nvidia"] = raw[f"{name}:orig"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, **arrays)
+    print(f"wrote {len(SAMPLED)} cases to {out} ({out.stat().st_size} bytes)")
 
 
 # ------------------------------------------------------------------------------------------- the driver
@@ -141,8 +196,8 @@ class Driver:
             lower = (ctypes.c_int * (rank - 2))(*case["lower"])
             upper = (ctypes.c_int * (rank - 2))(*case["upper"])
             code = self.lib.cuTensorMapEncodeIm2col(image.ctypes.data, case["data_type"], rank, address, dims, strides,
-                                                    lower, upper, case["channels"], case["pixels"], steps, 0, 0, 0,
-                                                    int(case["nan"]))
+                                                    lower, upper, case["channels"], case["pixels"], steps, 0,
+                                                    case["swizzle"], 0, int(case["nan"]))
         else:
             box = (ctypes.c_uint32 * rank)(*case["box"])
             code = self.lib.cuTensorMapEncodeTiled(image.ctypes.data, case["data_type"], rank, address, dims, strides,
@@ -177,16 +232,14 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> str:
 
 def run(directory: Path, out: Path | None) -> int:
     cases = json.loads((directory / "cases.json").read_text())
-    order = _order(cases)
     records: dict[int, dict] = {}
     raw: dict[str, np.ndarray] = {}  # "case:orig|fatkit|model" → the shared-memory box (a store: the tensor)
     position = 0
     # a child runs cases in order until one fails (a kernel that faults spoils its CUDA context), then the
     # next child goes on after it
-    while position < len(order):
-        first = order[position]
+    while position < len(cases):
         try:
-            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
+            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(position)],
                                   capture_output=True, text=True, timeout=240, check=False)
             output, problem = done.stdout, done.stderr.strip()[-400:]
         except subprocess.TimeoutExpired as expired:
@@ -197,22 +250,37 @@ def run(directory: Path, out: Path | None) -> int:
                 raw[f"{record['name']}:{kind}"] = np.frombuffer(bytes.fromhex(data), np.uint8)
             records[record["index"]] = record
             print(json.dumps(record), flush=True)
-        position = order.index(finished[-1]["index"]) + 1 if finished else position
-        if (not finished or "error" not in finished[-1]) and position < len(order):
-            index = order[position]
-            records[index] = {"index": index, "name": _name(cases, index), "error": problem or "child died"}
-            print(json.dumps(records[index]), flush=True)
+        position = finished[-1]["index"] + 1 if finished else position
+        if (not finished or "error" not in finished[-1]) and position < len(cases):
+            records[position] = {"index": position, "name": cases[position]["name"],
+                                 "error": problem or "child died"}
+            print(json.dumps(records[position]), flush=True)
             position += 1
         if out is not None:  # after every child: a run cut short by its caller keeps what it found
-            _save(out, [records[i] for i in order if i in records], raw)
-    results = [records[i] for i in order if i in records]
+            _save(out, [records[i] for i in sorted(records)], raw)
+    results = [records[i] for i in sorted(records)]
     agreed = sum(1 for r in results if r.get("nvidia_vs_fatkit") == "")
     modelled = sum(1 for r in results if r.get("nvidia_vs_model") == "")
     print(f"\n{len(results)} cases: NVIDIA = fatkit in {agreed}, NVIDIA = model in {modelled}, "
           f"errors {sum(1 for r in results if 'error' in r)}")
+    print("probes:")
+    for record in results:
+        if "probe" in cases[record["index"]]:
+            print(f"  {record['name']}: {_outcome(record)}")
     if out is not None:
         _save(out, results, raw)
     return 0
+
+
+def _outcome(record: dict) -> str:
+    """A probe's result in one line: fault, completion, agreement."""
+    if "error" in record:
+        return f"FAULT ({record['error'][:120]})"
+    parts = [f"{key} {record[key]}" for key in ("orig_completed", "fatkit_completed") if key in record]
+    parts += [f"{key} {'same' if record[key] == '' else record[key][:80]}"
+              for key in ("nvidia_vs_fatkit", "nvidia_vs_model", "fatkit_vs_model") if key in record]
+    parts += [f"{key} {record[key]}" for key in ("nvidia_map_vs_driver", "fatkit_map_is_encoders") if key in record]
+    return ", ".join(parts)
 
 
 def _save(out: Path, results: list[dict], raw: dict[str, np.ndarray]) -> None:
@@ -221,37 +289,23 @@ def _save(out: Path, results: list[dict], raw: dict[str, np.ndarray]) -> None:
     np.savez_compressed(out / "tma_raw.npz", **raw)
 
 
-def _order(cases: list[dict]) -> list[int]:
-    """Every case, then the device-built map (-1), with the loads, stores and im2col loads whose first
-    coordinate is off a 16-byte boundary last: NVIDIA's own kernel faults on those (each fault costs a fresh
-    child process)."""
-    unaligned = [i for i, c in enumerate(cases) if c["coords"][0] * c["size"] % 16]
-    return [i for i in range(len(cases)) if i not in unaligned] + [-1] + unaligned
-
-
-def _name(cases: list[dict], index: int) -> str:
-    return cases[index]["name"] if index >= 0 else "replace"
-
-
 def run_from(directory: Path, first: int) -> None:
-    """Cases from `first` on (then the device-built map) in this process, a JSON line each, until one fails."""
+    """Cases from `first` on in this process, a JSON line each, until one fails."""
     sys.path.insert(0, str(directory))
     sys.path.insert(0, str(Path.cwd()))  # the repository: fatkit_runtime imports fatkit.errors
     import fatkit_runtime as runtime
     import tma_model as tma
 
     cases = json.loads((directory / "cases.json").read_text())
-    order = _order(cases)
     driver = Driver()
     modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
                for name in ("tma", "replace") for kind in ("orig", "fatkit")}
-    for index in order[order.index(first):]:
-        record = {"index": index, "name": _name(cases, index)}
+    for index in range(first, len(cases)):
+        case = cases[index]
+        record = {"index": index, "name": case["name"]}
         try:
-            if index >= 0:
-                record.update(_run_case(driver, modules, runtime, tma, cases[index]))
-            else:
-                record.update(_run_replace(driver, modules, runtime, tma))
+            run_one = _run_replace if case["kind"] == "replace" else _run_case
+            record.update(run_one(driver, modules, runtime, tma, case))
         except Exception as error:  # noqa: BLE001 (recorded; the parent goes on in a fresh process)
             record["error"] = f"{type(error).__name__}: {error}"
         print(json.dumps(record), flush=True)
@@ -267,7 +321,7 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
     driver.upload(source, box)
     result = {}
     outputs = {}
-    for kind in ("orig", "fatkit"):
+    for kind in case.get("kinds", ("orig", "fatkit")):
         driver.upload(tensor, memory)
         out = driver.alloc(tma.out_bytes(THREADS))
         driver.upload(out, np.zeros(tma.out_bytes(THREADS), np.uint8))
@@ -276,7 +330,7 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
         elif case["kind"] == "im2col":
             image = runtime.encode_im2col(case["data_type"], tensor, case["dims"], case["strides"], case["lower"],
                                           case["upper"], case["channels"], case["pixels"], case["steps"],
-                                          oob_fill=int(case["nan"]))
+                                          swizzle=case["swizzle"], oob_fill=int(case["nan"]))
         else:
             image = runtime.encode_tensor_map(case["data_type"], tensor, case["dims"], case["strides"], case["box"],
                                               case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
@@ -295,17 +349,22 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
     driver.free(tensor)
     driver.free(source)
     want = tma.expected(case, memory)
-    result["raw"] = {"orig": outputs["orig"].tobytes().hex(), "fatkit": outputs["fatkit"].tobytes().hex(),
-                     "model": np.asarray(want, np.uint8).tobytes().hex()}
-    result["nvidia_vs_fatkit"] = _first_difference(outputs["orig"], outputs["fatkit"])
-    result["nvidia_vs_model"] = _first_difference(outputs["orig"], want)
-    result["fatkit_vs_model"] = _first_difference(outputs["fatkit"], want)
+    result["raw"] = {kind: data.tobytes().hex() for kind, data in outputs.items()}
+    result["raw"]["model"] = np.asarray(want, np.uint8).tobytes().hex()
+    if len(outputs) == 2:
+        result["nvidia_vs_fatkit"] = _first_difference(outputs["orig"], outputs["fatkit"])
+    if "orig" in outputs:
+        result["nvidia_vs_model"] = _first_difference(outputs["orig"], want)
+    if "fatkit" in outputs:
+        result["fatkit_vs_model"] = _first_difference(outputs["fatkit"], want)
     return result
 
 
-def _run_replace(driver: Driver, modules: dict, runtime, tma) -> dict:
-    """The device-built map: both versions build it over the same tensor and load through it."""
-    memory = np.random.default_rng(5).integers(0, 256, 96 * 7, dtype=np.uint8)
+def _run_replace(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
+    """The device-built map (replace_cases): both versions build it over the same tensor; with a load, the box
+    is compared with the model, and either way the map NVIDIA's kernel wrote with the driver's encoding."""
+    spec = tma.REPLACE_MAP
+    memory = np.random.default_rng(5).integers(0, 256, spec["tensor_bytes"], dtype=np.uint8)
     tensor = driver.alloc(memory.nbytes)
     driver.upload(tensor, memory)
     outputs, maps = {}, {}
@@ -316,31 +375,46 @@ def _run_replace(driver: Driver, modules: dict, runtime, tma) -> dict:
         function = driver.function(modules["replace", kind], "build")
         try:
             driver.launch(function, [ctypes.c_uint64(out), ctypes.c_uint64(built), ctypes.c_uint64(0),
-                                     ctypes.c_uint64(tensor)], 1)
+                                     ctypes.c_uint64(tensor), ctypes.c_uint32(case["flags"]),
+                                     ctypes.c_uint32(PATIENCE)], 1)
         except RuntimeError as error:
             raise RuntimeError(f"the {kind} kernel: {error}") from error
         outputs[kind] = driver.download(out, 128)
         maps[kind] = driver.download(built, 128).tobytes()
         driver.free(out)
         driver.free(built)
-    want = tma.load(memory, [40, 7], [96], 2, [32, 4], [1, 2], [32, 5], 2, True)[:128]
-    encoded = runtime.encode_tensor_map(6, tensor, [40, 7], [96], [32, 4], [1, 2], swizzle=2, oob_fill=1)
+    tiled = {"kind": "load", "rank": 2, **spec}
+    driver_map = driver.encode(tiled, tensor)
+    encoded = runtime.encode_tensor_map(spec["data_type"], tensor, spec["dims"], spec["strides"], spec["box"],
+                                        spec["steps"], swizzle=spec["swizzle"], oob_fill=int(spec["nan"]))
     driver.free(tensor)
-    return {"nvidia_vs_fatkit": _first_difference(outputs["orig"], outputs["fatkit"]),
-            "nvidia_vs_model": _first_difference(outputs["orig"], want),
-            "fatkit_vs_model": _first_difference(outputs["fatkit"], want),
-            "fatkit_map_is_encoders": maps["fatkit"] == encoded, "nvidia_map": maps["orig"].hex()}
+    differing = [i for i in range(128) if maps["orig"][i] != driver_map[i]]
+    result = {"nvidia_map": maps["orig"].hex(), "driver_map": driver_map.hex(),
+              "nvidia_map_vs_driver": f"bytes {differing} differ" if differing else "same",
+              "fatkit_map_is_encoders": maps["fatkit"] == encoded}
+    if case["flags"] & 2:
+        want = tma.load(memory, spec["dims"], spec["strides"], spec["size"], spec["box"], spec["steps"],
+                        spec["coords"], spec["swizzle"], spec["nan"])[:128]
+        result.update({"nvidia_vs_fatkit": _first_difference(outputs["orig"], outputs["fatkit"]),
+                       "nvidia_vs_model": _first_difference(outputs["orig"], want),
+                       "fatkit_vs_model": _first_difference(outputs["fatkit"], want)})
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("build", "run", "cases"))
-    parser.add_argument("directory", nargs="?", type=Path)
+    parser.add_argument("mode", choices=("build", "run", "cases", "sample"))
+    parser.add_argument("directory", nargs="?", type=Path, help="run: the build directory; sample: its cases.json")
+    parser.add_argument("raw", nargs="?", type=Path, help="sample: the run's tma_raw.npz")
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--index", type=int, default=0)
     arguments = parser.parse_args()
     if arguments.mode == "build":
         build(arguments.output or HERE / "build-tma")
+        return 0
+    if arguments.mode == "sample":
+        sample(arguments.directory, arguments.raw, arguments.output or HERE.parent / "tests" / "samples" / "h200"
+               / "tma_samples.npz")
         return 0
     if arguments.mode == "cases":
         run_from(arguments.directory or HERE, arguments.index)

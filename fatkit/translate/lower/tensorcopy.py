@@ -11,13 +11,17 @@ unlike the plain bulk copies (passes/elected.py), tensor copies are not yet move
 and shared. The thread moves 16-byte chunks where a chunk lies wholly inside the tensor at an aligned
 address, element by element elsewhere.
 
-- Tile mode, rank r (the instruction's .Nd): the box holds ceil(box[i] / elementStride[i]) elements along
-  dimension i, the element at box index k having tensor coordinate coord[i] + k·elementStride[i]; shared
-  memory receives the box packed, dimension 0 fastest, with no padding. An element whose coordinate is
-  outside [0, globalDim[i]) in any dimension (negative coordinates included) is not read: a load writes the
-  fill (zero, or with the NaN fill on a floating-point type the element's all-ones-but-the-sign NaN), a store
-  or reduction leaves global memory unwritten. Global address of an element: globalAddress +
-  coord[0]·elementSize + Σ coord[i]·globalStride[i-1].
+Semantics as the H200 measured them (docs/runtime.md, "What a copy does"):
+- Tile mode, rank r (the instruction's .Nd): a box row is box[0] consecutive elements from coord[0] (dimension
+  0's elementStride is not applied); along dimension i > 0 the box holds ceil(box[i] / elementStride[i])
+  positions, box index k at tensor coordinate coord[i] + k·elementStride[i]. Shared memory receives the rows
+  dimension 1 fastest, packed without a swizzle; with one each row starts at a multiple of the span (the
+  bytes after a shorter row are not written). An element whose coordinate is outside [0, globalDim[i]) in
+  any dimension (negative coordinates included) is not read: a load writes the fill (zero, or with the NaN
+  fill on a floating-point type 0x7FF7 in every 16 bits), a store or reduction leaves global memory unwritten.
+  Global address of an element: globalAddress + coord[0]·elementSize + Σ coord[i]·globalStride[i-1].
+  A first coordinate whose byte offset coord[0]·elementSize is not a multiple of 16 traps (NVIDIA's copies
+  fault there, loads, stores and im2col alike).
 - Swizzle: the byte at linear shared address a (absolute, as the TMA unit sees it) goes to
   a XOR (((a >> 7) & (span/16 − 1)) << 4), span 32/64/128 bytes: 16-byte chunks permuted within each span
   by the 128-byte row they fall in. The other modes (96 B, 32/64-byte atoms, sm_100's) and the packed
@@ -26,11 +30,12 @@ address, element by element elsewhere.
   the first channel and the starting pixel (w, h, d, n), its im2col offsets one per spatial dimension.
   Pixel positions walk the bounding box — per spatial dimension i from lowerCorner[i] to
   globalDim[i] − 1 + upperCorner[i] in steps of elementStride[i], W fastest, then H, D, then on to the next
-  batch index — from the starting pixel, pixelsPerColumn of them; each loads channelsPerPixel channels
-  (channel stride elementStride[0]) of the pixel at position + offsets, and a pixel outside the tensor is
-  filled. Shared memory holds them pixel after pixel. Only loads have this mode here.
-- expect-tx: a load completes `box elements × element size` bytes on the mbarrier, out-of-bounds ones
-  included, as the hardware counts them.
+  batch index, elementStride[N] on — from the starting pixel, pixelsPerColumn of them; each loads
+  channelsPerPixel consecutive channels of the pixel at position + offsets, and a pixel outside the tensor
+  is filled. Shared memory holds them pixel after pixel, a pixel a row (placed as tile rows are). Only loads
+  have this mode here.
+- complete-tx: a load completes the bytes it writes — rows × box[0] × element size (im2col: pixels ×
+  channels × element size), out-of-bounds ones included, the padding after swizzled rows not.
 - `.multicast::cluster`: the box is loaded into each CTA of the cluster whose bit of ctaMask is set, at the
   destination's CTA-relative offset, with the complete-tx on the mbarrier at its CTA-relative offset there
   (a cluster is one workgroup, lower/cluster.py; in a cluster of one only bit 0 counts).
@@ -104,7 +109,9 @@ class _Map:
         self.size = size
         self.strides = [size] + [self.field("global_stride", i - 1) for i in range(1, rank)]
         self.box = [self.field("box_dim", i) for i in range(rank)]
-        self.steps = [builder.add(self.field("element_stride_minus_one", i), _const(1)) for i in range(rank)]
+        # dimension 0's traversal stride is not applied (the H200 reads box[0] consecutive elements there)
+        self.steps = [_const(1)] + [builder.add(self.field("element_stride_minus_one", i), _const(1))
+                                    for i in range(1, rank)]
         self.swizzle = self.field("swizzle_mode")
         self.fill = self.field("fill_mode")
         self.mode = self.field("mode")
@@ -118,27 +125,38 @@ class _Map:
             return value
         return (self.lw.builder.sext if code == "h" else self.lw.builder.zext)(value, I64)
 
-    def check(self, mode: int) -> None:
+    def check(self, mode: int, inner: ir.Value) -> None:
         """Trap unless the map is of `mode` and of the instruction's rank, with what the copies implement: a
-        known element type, one of the 16-byte-atom swizzles (the encoder makes no other)."""
+        known element type, one of the 16-byte-atom swizzles (the encoder makes no other); and unless the
+        first coordinate `inner` is on a 16-byte boundary (NVIDIA's copies fault there)."""
         builder = self.lw.builder
         bad = builder.or_(builder.icmp_unsigned(">", self.code, _const(max(ELEMENT_TYPES))),
                           builder.icmp_unsigned(">", self.swizzle, _const(3)))
         bad = builder.or_(bad, builder.icmp_unsigned("!=", self.field("swizzle_atomicity"), _const(0)))
         bad = builder.or_(bad, builder.icmp_unsigned("!=", self.mode, _const(mode)))
         bad = builder.or_(bad, builder.icmp_unsigned("!=", self.field("rank_minus_one"), _const(self.rank - 1)))
+        unaligned = builder.and_(builder.mul(inner, self.size), _const(15))
+        bad = builder.or_(bad, builder.icmp_unsigned("!=", unaligned, _const(0)))
         with builder.if_then(bad, likely=False):
             self.lw.target.trap(builder, None)
             self.lw.stop_thread()
 
     def filler(self) -> ir.Value:
-        """The out-of-bounds value of a load: 0, or with the NaN fill on a floating-point element type the
-        NaN of the element's size with every bit but the sign set."""
+        """The out-of-bounds value of a load (truncated to the element): 0, or with the NaN fill on a
+        floating-point element type 0x7FF7 in every 16 bits, as the H200 fills f16, bf16, f32 and f64."""
         builder = self.lw.builder
         floating = builder.icmp_unsigned(">=", self.code, _const(6))
         nan = builder.and_(floating, builder.icmp_unsigned("==", self.fill, _const(1)))
-        ones = builder.sub(builder.shl(_const(1), builder.sub(builder.shl(self.size, _const(3)), _const(1))), _const(1))
-        return builder.select(nan, ones, _const(0))
+        return builder.select(nan, _const(0x7FF7_7FF7_7FF7_7FF7), _const(0))
+
+    def pitch(self, row: ir.Value) -> ir.Value:
+        """Shared bytes from one box row of `row` bytes to the next: `row`, or with a swizzle `row` rounded up
+        to the span (16 << mode bytes; the encoder keeps rows within it unless interleaved), the bytes after
+        the row not written."""
+        builder = self.lw.builder
+        mask = builder.sub(builder.shl(_const(16), self.swizzle), _const(1))
+        padded = builder.and_(builder.add(row, mask), builder.not_(mask))
+        return builder.select(builder.icmp_unsigned("==", self.swizzle, _const(0)), row, padded)
 
     def inside(self, coordinates: list[ir.Value]) -> ir.Value:
         """i1: every coordinate (signed i64) within [0, dim) — one unsigned compare each."""
@@ -231,15 +249,18 @@ def _coordinates(lw: Lowering, operand: ast.Operand, rank: int) -> tuple[ir.Valu
 
 
 def _extents(lw: Lowering, tensor: _Map) -> list[ir.Value]:
-    """Box elements per dimension: ceil(box / traversal stride)."""
+    """Box elements per dimension: ceil(box / traversal stride) (box[0] along dimension 0, stride 1)."""
     return [_ceil_div(lw.builder, box, step) for box, step in zip(tensor.box, tensor.steps)]
 
 
-def _linear(builder: ir.IRBuilder, indices: list[ir.Value], extents: list[ir.Value], size: ir.Value) -> ir.Value:
-    linear = _const(0)
-    for index, extent in zip(reversed(indices), reversed(extents)):
-        linear = builder.add(builder.mul(linear, extent), index)
-    return builder.mul(linear, size)
+def _linear(builder: ir.IRBuilder, indices: list[ir.Value], extents: list[ir.Value], tensor: _Map) -> ir.Value:
+    """The linear box byte of the element at box `indices`: its row (dimensions 1 and up) times the row
+    pitch, plus its place in the row."""
+    row = _const(0)
+    for index, extent in zip(reversed(indices[1:]), reversed(extents[1:])):
+        row = builder.add(builder.mul(row, extent), index)
+    pitch = tensor.pitch(builder.mul(extents[0], tensor.size))
+    return builder.add(builder.mul(row, pitch), builder.mul(indices[0], tensor.size))
 
 
 def _put(lw: Lowering, tensor: _Map, inside: ir.Value, source: ir.Value, destination: ir.Value, fill: ir.Value) -> None:
@@ -308,7 +329,7 @@ def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bo
         destinations = [(ir.Constant(I1, 1), [None, None])]
     for selected, (box_shift, mbar_shift) in destinations:
         with builder.if_then(selected):
-            tensor.check(MODES["im2col" if im2col else "tiled"])
+            tensor.check(MODES["im2col" if im2col else "tiled"], coordinates[0])
             shared = _Box(lw, destination, box_shift)
             fill = tensor.filler()
             if offsets is not None:
@@ -325,7 +346,7 @@ def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Va
 
     def element(indices: list[ir.Value]) -> None:
         position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
-        target = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
+        target = shared.byte(_linear(builder, indices, extents, tensor), tensor.swizzle)
         _put(lw, tensor, tensor.inside(position), tensor.element(position), target, fill)
 
     def chunk(source: ir.Value, linear: ir.Value) -> None:
@@ -342,8 +363,8 @@ _CHUNK = ir.VectorType(I32, 4)
 
 
 def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk) -> None:
-    """Every element of the box: `element(indices)`. Where dimension 0 is walked element by element
-    (traversal stride 1), rows go by 16-byte chunks, the swizzle's unit, and a chunk wholly inside the tensor
+    """Every element of the box: `element(indices)`. Where a row is a multiple of 16 bytes, rows go by
+    16-byte chunks, the swizzle's unit, and a chunk wholly inside the tensor
     whose global address is 16-byte aligned is `chunk(global pointer, linear byte offset in the box)`, one
     16-byte access each side (the ISA makes the box 128-byte aligned in shared memory); `chunk` None: every
     element one by one."""
@@ -352,8 +373,7 @@ def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list
         _loops(lw, extents, element)
         return
     row_bytes = builder.mul(extents[0], tensor.size)
-    by_chunks = builder.and_(builder.icmp_unsigned("==", tensor.steps[0], _const(1)),
-                             builder.icmp_unsigned("==", builder.and_(row_bytes, _const(15)), _const(0)))
+    by_chunks = builder.icmp_unsigned("==", builder.and_(row_bytes, _const(15)), _const(0))
     per_chunk = builder.udiv(_const(16), tensor.size)  # elements a chunk
 
     def one_chunk(indices: list[ir.Value]) -> None:
@@ -366,7 +386,7 @@ def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list
         aligned = builder.icmp_unsigned("==", builder.and_(builder.ptrtoint(source, I64), _const(15)), _const(0))
         with builder.if_else(builder.and_(whole, aligned)) as (fast, slow):
             with fast:
-                chunk(source, _linear(builder, row, extents, tensor.size))
+                chunk(source, _linear(builder, row, extents, tensor))
             with slow:
                 counted_loop(lw, per_chunk, lambda e: element([builder.add(first, e), *indices[1:]]))
 
@@ -395,6 +415,7 @@ def _load_im2col(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.
               for i, count in counts.items()}
     start = {i: builder.sdiv(builder.sub(coordinates[i], lower[i]), tensor.steps[i]) for i in spatial}
     batch = rank - 1
+    pitch = tensor.pitch(builder.mul(channels, tensor.size))  # a pixel's channels are a row of the box
 
     def pixel(index: ir.Value) -> None:
         # pixel `index` of the column: the start's linear step index + index, split W fastest, then N
@@ -407,12 +428,11 @@ def _load_im2col(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.
             step = builder.srem(linear, counts[i])
             linear = builder.sdiv(linear, counts[i])
             position[i] = builder.add(builder.add(lower[i], builder.mul(step, tensor.steps[i])), offsets[i - 1])
-        position[batch] = builder.add(coordinates[batch], linear)
+        position[batch] = builder.add(coordinates[batch], builder.mul(linear, tensor.steps[batch]))
 
         def channel(c: ir.Value) -> None:
-            where = [builder.add(coordinates[0], builder.mul(c, tensor.steps[0]))]
-            where += [position[i] for i in range(1, rank)]
-            linear_byte = builder.mul(builder.add(builder.mul(index, channels), c), tensor.size)
+            where = [builder.add(coordinates[0], c)] + [position[i] for i in range(1, rank)]
+            linear_byte = builder.add(builder.mul(index, pitch), builder.mul(c, tensor.size))
             target = shared.byte(linear_byte, tensor.swizzle)
             _put(lw, tensor, tensor.inside(where), tensor.element(where), target, fill)
 
@@ -427,13 +447,13 @@ def _store(lw: Lowering, target: ast.Operand, source: ast.Operand, rank: int, op
     builder = lw.builder
     pointer, coordinates = _coordinates(lw, target, rank)
     tensor = _Map(lw, pointer, rank)
-    tensor.check(MODES["tiled"])
+    tensor.check(MODES["tiled"], coordinates[0])
     shared = _Box(lw, source)
     extents = _extents(lw, tensor)
 
     def element(indices: list[ir.Value]) -> None:
         position = [builder.add(c, builder.mul(k, s)) for c, k, s in zip(coordinates, indices, tensor.steps)]
-        box = shared.byte(_linear(builder, indices, extents, tensor.size), tensor.swizzle)
+        box = shared.byte(_linear(builder, indices, extents, tensor), tensor.swizzle)
         with builder.if_then(tensor.inside(position)):
             destination = tensor.element(position)
             if operation is None:
