@@ -133,6 +133,8 @@ def _prologue(name: str, extra_params: str = "") -> str:
     .reg .b32 %r<16>;
     .reg .b32 %c<5>;
     .reg .b64 %rd<8>;
+    .reg .pred %q<4>;
+    .reg .b32 %e<8>;
     .shared .align 1024 .b8 box[{SHARED_BYTES}];
     .shared .align 8 .b64 bar;
     ld.param.u64 %rd1, [out];
@@ -252,6 +254,80 @@ DONE:
     ret;
 }}
 """
+
+
+# The copy issued under elect.sync by each of the first `warps` warps (a parameter), in the shape CUB and
+# CUTLASS give it (elect.sync, selp, setp, a branch around the issue): passes/elected.py moves it to where the
+# warp rejoins and the lanes of the warp share it. Warp w's box goes HALF·w bytes into the buffer, every
+# issuing warp's expect-tx precedes its copy, and the mbarrier waits for `warps` arrivals.
+HALF = SHARED_BYTES // 2
+
+
+def _elected(issue: str) -> str:
+    return f"""
+    shr.u32 %e2, %r1, 5;
+    setp.ge.u32 %q1, %e2, %e1;
+    @%q1 bra ISSUED;
+    mov.b32 %e3, -1;
+    elect.sync _|%q2, %e3;
+    selp.b32 %e4, 1, 0, %q2;
+    setp.eq.b32 %q3, %e4, 0;
+    @%q3 bra ELECTED;
+    mul.lo.u32 %e5, %e2, {HALF};
+    add.u32 %e6, %r2, %e5;
+{issue}ELECTED:
+ISSUED:
+"""
+
+
+_WARPS = ", .param .u32 warps"
+_READ_WARPS = "    ld.param.u32 %e1, [warps];\n"
+
+
+def _elected_prefill() -> str:
+    return _READ_WARPS + _PREFILL.replace("mbarrier.init.shared::cta.b64 [%r3], 1;", "mbarrier.init.shared::cta.b64 [%r3], %e1;")
+
+
+def elected_load_kernel(rank: int) -> str:
+    """elected_load{rank}d: load_kernel's copy issued under elect.sync by each of the first `warps` warps."""
+    copy = (f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], %r9;\n"
+            f"    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
+            f"[%e6], [%rd7, {{{_coordinates(rank)}}}], [%r3], %rd6;\n")
+    return (_prologue(f"elected_load{rank}d", _WARPS) + "    mov.u64 %rd6, 0;\n" + _elected_prefill()
+            + _elected(copy) + _WAIT_AND_COPY_OUT)
+
+
+def elected_im2col_kernel(rank: int) -> str:
+    """elected_im2col{rank}d: im2col_kernel's copy issued as elected_load_kernel's."""
+    offsets = "".join(f", .param .u16 o{i}" for i in range(3))
+    loads = "".join(f"    ld.param.u16 %h{i + 1}, [o{i}];\n" for i in range(rank - 2))
+    names = ", ".join(f"%h{i + 1}" for i in range(rank - 2))
+    copy = (f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], %r9;\n"
+            f"    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+            f"[%e6], [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};\n")
+    return (_prologue(f"elected_im2col{rank}d", offsets + _WARPS) + loads + _elected_prefill() + _elected(copy)
+            + _WAIT_AND_COPY_OUT)
+
+
+def elected_store_kernel(rank: int, reduction: str | None = None) -> str:
+    """elected_store{rank}d / elected_reduce_{op}{rank}d: store_kernel's store (or reduction) of the box at
+    the buffer's start, issued under elect.sync by each of the first `warps` warps (commit and wait in the
+    elected region)."""
+    plain = store_kernel(rank, reduction)
+    name = f"reduce_{reduction}{rank}d" if reduction else f"store{rank}d"
+    head, body = plain.split("    ld.param.u64 %rd4, [source];\n", 1)
+    head = head.replace(f".entry {name}(", f".entry elected_{name}(").replace(", .param .u64 source)",
+                                                                           ", .param .u64 source" + _WARPS + ")")
+    fill, issue = body.split("    setp.ne.u32 %p2, %r1, 0;\n    @%p2 bra DONE;\n", 1)
+    copy = issue.replace("DONE:\n    ret;\n}\n", "")  # the store, commit and wait as store_kernel has them
+    return head + "    ld.param.u64 %rd4, [source];\n" + _READ_WARPS + fill + _elected(copy) + "    ret;\n}\n"
+
+
+def elected_module() -> str:
+    """The elected kernels, in one module."""
+    kernels = [elected_load_kernel(r) for r in range(1, 6)] + [elected_im2col_kernel(r) for r in (3, 4, 5)]
+    kernels += [elected_store_kernel(r) for r in (1, 2, 3)] + [elected_store_kernel(2, op) for op in ("add", "min", "xor")]
+    return HEADER + "".join(kernels)
 
 
 def module() -> str:
