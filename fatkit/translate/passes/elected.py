@@ -23,9 +23,10 @@ map named directly is the same for every lane) are copied into fresh ones at the
 `.L2::cache_hint` and its policy dropped, and lowering (lower/asynccopy.py, lower/tensorcopy.py) reads them
 from the lane whose %flag is set, splits the work over the lanes there, and has that lane complete the
 transaction bytes. A wait_group in the region waits for nothing of the region's before the label (the
-region reads and writes no memory), so the copy may pass it too. Moving an asynchronous copy later within its thread is one of the
-schedules the ISA allows: nothing may read the destination or write the source before the completion
-mechanism says the copy is done, and the region between issue and label waits on nothing.
+region reads and writes no memory), so the copy may pass it too. Moving an asynchronous copy later within
+its thread is one of the schedules the ISA allows: nothing may read the destination or write the source
+before the completion mechanism says the copy is done, and the region between issue and label waits on
+nothing of its own.
 """
 
 from __future__ import annotations
