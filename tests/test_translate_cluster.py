@@ -22,6 +22,7 @@ from fatkit import runtime
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 from fatkit.formats.hsaco import parse_code_object
+from fatkit.translate.lower import kernel_signature
 from fatkit.translate.pipeline import Options, parse, run, translate
 from fatkit.translate.ptx import ast
 from tests.amdrun import TARGETS, program
@@ -52,12 +53,13 @@ REGISTERS = ["%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ct
              "%nclusterid.y", "%nclusterid.z", "%warpid"]
 
 
-def _registers_kernel(shape) -> str:
-    """Each thread writes the registers at its (CTA linear index · CTA threads + linear thread) row."""
+def _registers_kernel(shape, directive: str | None = None) -> str:
+    """Each thread writes the registers at its (CTA linear index · CTA threads + linear thread) row; the
+    cluster shape `.reqnctapercluster shape`, or `directive` (a launch-given shape)."""
     reads = "".join(f"    mov.u32 %r10, {name};\n    st.global.u32 [%rd3+{4 * k}], %r10;\n"
                     for k, name in enumerate(REGISTERS))
     return HEADER + f"""
-.visible .entry registers(.param .u64 out) .reqnctapercluster {shape[0]}, {shape[1]}, {shape[2]}
+.visible .entry registers(.param .u64 out) {directive or ".reqnctapercluster " + ", ".join(map(str, shape))}
 {{
     .reg .pred %p<2>;
     .reg .b32 %r<16>;
@@ -92,7 +94,7 @@ def _registers_kernel(shape) -> str:
 """
 
 
-def _registers_model(grid, block, shape) -> np.ndarray:
+def _registers_model(grid, block, shape, explicit: int = 1) -> np.ndarray:
     rows = []
     for cz in range(grid[2]):
         for cy in range(grid[1]):
@@ -107,7 +109,7 @@ def _registers_model(grid, block, shape) -> np.ndarray:
                             rows.append([tx, ty, tz, *block, *ctaid, *grid, *within, *shape, rank,
                                          shape[0] * shape[1] * shape[2],
                                          *(c // s for c, s in zip(ctaid, shape)),
-                                         *(g // s for g, s in zip(grid, shape)), linear // 32, 1])
+                                         *(g // s for g, s in zip(grid, shape)), linear // 32, explicit])
     return np.array(rows, np.uint32)
 
 
@@ -156,8 +158,9 @@ DSMEM = HEADER + """
     barrier.cluster.wait.acquire.aligned;
     add.u32 %r10, %r3, 1;
     rem.u32 %r10, %r10, %r4;                 // next = (rank + 1) % k
-    add.u32 %r11, %r3, 3;
-    rem.u32 %r11, %r11, %r4;                 // previous = (rank + 3) % k
+    add.u32 %r11, %r3, %r4;
+    sub.u32 %r11, %r11, 1;
+    rem.u32 %r11, %r11, %r4;                 // previous = (rank + k - 1) % k
     mul.lo.u32 %r12, %r1, 7;
     and.b32 %r12, %r12, 31;
     shl.b32 %r12, %r12, 2;
@@ -557,7 +560,10 @@ def test_the_code_objects_metadata_gives_the_shim_the_cluster_shape(processor):
     # 12288 bytes and the CTA's 16 named barriers (3 words each): 12480 a CTA
     (".reqnctapercluster 2, 2, 2", 12288, "8 CTAs of 12480 bytes of shared memory cannot run as one workgroup "
                                           "(99840 > 65536 bytes of LDS)"),
-    (".explicitcluster", 16, "given at launch"),
+    (".explicitcluster .maxntid 1024", 16, "clusters (of a shape given at launch) of 2 CTAs of 1024 threads cannot "
+                                           "run as one workgroup (2048 > 1024 threads)"),
+    (".maxclusterrank 4", 40000, "clusters (of a shape given at launch) of 2 CTAs of 40192 bytes of shared memory "
+                                 "cannot run as one workgroup (80384 > 65536 bytes of LDS)"),
 ])
 def test_clusters_that_cannot_be_one_workgroup_are_refused_with_the_reason(directives, shared, reason):
     ptx = HEADER + f"""
@@ -616,3 +622,93 @@ def test_the_samples_cluster_kernels_lower(target):
     text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
     reports = {r.name: r for r in run(text, Options(target=target), until="lower").reports}
     assert reports["_Z9clusteredPi"].status == "ok", reports["_Z9clusteredPi"].reason
+
+
+# ------------------------------------------------------------------------------------------------ launch-given shapes
+
+def _planned(program, kernel: str, grid, block, cluster, shared_bytes: int = 0) -> runtime.ClusterLaunch:
+    """The launch the shim makes (fatkit.runtime.plan_cluster_launch) from the kernel's code-object metadata;
+    the host target has none: there the entry the amdgpu target writes, from the kernel's signature."""
+    if hasattr(program, "code_object"):
+        (entry,) = [k for k in parse_code_object(program.code_object).metadata["amdhsa.kernels"]
+                    if k[".name"] == kernel]
+    else:
+        signature = next(kernel_signature(k) for k in parse(program.ptx, Options(target="host")).kernels
+                         if k.name == kernel)
+        entry = {runtime.CLUSTER_SHAPE_OFFSET_KEY: signature.params[-1].offset, runtime.CLUSTER_MAX_CTAS_KEY: 8}
+    return runtime.plan_cluster_launch(entry, grid, block, cluster, shared_bytes)
+
+
+@functools.cache
+def _launchable(ptx: str, target: str):
+    loaded = program(ptx, target)
+    loaded.ptx = ptx
+    return loaded
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("directive, shape, grid, block, explicit", [
+    (".explicitcluster", (2, 2, 1), (4, 2, 1), (16, 2, 1), 1),
+    (".explicitcluster", (1, 2, 2), (2, 2, 4), (8, 2, 4), 1),
+    (".maxclusterrank 4", (4, 1, 1), (4, 1, 2), (32, 1, 1), 1),
+    (".maxclusterrank 4", None, (3, 2, 1), (32, 1, 1), 0),  # a launch without clusters: of one CTA, implicit
+])
+def test_cluster_registers_of_a_launch_given_shape_are_each_ctas(target, directive, shape, grid, block, explicit):
+    """The shim writes the launch's shape after CUDA's parameters (docs/runtime.md); the registers follow it."""
+    loaded = _launchable(_registers_kernel(None, directive), target)
+    plan = _planned(loaded, "registers", grid, block, shape)
+    want = _registers_model(grid, block, shape or (1, 1, 1), explicit)
+    out = np.zeros(want.size, np.uint32)
+    loaded.launch("registers", [out, plan.kernarg_tail], grid=plan.grid, block=plan.block)
+    got = out.reshape(want.shape)
+    for column, name in enumerate([*REGISTERS, "%is_explicit_cluster"]):
+        assert (got[:, column] == want[:, column]).all(), name
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k", [2, 4])
+def test_ctas_of_a_launch_given_cluster_exchange_shared_memory(target, k):
+    """dsmem with `.explicitcluster` in place of its `.reqnctapercluster 4, 1, 1`, launched in clusters of k."""
+    loaded = _launchable(DSMEM.replace(".reqnctapercluster 4, 1, 1", ".explicitcluster"), target)
+    plan = _planned(loaded, "dsmem", (8, 1, 1), (32, 1, 1), (k, 1, 1))
+    a = RNG.integers(0, 1 << 32, 8 * 32, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(8 * 32 * 8, np.uint32)
+    loaded.launch("dsmem", [a, out, plan.kernarg_tail], grid=plan.grid, block=plan.block)
+    assert (out == _dsmem_model(a, k)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_shared_memory_of_a_launch_given_cluster_is_a_kth_a_cta(target):
+    loaded = _launchable(DYNAMIC.replace(".reqnctapercluster 2, 1, 1", ".maxclusterrank 2"), target)
+    per_cta = 128
+    plan = _planned(loaded, "dynamic", (4, 1, 1), (32, 1, 1), (2, 1, 1), per_cta)
+    assert plan.dynamic_shared_bytes == 2 * per_cta
+    out = np.zeros(4 * 32 * 8, np.uint32)
+    loaded.launch("dynamic", [out, plan.kernarg_tail], grid=plan.grid, block=plan.block,
+                  shared_bytes=plan.dynamic_shared_bytes)
+    want = np.array([[(cta ^ 1) * 100 + t, (cta % 2) ^ 1, per_cta, (cta % 2) ^ 1, cta % 2]
+                     for cta in range(4) for t in range(32)], np.uint32)
+    assert (out.reshape(-1, 8)[:, :5] == want).all()
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_the_code_objects_metadata_says_where_the_launch_given_shape_goes(processor):
+    """The shape's offset (after the 8-byte parameter buffer) and the most CTAs the LDS was laid out for
+    (`.maxclusterrank 4`; CUDA's portable 8 for `.explicitcluster`); the shim's checks refuse what cannot run."""
+    kernels = (_registers_kernel(None, ".maxclusterrank 4")
+               + DSMEM.replace(".reqnctapercluster 4, 1, 1", ".explicitcluster").replace(HEADER, ""))
+    code_object = parse_code_object(translate(kernels, Options(target=processor)).product)
+    metadata = {k[".name"]: k for k in code_object.metadata["amdhsa.kernels"]}
+    sizes = {k.name: k.group_segment_size for k in code_object.kernels}
+    keys = (runtime.CLUSTER_SHAPE_OFFSET_KEY, runtime.CLUSTER_MAX_CTAS_KEY)
+    assert [metadata[name][key] for name in ("registers", "dsmem") for key in keys] == [8, 4, 16, 8]
+    assert runtime.CLUSTER_DIMS_KEY not in metadata["dsmem"] and sizes["dsmem"] >= 8 * (128 + 128 + 4)
+    for grid, block, cluster, shared, message in [((16, 1, 1), (32, 1, 1), (16, 1, 1), 0, "holds shared memory for 8"),
+                                                  ((8, 1, 1), (512, 1, 1), (4, 1, 1), 0, "2048 > 1024 threads"),
+                                                  ((6, 1, 1), (32, 1, 1), (4, 1, 1), 0, "not a whole number"),
+                                                  ((8, 1, 1), (32, 1, 1), (4, 1, 1), 20000, "bytes of LDS")]:
+        with pytest.raises(runtime.ClusterLaunchError, match=message):
+            runtime.plan_cluster_launch(metadata["dsmem"], grid, block, cluster, shared)
+    plan = runtime.plan_cluster_launch(metadata["dsmem"], (8, 2, 1), (32, 1, 1), (4, 1, 1), 100)
+    assert (plan.grid, plan.block, plan.dynamic_shared_bytes, plan.kernarg_offset, plan.kernarg_tail) == \
+           ((2, 2, 1), (32, 1, 4), 400, 16, bytes([4, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]))
