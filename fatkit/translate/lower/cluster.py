@@ -321,6 +321,8 @@ def _region(lw, layout: ClusterLayout, offset: ir.Value) -> tuple[ir.Value, ir.V
     """(start of CTA 0's slice, slice bytes) of the region — static or dynamic shared memory — that shared
     address `offset` lies in."""
     builder = lw.builder
+    if layout.dynamic and not layout.stride:  # no static shared memory (and no block of it): dynamic alone
+        return _start(lw, min(layout.dynamic)), lw.target.dynamic_shared_size(builder)
     static_start = _start(lw, layout.block_name)
     if not layout.dynamic:
         return static_start, ir.Constant(I32, layout.stride)
