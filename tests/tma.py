@@ -491,6 +491,47 @@ def expected(case: dict, memory: np.ndarray) -> np.ndarray:
                  case["swizzle"], source(case), REDUCE[case["operation"]])
 
 
+def expected_elected(case: dict, memory: np.ndarray, warps: int) -> np.ndarray:
+    """`expected` for the elected kernels with `warps` issuing warps: a load's box also HALF bytes in for
+    the second warp (the box must fit HALF), a store or reduction applied once per warp."""
+    want = expected(case, memory)
+    if case["kind"] == "store":
+        for _ in range(warps - 1):
+            want = expected(case, want)
+        return want
+    assert (want[HALF:] == 0xA5).all(), "the box does not fit half the buffer"
+    if warps == 2:
+        want[HALF:] = want[:HALF]
+    return want
+
+
+def coverage_cases() -> list[dict]:
+    """Named cases of what the H200 has not run yet, one thing each on the measured form: the NaN fill under
+    each swizzle with a box partly before the tensor, traversal strides, a box wholly outside."""
+    cases = []
+    for swizzle in range(4):
+        inner = (SWIZZLE_SPAN[swizzle] or 128) // 2
+        cases.append({**anchor_case(swizzle, [-8, -3]), "name": f"fill.nan.swizzle{swizzle}", "data_type": 6,
+                      "nan": True, "bytes": inner * 8 * 2})
+    for steps in ([2, 1], [1, 3], [4, 2]):
+        case = {**anchor_case(0, [0, 60]), "name": f"stride.{steps[0]}x{steps[1]}", "steps": steps}
+        case["bytes"] = int(np.prod(box_extents(case["box"], steps))) * 2
+        cases.append(case)
+    cases.append({**anchor_case(3, [-200, 20]), "name": "outside.nan", "data_type": 6, "nan": True})
+    return cases
+
+
+def elected_cases() -> list[dict]:
+    """Cases for the elected kernels (their `elected` key: the warps that issue), loads whose box fits
+    HALF bytes and whose first coordinate is on a 16-byte boundary, im2col loads, stores and reductions."""
+    loads = [anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [-16, -3])]
+    loads += [aligned(load_case(seed)) for seed in range(12)] + coverage_cases()
+    chosen = [case for case in loads if case["bytes"] <= HALF and case["coords"][0] * case["size"] % 16 == 0]
+    chosen += [im2col_case(seed) for seed in range(4)] + [store_case(seed) for seed in range(8)]
+    return [{**case, "name": f"elected{1 + i % 2}." + case["name"], "elected": 1 + i % 2}
+            for i, case in enumerate(chosen)]
+
+
 def kernel_name(case: dict) -> str:
     return {"load": f"load{case['rank']}d", "im2col": f"im2col{case['rank']}d"}.get(case["kind"]) or case["kernel"]
 

@@ -1,20 +1,27 @@
 """TMA on the H200: the original kernels with NVIDIA's tensor maps against fatkit's re-lowered sm_90 PTX with
 fatkit's maps, and both against the numpy model (tests/tma.py).
 
-    python verification/tma.py build -o DIR      # here: the PTX (original, re-lowered), the cases, the helpers
-    python DIR/tma.py run DIR [-o OUT]           # on the GPU machine: numpy and the CUDA driver (libcuda) only
+    python verification/tma.py build -o /tmp/tma-build        # here (seconds): PTX, cases, helpers (under 1 MB)
+    cd REPO && python /tmp/tma-build/tma.py run /tmp/tma-build -o /tmp/tma-out   # on the GPU machine, from the
+                                                 # repository root (fatkit_runtime imports fatkit.errors): numpy
+                                                 # and the CUDA driver (libcuda) only; about 1-2 minutes
 
 A child process runs the cases in order until one fails (a faulting kernel spoils its CUDA context), and
-the next child goes on after it; the original kernel runs first, so a case whose error names the `orig`
-kernel was refused by NVIDIA's hardware itself.
+the next child goes on after it; a case that gives no answer within CASE_TIMEOUT seconds is killed and
+recorded as timed out, and the next child goes on after it, so no fault or hang loses the other cases. The
+original kernel runs first, so a case whose error names the `orig` kernel was refused by NVIDIA's hardware
+itself. Results: OUT/tma_results.json (written after every child, so a run cut short keeps what it found).
 
 The original kernels run with maps from the driver's own cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col;
 the re-lowered ones (fatkit's lowering of cp.async.bulk.tensor into loads and stores, for the `sm_90` target)
 with the 128-byte maps of fatkit's reference encoder (fatkit/runtime.py) over the same device memory. Cases:
 tile loads (ranks 1-5, swizzles none/32/64/128 B, boxes partly or wholly outside, traversal strides, zero and
-NaN fill, 1-8-byte elements), im2col loads, tile stores and reductions, and a map built on the device with
-tensormap.replace. The record of each case says whether NVIDIA and fatkit agree byte for byte, and whether
-each agrees with the model (with the first differing bytes).
+NaN fill, 1-8-byte elements; tma.coverage_cases names one case each of the NaN fill under every swizzle,
+traversal strides and a box wholly outside), im2col loads, tile stores and reductions, a map built on the
+device with tensormap.replace, and the same copies issued under elect.sync by one or two warps of a 64-thread
+block (tma.elected_cases; fatkit spreads each over the lanes of its warp, passes/elected.py). The record of
+each case says whether NVIDIA and fatkit agree byte for byte, and whether each agrees with the model (with
+the first differing bytes).
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +41,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 THREADS = 64
 PATIENCE = 1 << 16  # mbarrier wait tries before a thread gives up (and reports it): a wrong count costs ~1 s, not minutes
+CASE_TIMEOUT = 30  # seconds a child may take for one case (module loading included) before it is killed
 
 
 # ------------------------------------------------------------------------------------------- build (here)
@@ -42,7 +52,7 @@ def build(out: Path) -> None:
     from tests import tma
 
     out.mkdir(parents=True, exist_ok=True)
-    modules = {"tma": tma.module(), "replace": tma.REPLACE}
+    modules = {"tma": tma.module(), "replace": tma.REPLACE, "elected": tma.elected_module()}
     for name, text in modules.items():
         (out / f"{name}.orig.ptx").write_text(text)
         translation = translate(text, Options(target="sm_90"))
@@ -57,11 +67,13 @@ def build(out: Path) -> None:
     # comes from an unaligned inner coordinate from one that does not
     cases += randoms + [tma.aligned(case) for case in randoms if case["coords"][0] * case["size"] % 16]
     cases += [tma.im2col_case(s) for s in range(8)] + [tma.store_case(s) for s in range(12)]
+    cases += tma.coverage_cases() + tma.elected_cases()
     (out / "cases.json").write_text(json.dumps(cases, indent=1))
     shutil.copy(HERE.parent / "tests" / "tma.py", out / "tma_model.py")
     shutil.copy(HERE.parent / "fatkit" / "runtime.py", out / "fatkit_runtime.py")
     shutil.copy(Path(__file__), out / "tma.py")
-    print(f"wrote {len(cases)} cases and {2 * len(modules)} PTX modules to {out}")
+    size = sum(path.stat().st_size for path in out.iterdir() if path.is_file())
+    print(f"wrote {len(cases)} cases and {2 * len(modules)} PTX modules to {out} ({size / 1e6:.1f} MB)")
 
 
 # ------------------------------------------------------------------------------------------- the driver
@@ -152,15 +164,17 @@ class Driver:
         return image.tobytes()
 
 
-def _params(values: list, image: bytes) -> list:
-    """ctypes objects for the kernel's parameters (tma_model.arguments order)."""
+def _params(case: dict, values: list, image: bytes) -> list:
+    """ctypes objects for the kernel's parameters (tma_model.arguments order, then an elected kernel's warps)."""
     params = [(ctypes.c_uint8 * 128).from_buffer_copy(image), ctypes.c_uint64(values[1])]
     params += [ctypes.c_uint32(v) for v in values[2:9]]  # five coordinates, bytes, patience
     rest = values[9:]
-    if len(rest) == 3:
-        params += [ctypes.c_uint16(v) for v in rest]
-    elif len(rest) == 1:
+    if case["kind"] == "im2col":
+        params += [ctypes.c_uint16(v) for v in rest[:3]]
+    elif case["kind"] == "store":
         params.append(ctypes.c_uint64(rest[0]))
+    if "elected" in case:
+        params.append(ctypes.c_uint32(case["elected"]))
     return params
 
 
@@ -184,13 +198,7 @@ def run(directory: Path, out: Path | None) -> int:
     # next child goes on after it
     while position < len(order):
         first = order[position]
-        try:
-            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
-                                  capture_output=True, text=True, timeout=240, check=False)
-            output, problem = done.stdout, done.stderr.strip()[-400:]
-        except subprocess.TimeoutExpired as expired:
-            output, problem = (expired.stdout or b"").decode(), "timed out after 240 s"
-        finished = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        finished, problem = _child(directory, first)
         for record in finished:
             records[record["index"]] = record
             print(json.dumps(record), flush=True)
@@ -210,6 +218,36 @@ def run(directory: Path, out: Path | None) -> int:
     if out is not None:
         _save(out, results)
     return 0
+
+
+def _child(directory: Path, first: int) -> tuple[list[dict], str]:
+    """Run cases from `first` on in a child process: the records it finished, and why it stopped (its error
+    output, or the timeout of a case that gave no answer within CASE_TIMEOUT seconds, when it is killed)."""
+    child = subprocess.Popen([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def forward() -> None:  # the child's lines, then None at its end
+        for line in child.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    errors: list[str] = []
+    threading.Thread(target=forward, daemon=True).start()
+    threading.Thread(target=lambda: errors.extend(child.stderr), daemon=True).start()
+    finished = []
+    while True:
+        try:
+            line = lines.get(timeout=CASE_TIMEOUT)
+        except queue.Empty:
+            child.kill()
+            child.wait()
+            return finished, f"timed out: no answer within {CASE_TIMEOUT} s"
+        if line is None:
+            child.wait()
+            return finished, "".join(errors).strip()[-400:]
+        if line.startswith("{"):
+            finished.append(json.loads(line))
 
 
 def _save(out: Path, results: list[dict]) -> None:
@@ -239,7 +277,7 @@ def run_from(directory: Path, first: int) -> None:
     order = _order(cases)
     driver = Driver()
     modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
-               for name in ("tma", "replace") for kind in ("orig", "fatkit")}
+               for name in ("tma", "replace", "elected") for kind in ("orig", "fatkit")}
     for index in order[order.index(first):]:
         record = {"index": index, "name": _name(cases, index)}
         try:
@@ -275,9 +313,11 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
         else:
             image = runtime.encode_tensor_map(case["data_type"], tensor, case["dims"], case["strides"], case["box"],
                                               case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
-        function = driver.function(modules["tma", kind], tma.kernel_name(case))
+        elected = "elected" in case
+        function = driver.function(modules["elected" if elected else "tma", kind],
+                                   ("elected_" if elected else "") + tma.kernel_name(case))
         try:
-            driver.launch(function, _params(tma.arguments(case, image, out, PATIENCE, source), image), THREADS)
+            driver.launch(function, _params(case, tma.arguments(case, image, out, PATIENCE, source), image), THREADS)
         except RuntimeError as error:
             raise RuntimeError(f"the {kind} kernel: {error}") from error
         if case["kind"] == "store":
@@ -289,7 +329,7 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
         driver.free(out)
     driver.free(tensor)
     driver.free(source)
-    want = tma.expected(case, memory)
+    want = tma.expected_elected(case, memory, case["elected"]) if "elected" in case else tma.expected(case, memory)
     result["nvidia_vs_fatkit"] = _first_difference(outputs["orig"], outputs["fatkit"])
     result["nvidia_vs_model"] = _first_difference(outputs["orig"], want)
     result["fatkit_vs_model"] = _first_difference(outputs["fatkit"], want)

@@ -21,8 +21,10 @@ nctaid.z/cz) workgroups, one a cluster.
   addresses are LDS accesses of the right CTA.
 - Barriers: `bar`/`barrier` of a CTA wait for that CTA's threads only (a workgroup `s_barrier` would wait
   for all k CTAs and deadlock where they diverge): every barrier form goes through the named barriers
-  (lower/sync.py), kept per CTA — the shared-memory state lies in the CTA's slice; the host's named-barrier
-  call gets ids 16·r + b — and a barrier without a thread count waits for the CTA's blockDim threads.
+  (lower/sync.py), kept per CTA — the shared-memory state lies in the CTA's slice; the named-barrier calls
+  of the host and of sm_90 (verification) get id 1 + b·k + r for barrier b of CTA r, within sm_90's 16
+  hardware barriers for `bar.sync 0` of up to 15 CTAs and clear of the workgroup's barrier 0 — and a
+  barrier without a thread count waits for the CTA's blockDim threads.
   `barrier.cluster.arrive/wait` is the workgroup's barrier. `.cluster` scope is the agent's on AMDGPU.
 """
 
@@ -42,7 +44,6 @@ from fatkit.translate.targets.base import Target
 
 WORKGROUP_LDS = 64 * 1024  # LDS one AMD workgroup may use on gfx9 (gfx90a, gfx942) and RDNA
 CLUSTER_DIRECTIVES = ("reqnctapercluster", "explicitcluster", "maxclusterrank")
-BARRIER_IDS = 16  # bar/barrier ids a CTA has
 PORTABLE_CLUSTER_CTAS = 8  # CUDA's largest portable cluster: a launch-given shape's bound without .maxclusterrank
 
 
@@ -192,11 +193,15 @@ class ClusterTarget:
         return builder.udiv(self.hardware.dynamic_shared_size(builder), self.cta_count(builder))
 
     def named_barrier(self, builder, barrier, expected, operation, predicate):
-        """The host's named barriers, BARRIER_IDS a CTA; a barrier without a count waits for the CTA."""
+        """The target's named barriers (the host's, and sm_90's hardware ones on the verification target),
+        barrier b of CTA r being 1 + b·k + r — so that `bar.sync 0` of up to 15 CTAs stays within the 16
+        hardware barriers of an NVIDIA CTA, and barrier 0, the workgroup's (barrier.cluster), is none of
+        theirs; a barrier without a count waits for the CTA."""
         everyone = builder.icmp_unsigned("==", expected, ir.Constant(I32, 0))
         ntid = [self.special_register(builder, "%ntid", c) for c in "xyz"]
         cta = builder.mul(builder.mul(ntid[0], ntid[1]), ntid[2])
-        own = builder.add(builder.mul(self.rank(builder), ir.Constant(I32, BARRIER_IDS)), barrier)
+        own = builder.add(builder.add(builder.mul(barrier, self.cta_count(builder)), self.rank(builder)),
+                          ir.Constant(I32, 1))
         return self.hardware.named_barrier(builder, own, builder.select(everyone, cta, expected), operation,
                                            predicate)
 
