@@ -23,8 +23,10 @@ from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.lower import kernel_signature
+from fatkit.translate.passes import run_passes
 from fatkit.translate.pipeline import Options, parse, run, translate
-from fatkit.translate.ptx import ast
+from fatkit.translate.ptx import ast, parse_ptx
+from fatkit.translate.ptx.printer import print_ptx
 from tests.amdrun import TARGETS, program
 from tests.corpus import corpus_file
 
@@ -713,3 +715,85 @@ def test_the_code_objects_metadata_says_where_the_launch_given_shape_goes(proces
     plan = runtime.plan_cluster_launch(metadata["dsmem"], (8, 2, 1), (32, 1, 1), (4, 1, 1), 100)
     assert (plan.grid, plan.block, plan.dynamic_shared_bytes, plan.kernarg_offset, plan.kernarg_tail) == \
            ((2, 2, 1), (32, 1, 4), 400, 16, bytes([4, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]))
+
+
+ELECTED_MULTICAST = HEADER + """
+.visible .entry elected_multicast(.param .u64 pout, .param .u32 pmask, .param .align 64 .b8 map[128])
+    .reqnctapercluster 4, 1, 1
+{
+    .reg .pred %p<8>;
+    .reg .b16 %h<2>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<12>;
+    .shared .align 128 .b8 box[128];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd2, [pout];
+    ld.param.u32 %r1, [pmask];
+    cvt.u16.u32 %h1, %r1;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %cluster_ctarank;
+    mov.u32 %r4, %clusterid.x;
+    shl.b32 %r5, %r2, 2;
+    mov.u32 %r8, box;
+    add.u32 %r9, %r8, %r5;
+    st.shared.u32 [%r9], -1;                // each CTA's box starts as all ones
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 mbarrier.init.shared.b64 [bar], 1;
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    shr.u32 %r12, %r1, %r3;
+    and.b32 %r12, %r12, 1;
+    setp.ne.u32 %p3, %r12, 0;               // the mask selects this CTA
+    and.pred %p4, %p3, %p1;
+    @%p4 mbarrier.arrive.expect_tx.shared.b64 %rd5, [bar], 128;
+    setp.ne.u32 %p2, %r3, 0;
+    @%p2 bra $issued;                       // rank 0's warp issues, its elected lane the copy
+    mov.u32 %r13, -1;
+    elect.sync _|%p5, %r13;
+    selp.b32 %r14, 1, 0, %p5;
+    setp.eq.b32 %p6, %r14, 0;
+    @%p6 bra $elected;
+    mul.lo.u32 %r11, %r4, 32;               // the cluster's 32 elements
+    mov.u32 %r10, bar;
+    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
+        [%r8], [map, {%r11}], [%r10], %h1;
+$elected:
+$issued:
+    @!%p3 bra $waited;
+$wait:
+    mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;
+    @!%p1 bra $wait;
+$waited:
+    bar.sync 0;
+    ld.shared.u32 %r15, [%r9];
+    mov.u32 %r16, %ctaid.x;
+    mad.lo.u32 %r17, %r16, 32, %r2;
+    mul.wide.u32 %rd6, %r17, 4;
+    add.u64 %rd7, %rd2, %rd6;
+    st.global.u32 [%rd7], %r15;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mask", [0b1011, 0b0100, 0b1111])
+def test_an_elected_multicast_tensor_copy_is_shared_by_the_warp_and_fills_the_ctas_of_the_mask(target, mask):
+    """Rank 0's warp issues the multicast under elect.sync (passes/elected.py moves it; its lanes share each
+    destination's box, its issuer completes each selected CTA's mbarrier once): 32-thread CTAs, on gfx942 two
+    CTAs a wave."""
+    assert "fatkit::spread" in print_ptx(run_passes(parse_ptx(ELECTED_MULTICAST), until="elected").module)
+    tensor = RNG.integers(0, 1 << 32, 2 * 32, dtype=np.uint64).astype(np.uint32)
+    image = runtime.encode_tensor_map(2, tensor.ctypes.data, [64], [], [32])  # UINT32, a 32-element box
+    out = np.zeros(8 * 32, np.uint32)
+    workgroups, size = _launch_geometry((8, 1, 1), (32, 1, 1), (4, 1, 1))
+    _program(ELECTED_MULTICAST, target).launch("elected_multicast", [out, mask, image], grid=workgroups, block=size,
+                                               buffers=(tensor,))
+    got = out.reshape(8, 32)
+    for cta in range(8):
+        cluster, rank = divmod(cta, 4)
+        want = tensor[32 * cluster:32 * cluster + 32] if mask >> rank & 1 else np.full(32, 0xFFFFFFFF, np.uint32)
+        assert (got[cta] == want).all(), (cta, mask)
