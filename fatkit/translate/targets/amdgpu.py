@@ -618,8 +618,6 @@ def with_one_metadata_note(objects: list[bytes]) -> list[bytes]:
             for index, data in enumerate(objects)]
 
 
-
-
 def cluster_metadata(kernel: LoweredKernel) -> dict[str, object]:
     """The metadata entries that tell the shim a kernel's cluster launch geometry."""
     if kernel.cluster is not None:
