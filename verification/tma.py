@@ -276,8 +276,7 @@ def run_from(directory: Path, first: int) -> None:
     cases = json.loads((directory / "cases.json").read_text())
     order = _order(cases)
     driver = Driver()
-    modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
-               for name in ("tma", "replace", "elected") for kind in ("orig", "fatkit")}
+    modules = _Modules(driver, directory)
     for index in order[order.index(first):]:
         record = {"index": index, "name": _name(cases, index)}
         try:
@@ -290,6 +289,20 @@ def run_from(directory: Path, first: int) -> None:
         print(json.dumps(record), flush=True)
         if "error" in record:
             return
+
+
+class _Modules(dict):
+    """(module, kind) → the loaded module, each loaded (JIT-compiled by the driver) when a case first needs it:
+    a child that starts after a fault loads only what its cases use."""
+
+    def __init__(self, driver: Driver, directory: Path) -> None:
+        super().__init__()
+        self.driver, self.directory = driver, directory
+
+    def __missing__(self, key: tuple[str, str]) -> ctypes.c_void_p:
+        name, kind = key
+        self[key] = self.driver.module((self.directory / f"{name}.{kind}.ptx").read_bytes())
+        return self[key]
 
 
 def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
