@@ -747,6 +747,8 @@ ELECTED_MULTICAST = HEADER + """
     setp.ne.u32 %p3, %r12, 0;               // the mask selects this CTA
     and.pred %p4, %p3, %p1;
     @%p4 mbarrier.arrive.expect_tx.shared.b64 %rd5, [bar], 128;
+    mov.b64 %rd8, map;
+    cvta.param.u64 %rd8, %rd8;              // the map's generic address, as nvcc passes it
     setp.ne.u32 %p2, %r3, 0;
     @%p2 bra $issued;                       // rank 0's warp issues, its elected lane the copy
     mov.u32 %r13, -1;
@@ -757,7 +759,7 @@ ELECTED_MULTICAST = HEADER + """
     mul.lo.u32 %r11, %r4, 32;               // the cluster's 32 elements
     mov.u32 %r10, bar;
     cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
-        [%r8], [map, {%r11}], [%r10], %h1;
+        [%r8], [%rd8, {%r11}], [%r10], %h1;
 $elected:
 $issued:
     @!%p3 bra $waited;

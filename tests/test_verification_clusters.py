@@ -1,7 +1,8 @@
-"""verification/clusters.py's build, here: nvcc's cluster kernels (verification/cuda/clusters.cu) in the static
-and launch-given forms, fatkit's sm_90 re-lowering of both (ptxas must accept all four modules, as the H200's
-driver will), and the executor's outputs the build stores (gfx942, gfx1100, launched through
-fatkit.runtime.plan_cluster_launch) against a numpy model of what CUDA's definitions make each kernel write.
+"""verification/clusters.py's build, here: nvcc's cluster kernels (verification/cuda/clusters.cu) and the
+elected multicast TMA kernel in the static and launch-given forms, fatkit's sm_90 re-lowering of each (ptxas
+must accept all eight modules, as the H200's driver will), and the executor's outputs the build stores
+(gfx942, gfx1100, launched through fatkit.runtime.plan_cluster_launch) against a numpy model of what CUDA's
+definitions make each kernel write.
 """
 
 from __future__ import annotations
@@ -58,8 +59,16 @@ def _divergent(a: np.ndarray, threads: int) -> np.ndarray:
     return out.astype(np.uint32).reshape(-1)
 
 
+def _multicast(a: np.ndarray, ctas: int, mask: int) -> np.ndarray:
+    """Each CTA's box: its cluster's 32 words where the mask selects its rank, else the all-ones it started as."""
+    return np.concatenate([a[32 * (cta // 4):32 * (cta // 4) + 32] if mask >> (cta % 4) & 1
+                           else np.full(32, 0xFFFFFFFF, np.uint32) for cta in range(ctas)])
+
+
 def _model(name: str, a: np.ndarray) -> np.ndarray:
     kernel, grid, block, cluster, _, _, _ = clusters.CASES[name]
+    if kernel == "elected_multicast":
+        return _multicast(a, grid[0], clusters.MASKS[name])
     if kernel == "ring":
         return _ring(a, cluster[0])
     if kernel == "registers":
@@ -71,10 +80,12 @@ def test_the_cluster_verification_builds_and_the_executor_matches_the_model(tmp_
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not available (PyPI nvidia-cuda-nvcc)")
     clusters.build(tmp_path)
-    for form in ("static", "launch"):
-        for kind in ("orig", "fatkit"):
-            oracles.assert_ptxas_accepts((tmp_path / f"clusters.{form}.{kind}.ptx").read_bytes(), tmp_path)
-    assert ".reqnctapercluster" not in (tmp_path / "clusters.launch.orig.ptx").read_text()
+    for module in ("clusters", "multicast"):
+        for form in ("static", "launch"):
+            for kind in ("orig", "fatkit"):
+                oracles.assert_ptxas_accepts((tmp_path / f"{module}.{form}.{kind}.ptx").read_bytes(), tmp_path)
+        launch = (tmp_path / f"{module}.launch.orig.ptx").read_text()
+        assert ".reqnctapercluster" not in launch and ".explicitcluster" in launch
     cases = json.loads((tmp_path / "cases.json").read_text())
     assert {c["name"] for c in cases} == set(clusters.CASES)
     inputs, executor = np.load(tmp_path / "inputs.npz"), np.load(tmp_path / "executor.npz")

@@ -3,11 +3,14 @@ re-lowered to sm_90 PTX, and against the AMD executor (fatkit.emulate, gfx942 an
 
     python verification/clusters.py build -o DIR     # here (about a minute): nvcc and ptxas from pip, fatkit, the executor
     python DIR/clusters.py run DIR -o OUT             # on the GPU machine (under a minute): numpy and libcuda only
+                                                      # (results: OUT/clusters_results.json; build dir ~0.2 MB)
 
 The kernels (verification/cuda/clusters.cu, compiled by nvcc -ptx -arch=sm_90) use `__cluster_dims__`,
 cooperative groups' cluster.sync() (barrier.cluster), map_shared_rank (mapa, ld/atom.shared::cluster),
 query_shared_rank (getctarank), the cluster registers, per-CTA __syncthreads() that diverge between the CTAs
-of a cluster, and dynamic shared memory. Each runs in two forms:
+of a cluster, and dynamic shared memory; a hand-written kernel (tests/test_translate_cluster.py's
+ELECTED_MULTICAST) has one warp multicast a TMA box into the CTAs of a mask under elect.sync (NVIDIA's map
+from cuTensorMapEncodeTiled, fatkit's from its encoder). Each runs in two forms:
 
 - static: the PTX as nvcc wrote it (`.explicitcluster .reqnctapercluster cx, cy, cz`), launched by
   cuLaunchKernel; fatkit's form runs each cluster as one CTA of k·blockDim threads (lower/cluster.py);
@@ -47,16 +50,28 @@ CASES = {
     "registers.launch": ("registers", (4, 4, 1), (8, 4, 1), (1, 2, 1), 0, 0, 16 * 16 * 32),
     "divergent.static": ("divergent", (4, 1, 1), (96, 1, 1), (2, 1, 1), 96 * 4, 4 * 96, 4 * 96 * 2),
     "divergent.launch": ("divergent", (4, 1, 1), (96, 1, 1), (2, 1, 1), 96 * 4, 4 * 96, 4 * 96 * 2),
+    # tests/test_translate_cluster.py's ELECTED_MULTICAST: rank 0's warp multicasts a 32-word TMA box (a tensor
+    # of 64 words, through a tensor map) into the CTAs of the mask under elect.sync
+    "multicast.static": ("elected_multicast", (8, 1, 1), (32, 1, 1), (4, 1, 1), 0, 64, 8 * 32),
+    "multicast.launch": ("elected_multicast", (8, 1, 1), (32, 1, 1), (4, 1, 1), 0, 64, 8 * 32),
 }
+MASKS = {"multicast.static": 0b1011, "multicast.launch": 0b0110}  # the multicast cases' ctaMask
+PLACEHOLDER_ADDRESS = 1 << 16  # fatkit's map's tensor at build; the run writes the tensor's (a u64 at offset 0)
 
 
 def _form(name: str) -> str:
     return "static" if name.endswith(".static") else "launch"
 
 
+def _module(name: str) -> str:
+    return "multicast" if name.startswith("multicast.") else "clusters"
+
+
 def _launch_given(ptx: str) -> str:
     """The PTX with its cluster shapes left to the launch (`.explicitcluster` alone)."""
-    return re.sub(r"\.reqnctapercluster[^\n]*\n", "", ptx)
+    if ".explicitcluster" not in ptx:
+        ptx = ptx.replace(".reqnctapercluster", ".explicitcluster .reqnctapercluster")
+    return re.sub(r"\.reqnctapercluster[^\n]*\n", "\n", ptx)
 
 
 # ------------------------------------------------------------------------------------------- build (here)
@@ -67,6 +82,7 @@ def build(out: Path) -> None:
     from fatkit.formats.hsaco import parse_code_object
     from fatkit.translate.pipeline import Options, translate
     from tests.amdrun import EmulatedProgram
+    from tests.test_translate_cluster import ELECTED_MULTICAST
 
     out.mkdir(parents=True, exist_ok=True)
     nvcc = shutil.which("nvcc")
@@ -74,43 +90,52 @@ def build(out: Path) -> None:
         raise SystemExit("nvcc not on PATH (pip install nvidia-cuda-nvcc)")
     original = out / "clusters.static.orig.ptx"
     subprocess.run([nvcc, "-ptx", "-arch=sm_90", str(HERE / "cuda" / "clusters.cu"), "-o", str(original)], check=True)
-    texts = {"static": original.read_text()}
-    texts["launch"] = _launch_given(texts["static"])
-    (out / "clusters.launch.orig.ptx").write_text(texts["launch"])
+    texts = {("clusters", "static"): original.read_text(), ("multicast", "static"): ELECTED_MULTICAST}
+    for module in ("clusters", "multicast"):
+        texts[module, "launch"] = _launch_given(texts[module, "static"])
     metadata = {}
     executors = {}
-    for form, text in texts.items():
+    for (module, form), text in texts.items():
+        (out / f"{module}.{form}.orig.ptx").write_text(text)
         translation = translate(text, Options(target="sm_90"))
         bad = [(k.name, k.reason) for k in translation.kernels if k.status != "ok"]
         if bad:
-            raise SystemExit(f"{form}: not translated for sm_90: {bad}")
-        (out / f"clusters.{form}.fatkit.ptx").write_bytes(translation.product)
+            raise SystemExit(f"{module}.{form}: not translated for sm_90: {bad}")
+        (out / f"{module}.{form}.fatkit.ptx").write_bytes(translation.product)
         for processor in PROCESSORS:
             code_object = translate(text, Options(target=processor)).product
-            executors[form, processor] = EmulatedProgram(code_object)
+            executors[module, form, processor] = EmulatedProgram(code_object)
             entries = {k[".name"]: k for k in parse_code_object(code_object).metadata["amdhsa.kernels"]}
-            metadata[form, processor] = entries
+            metadata[module, form, processor] = entries
     rng = np.random.default_rng(2190)
     inputs, outputs, cases = {}, {}, []
     for name, (kernel, grid, block, cluster, shared, words_in, words_out) in CASES.items():
-        form = _form(name)
+        form, module = _form(name), _module(name)
         a = rng.integers(0, 1 << 32, max(words_in, 1), dtype=np.uint64).astype(np.uint32)
         inputs[name] = a
-        entry = metadata[form, PROCESSORS[0]][kernel]
+        entry = metadata[module, form, PROCESSORS[0]][kernel]
         # the sm_90 form: the shim's geometry (its LDS check is the AMD device's, not the H200's)
         sm90 = runtime.plan_cluster_launch(entry, grid, block, cluster if form == "launch" else None, shared,
                                            lds_bytes=1 << 30)
-        cases.append({"name": name, "kernel": kernel, "form": form, "grid": grid, "block": block, "cluster": cluster,
-                      "shared": shared, "words_in": words_in, "words_out": words_out,
-                      "fatkit": {"grid": sm90.grid, "block": sm90.block, "shared": sm90.dynamic_shared_bytes,
-                                 "tail": sm90.kernarg_tail.hex()}})
+        case = {"name": name, "module": module, "kernel": kernel, "form": form, "grid": grid, "block": block,
+                "cluster": cluster, "shared": shared, "words_in": words_in, "words_out": words_out,
+                "fatkit": {"grid": sm90.grid, "block": sm90.block, "shared": sm90.dynamic_shared_bytes,
+                           "tail": sm90.kernarg_tail.hex()}}
+        if module == "multicast":  # fatkit's map of the 64-word tensor, a 32-word box (UINT32)
+            case["mask"] = MASKS[name]
+            case["map"] = runtime.encode_tensor_map(2, PLACEHOLDER_ADDRESS, [64], [], [32]).hex()
+        cases.append(case)
         for processor in PROCESSORS:
-            plan = runtime.plan_cluster_launch(metadata[form, processor][kernel], grid, block,
+            plan = runtime.plan_cluster_launch(metadata[module, form, processor][kernel], grid, block,
                                                cluster if form == "launch" else None, shared)
             result = np.zeros(words_out, np.uint32)
-            args = ([a] if words_in else []) + [result] + ([plan.kernarg_tail] if plan.kernarg_tail else [])
-            executors[form, processor].launch(kernel, args, grid=plan.grid, block=plan.block,
-                                              shared_bytes=plan.dynamic_shared_bytes)
+            if module == "multicast":
+                args = [result, case["mask"], runtime.encode_tensor_map(2, a.ctypes.data, [64], [], [32])]
+            else:
+                args = ([a] if words_in else []) + [result]
+            executors[module, form, processor].launch(
+                kernel, args + ([plan.kernarg_tail] if plan.kernarg_tail else []), grid=plan.grid, block=plan.block,
+                shared_bytes=plan.dynamic_shared_bytes, buffers=(a,))
             outputs[f"{name}@{processor}"] = result
     np.savez_compressed(out / "inputs.npz", **inputs)
     np.savez_compressed(out / "executor.npz", **outputs)
@@ -172,6 +197,17 @@ class Driver:
                    ctypes.c_size_t(data.nbytes))
         return data
 
+    def encode_tiled(self, data_type: int, address: int, dims: list[int], strides: list[int], box: list[int]) -> bytes:
+        """NVIDIA's map (cuTensorMapEncodeTiled: no interleave, swizzle, promotion; zero fill)."""
+        storage = np.zeros(256, np.uint8)
+        start = (-storage.ctypes.data) % 64
+        rank = len(dims)
+        self.check("cuTensorMapEncodeTiled", ctypes.c_void_p(storage.ctypes.data + start), data_type, rank,
+                   ctypes.c_void_p(address), (ctypes.c_uint64 * rank)(*dims),
+                   (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+                   (ctypes.c_uint32 * rank)(*[1] * rank), 0, 0, 0, 0)
+        return storage[start:start + 128].tobytes()
+
     def launch(self, function, params: list, grid, block, shared: int, cluster=None) -> None:
         pointers = (ctypes.c_void_p * len(params))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in params])
         if shared:
@@ -203,11 +239,18 @@ def run_case(directory: Path, name: str) -> dict:
     driver = Driver()
     results = {}
     for kind in ("orig", "fatkit"):
-        image = (directory / f"clusters.{case['form']}.{kind}.ptx").read_bytes()
+        image = (directory / f"{case['module']}.{case['form']}.{kind}.ptx").read_bytes()
         function = driver.function(image, case["kernel"])
         out = np.zeros(case["words_out"], np.uint32)
         pointers = ([driver.alloc(a)] if case["words_in"] else []) + [driver.alloc(out)]
         params: list = [ctypes.c_uint64(p) for p in pointers]
+        if case["module"] == "multicast":  # out, the mask, the map (NVIDIA's, or fatkit's moved to the tensor)
+            if kind == "orig":
+                tensor_map = bytearray(driver.encode_tiled(2, pointers[0], [64], [], [32]))
+            else:
+                tensor_map = bytearray.fromhex(case["map"])
+                tensor_map[0:8] = pointers[0].to_bytes(8, "little")
+            params = [params[1], ctypes.c_uint32(case["mask"]), (ctypes.c_uint8 * 128).from_buffer_copy(tensor_map)]
         try:
             if kind == "orig":
                 driver.launch(function, params, case["grid"], case["block"], case["shared"],
