@@ -304,11 +304,11 @@ def plan_cluster_launch(kernel: dict[str, Any], grid: Sequence[int], block: Sequ
     `kernel` (docs/runtime.md, the shim's duties): k CTAs a workgroup of (bx, by, bz·k) work-items, a grid
     divided by the cluster shape, k·D bytes of dynamic LDS and, for a launch-given shape, (cx, cy, cz,
     explicit) as four u32 at the kernel's offset. Raises ClusterLaunchError where the driver refuses."""
-    grid3, block3 = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
-    given = None if cluster is None else (tuple(cluster) + (1, 1))[:3]
+    grid3, block3 = _three(grid), _three(block)
+    given = None if cluster is None else _three(cluster)
     offset = kernel.get(CLUSTER_SHAPE_OFFSET_KEY)
     if CLUSTER_DIMS_KEY in kernel:
-        shape = tuple(kernel[CLUSTER_DIMS_KEY])
+        shape = _three(kernel[CLUSTER_DIMS_KEY])
         if given is not None and given != shape:
             raise ClusterLaunchError(f"the kernel's cluster shape is {shape}; the launch asks for {given}")
         most = _product(shape)
@@ -330,8 +330,14 @@ def plan_cluster_launch(kernel: dict[str, Any], grid: Sequence[int], block: Sequ
     if lds > lds_bytes:
         raise ClusterLaunchError(f"a cluster of {k} CTAs needs {lds} > {lds_bytes} bytes of LDS")
     tail = b"" if offset is None else struct.pack("<4I", *shape, int(given is not None))
-    return ClusterLaunch(tuple(g // c for g, c in zip(grid3, shape)), (block3[0], block3[1], block3[2] * k),
-                         k * dynamic_shared_bytes, offset, tail)
+    return ClusterLaunch((grid3[0] // shape[0], grid3[1] // shape[1], grid3[2] // shape[2]),
+                         (block3[0], block3[1], block3[2] * k), k * dynamic_shared_bytes, offset, tail)
+
+
+def _three(values: Sequence[int]) -> tuple[int, int, int]:
+    """x, y, z of a dim3 given with 1 to 3 components."""
+    padded = [*values, 1, 1]
+    return (int(padded[0]), int(padded[1]), int(padded[2]))
 
 
 def _product(values: Sequence[int]) -> int:

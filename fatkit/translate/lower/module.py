@@ -7,7 +7,7 @@ import struct
 from llvmlite import ir
 
 from fatkit.translate.lower.cluster import (
-    ClusterLayout, ClusterShape, check_shared_fits, cluster_target, static_cluster,
+    ClusterLayout, ClusterShape, ClusterTarget, check_shared_fits, cluster_target, static_cluster,
 )
 from fatkit.translate.lower.core import (
     I8, Lowering, SharedWindow, Unsupported, align_up, kernel_signature, llvm_type,
@@ -63,7 +63,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     barrier_state = named_barriers and not target.named_barrier_calls
     shared, shared_bytes, window, layout = _shared_variables(
         kernel, module, target, [v for v in module_level if v.state_space == "shared"], barrier_state, cluster)
-    if layout is not None:
+    if layout is not None and isinstance(target, ClusterTarget):  # (a launch-given bound lowered to what fits)
         cluster = target.cluster = layout.cluster
     state = shared.pop(_BARRIER_STATE, None)
     memory = {name: ("shared", pointer) for name, pointer in shared.items()}
@@ -75,7 +75,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
             memory[variable.name] = (variable.state_space,
                                      _module_variable(kernel, variable, module, target, addresses))
     function, builder, values = target.define_kernel(module, signature, param_types)
-    if cluster is not None and cluster.dims is None:  # the shape the launch gives, after CUDA's parameters
+    if isinstance(target, ClusterTarget) and target.cluster.dims is None:  # the launch's shape, after CUDA's params
         target.bind(function, builder, values[-1])
     callees = _Callees(module, target, functions, memory, window, prepared)
     callees.cluster = layout
