@@ -267,3 +267,81 @@ def replace_address(image: bytes, global_address: int) -> bytes:
            f"globalAddress 0x{global_address:x} must be non-null and {alignment}-byte aligned")
     tensor.global_address = global_address
     return tensor.to_bytes()
+
+
+# ------------------------------------------------------------------------------------------- cluster launches
+
+# The kernel metadata entries (amdhsa.kernels) of a kernel that runs a cluster of CTAs as one workgroup:
+# its static shape, or where the launch-given shape goes in the kernarg segment and the most CTAs it may hold.
+CLUSTER_DIMS_KEY = ".fatkit.cluster_dims"
+CLUSTER_SHAPE_OFFSET_KEY = ".fatkit.cluster_shape_offset"
+CLUSTER_MAX_CTAS_KEY = ".fatkit.cluster_max_ctas"
+MAX_WORKGROUP_THREADS = 1024
+
+
+class ClusterLaunchError(FatkitError):
+    """A cluster launch the shim refuses (the driver's cudaErrorClusterOutOfResources / invalid value)."""
+
+
+@dataclass(frozen=True)
+class ClusterLaunch:
+    """What the shim launches for a CUDA launch of a kernel: workgroups, their work-items, the dynamic LDS
+    bytes, and `kernarg_tail` (bytes to write at `kernarg_offset`, after CUDA's parameter buffer; empty for a
+    kernel without a launch-given cluster shape)."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared_bytes: int
+    kernarg_offset: int | None = None
+    kernarg_tail: bytes = b""
+
+
+def plan_cluster_launch(kernel: dict[str, Any], grid: Sequence[int], block: Sequence[int],
+                        cluster: Sequence[int] | None = None, dynamic_shared_bytes: int = 0,
+                        lds_bytes: int = 64 * 1024) -> ClusterLaunch:
+    """The launch of `grid` CTAs of `block` threads in clusters of `cluster` CTAs (None: a launch without a
+    cluster dimension attribute), D = `dynamic_shared_bytes` a CTA, of the kernel whose metadata entry is
+    `kernel` (docs/runtime.md, the shim's duties): k CTAs a workgroup of (bx, by, bz·k) work-items, a grid
+    divided by the cluster shape, k·D bytes of dynamic LDS and, for a launch-given shape, (cx, cy, cz,
+    explicit) as four u32 at the kernel's offset. Raises ClusterLaunchError where the driver refuses."""
+    grid3, block3 = _three(grid), _three(block)
+    given = None if cluster is None else _three(cluster)
+    offset = kernel.get(CLUSTER_SHAPE_OFFSET_KEY)
+    if CLUSTER_DIMS_KEY in kernel:
+        shape = _three(kernel[CLUSTER_DIMS_KEY])
+        if given is not None and given != shape:
+            raise ClusterLaunchError(f"the kernel's cluster shape is {shape}; the launch asks for {given}")
+        most = _product(shape)
+    elif offset is not None:
+        shape = given or (1, 1, 1)
+        most = kernel[CLUSTER_MAX_CTAS_KEY]
+    else:  # no cluster form reads the cluster: each CTA its own workgroup, whatever the launch's clusters
+        return ClusterLaunch(grid3, block3, dynamic_shared_bytes)
+    k = _product(shape)
+    if any(g % c for g, c in zip(grid3, shape)):
+        raise ClusterLaunchError(f"the grid {grid3} is not a whole number of {shape} clusters")
+    if k > most:
+        raise ClusterLaunchError(f"clusters of {k} CTAs: the kernel's code object holds shared memory for {most}")
+    threads = k * _product(block3)
+    if threads > MAX_WORKGROUP_THREADS:
+        raise ClusterLaunchError(f"a cluster of {k} CTAs of {_product(block3)} threads is {threads} > "
+                                 f"{MAX_WORKGROUP_THREADS} threads: it cannot run as one workgroup")
+    lds = kernel.get(".group_segment_fixed_size", 0) + k * dynamic_shared_bytes
+    if lds > lds_bytes:
+        raise ClusterLaunchError(f"a cluster of {k} CTAs needs {lds} > {lds_bytes} bytes of LDS")
+    tail = b"" if offset is None else struct.pack("<4I", *shape, int(given is not None))
+    return ClusterLaunch((grid3[0] // shape[0], grid3[1] // shape[1], grid3[2] // shape[2]),
+                         (block3[0], block3[1], block3[2] * k), k * dynamic_shared_bytes, offset, tail)
+
+
+def _three(values: Sequence[int]) -> tuple[int, int, int]:
+    """x, y, z of a dim3 given with 1 to 3 components."""
+    padded = [*values, 1, 1]
+    return (int(padded[0]), int(padded[1]), int(padded[2]))
+
+
+def _product(values: Sequence[int]) -> int:
+    result = 1
+    for value in values:
+        result *= value
+    return result

@@ -675,12 +675,6 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
 
 
 @pytest.mark.parametrize("body, directives, reason", [
-    ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [map, {%r3, %r3}], "
-     "[%r2];", ".explicitcluster", "its cluster shape is given at launch"),
-    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 256, [%r2];",
-     ".explicitcluster", "its cluster shape is given at launch"),
-    ("mbarrier.arrive.release.cluster.shared::cta.b64 %rd2, [%r2];", ".maxclusterrank 4",
-     "allows clusters of up to 4 CTAs"),
     ("cp.async.cg.shared.global [%r1], [%rd1], 8;", "", "cp.async.cg copies 16 bytes"),
     ("cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f16 [%rd1], [%r1], 16;", "",
      "half-precision min/max"),

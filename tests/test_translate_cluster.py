@@ -22,8 +22,11 @@ from fatkit import runtime
 from fatkit.extract.scan import scan_paths
 from fatkit.extract.select import ptx_modules
 from fatkit.formats.hsaco import parse_code_object
+from fatkit.translate.lower import kernel_signature
+from fatkit.translate.passes import run_passes
 from fatkit.translate.pipeline import Options, parse, run, translate
-from fatkit.translate.ptx import ast
+from fatkit.translate.ptx import ast, parse_ptx
+from fatkit.translate.ptx.printer import print_ptx
 from tests.amdrun import TARGETS, program
 from tests.corpus import corpus_file
 
@@ -52,12 +55,13 @@ REGISTERS = ["%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ct
              "%nclusterid.y", "%nclusterid.z", "%warpid"]
 
 
-def _registers_kernel(shape) -> str:
-    """Each thread writes the registers at its (CTA linear index · CTA threads + linear thread) row."""
+def _registers_kernel(shape, directive: str | None = None) -> str:
+    """Each thread writes the registers at its (CTA linear index · CTA threads + linear thread) row; the
+    cluster shape `.reqnctapercluster shape`, or `directive` (a launch-given shape)."""
     reads = "".join(f"    mov.u32 %r10, {name};\n    st.global.u32 [%rd3+{4 * k}], %r10;\n"
                     for k, name in enumerate(REGISTERS))
     return HEADER + f"""
-.visible .entry registers(.param .u64 out) .reqnctapercluster {shape[0]}, {shape[1]}, {shape[2]}
+.visible .entry registers(.param .u64 out) {directive or ".reqnctapercluster " + ", ".join(map(str, shape))}
 {{
     .reg .pred %p<2>;
     .reg .b32 %r<16>;
@@ -92,7 +96,7 @@ def _registers_kernel(shape) -> str:
 """
 
 
-def _registers_model(grid, block, shape) -> np.ndarray:
+def _registers_model(grid, block, shape, explicit: int = 1) -> np.ndarray:
     rows = []
     for cz in range(grid[2]):
         for cy in range(grid[1]):
@@ -107,7 +111,7 @@ def _registers_model(grid, block, shape) -> np.ndarray:
                             rows.append([tx, ty, tz, *block, *ctaid, *grid, *within, *shape, rank,
                                          shape[0] * shape[1] * shape[2],
                                          *(c // s for c, s in zip(ctaid, shape)),
-                                         *(g // s for g, s in zip(grid, shape)), linear // 32, 1])
+                                         *(g // s for g, s in zip(grid, shape)), linear // 32, explicit])
     return np.array(rows, np.uint32)
 
 
@@ -156,8 +160,9 @@ DSMEM = HEADER + """
     barrier.cluster.wait.acquire.aligned;
     add.u32 %r10, %r3, 1;
     rem.u32 %r10, %r10, %r4;                 // next = (rank + 1) % k
-    add.u32 %r11, %r3, 3;
-    rem.u32 %r11, %r11, %r4;                 // previous = (rank + 3) % k
+    add.u32 %r11, %r3, %r4;
+    sub.u32 %r11, %r11, 1;
+    rem.u32 %r11, %r11, %r4;                 // previous = (rank + k - 1) % k
     mul.lo.u32 %r12, %r1, 7;
     and.b32 %r12, %r12, 31;
     shl.b32 %r12, %r12, 2;
@@ -557,7 +562,10 @@ def test_the_code_objects_metadata_gives_the_shim_the_cluster_shape(processor):
     # 12288 bytes and the CTA's 16 named barriers (3 words each): 12480 a CTA
     (".reqnctapercluster 2, 2, 2", 12288, "8 CTAs of 12480 bytes of shared memory cannot run as one workgroup "
                                           "(99840 > 65536 bytes of LDS)"),
-    (".explicitcluster", 16, "given at launch"),
+    (".explicitcluster .maxntid 1024", 16, "clusters (of a shape given at launch) of 2 CTAs of 1024 threads cannot "
+                                           "run as one workgroup (2048 > 1024 threads)"),
+    (".maxclusterrank 4", 40000, "clusters (of a shape given at launch) of 2 CTAs of 40192 bytes of shared memory "
+                                 "cannot run as one workgroup (80384 > 65536 bytes of LDS)"),
 ])
 def test_clusters_that_cannot_be_one_workgroup_are_refused_with_the_reason(directives, shared, reason):
     ptx = HEADER + f"""
@@ -615,4 +623,179 @@ def test_warp_langs_cluster_kernels_lower(target):
 def test_the_samples_cluster_kernels_lower(target):
     text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
     reports = {r.name: r for r in run(text, Options(target=target), until="lower").reports}
-    assert reports["_Z9clusteredPi"].status == "ok", reports["_Z9clusteredPi"].reason
+    for name in ("_Z9clusteredPi", "_Z14cluster_boundsPi"):  # (.maxclusterrank 2: a launch-given shape)
+        assert reports[name].status == "ok", reports[name].reason
+
+
+# ------------------------------------------------------------------------------------------------ launch-given shapes
+
+def _planned(program, kernel: str, grid, block, cluster, shared_bytes: int = 0) -> runtime.ClusterLaunch:
+    """The launch the shim makes (fatkit.runtime.plan_cluster_launch) from the kernel's code-object metadata;
+    the host target has none: there the entry the amdgpu target writes, from the kernel's signature."""
+    if hasattr(program, "code_object"):
+        (entry,) = [k for k in parse_code_object(program.code_object).metadata["amdhsa.kernels"]
+                    if k[".name"] == kernel]
+    else:
+        signature = next(kernel_signature(k) for k in parse(program.ptx, Options(target="host")).kernels
+                         if k.name == kernel)
+        entry = {runtime.CLUSTER_SHAPE_OFFSET_KEY: signature.params[-1].offset, runtime.CLUSTER_MAX_CTAS_KEY: 8}
+    return runtime.plan_cluster_launch(entry, grid, block, cluster, shared_bytes)
+
+
+@functools.cache
+def _launchable(ptx: str, target: str):
+    loaded = program(ptx, target)
+    loaded.ptx = ptx
+    return loaded
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("directive, shape, grid, block, explicit", [
+    (".explicitcluster", (2, 2, 1), (4, 2, 1), (16, 2, 1), 1),
+    (".explicitcluster", (1, 2, 2), (2, 2, 4), (8, 2, 4), 1),
+    (".maxclusterrank 4", (4, 1, 1), (4, 1, 2), (32, 1, 1), 1),
+    (".maxclusterrank 4", None, (3, 2, 1), (32, 1, 1), 0),  # a launch without clusters: of one CTA, implicit
+])
+def test_cluster_registers_of_a_launch_given_shape_are_each_ctas(target, directive, shape, grid, block, explicit):
+    """The shim writes the launch's shape after CUDA's parameters (docs/runtime.md); the registers follow it."""
+    loaded = _launchable(_registers_kernel(None, directive), target)
+    plan = _planned(loaded, "registers", grid, block, shape)
+    want = _registers_model(grid, block, shape or (1, 1, 1), explicit)
+    out = np.zeros(want.size, np.uint32)
+    loaded.launch("registers", [out, plan.kernarg_tail], grid=plan.grid, block=plan.block)
+    got = out.reshape(want.shape)
+    for column, name in enumerate([*REGISTERS, "%is_explicit_cluster"]):
+        assert (got[:, column] == want[:, column]).all(), name
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k", [2, 4])
+def test_ctas_of_a_launch_given_cluster_exchange_shared_memory(target, k):
+    """dsmem with `.explicitcluster` in place of its `.reqnctapercluster 4, 1, 1`, launched in clusters of k."""
+    loaded = _launchable(DSMEM.replace(".reqnctapercluster 4, 1, 1", ".explicitcluster"), target)
+    plan = _planned(loaded, "dsmem", (8, 1, 1), (32, 1, 1), (k, 1, 1))
+    a = RNG.integers(0, 1 << 32, 8 * 32, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(8 * 32 * 8, np.uint32)
+    loaded.launch("dsmem", [a, out, plan.kernarg_tail], grid=plan.grid, block=plan.block)
+    assert (out == _dsmem_model(a, k)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_shared_memory_of_a_launch_given_cluster_is_a_kth_a_cta(target):
+    loaded = _launchable(DYNAMIC.replace(".reqnctapercluster 2, 1, 1", ".maxclusterrank 2"), target)
+    per_cta = 128
+    plan = _planned(loaded, "dynamic", (4, 1, 1), (32, 1, 1), (2, 1, 1), per_cta)
+    assert plan.dynamic_shared_bytes == 2 * per_cta
+    out = np.zeros(4 * 32 * 8, np.uint32)
+    loaded.launch("dynamic", [out, plan.kernarg_tail], grid=plan.grid, block=plan.block,
+                  shared_bytes=plan.dynamic_shared_bytes)
+    want = np.array([[(cta ^ 1) * 100 + t, (cta % 2) ^ 1, per_cta, (cta % 2) ^ 1, cta % 2]
+                     for cta in range(4) for t in range(32)], np.uint32)
+    assert (out.reshape(-1, 8)[:, :5] == want).all()
+
+
+@pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
+def test_the_code_objects_metadata_says_where_the_launch_given_shape_goes(processor):
+    """The shape's offset (after the 8-byte parameter buffer) and the most CTAs the LDS was laid out for
+    (`.maxclusterrank 4`; CUDA's portable 8 for `.explicitcluster`); the shim's checks refuse what cannot run."""
+    kernels = (_registers_kernel(None, ".maxclusterrank 4")
+               + DSMEM.replace(".reqnctapercluster 4, 1, 1", ".explicitcluster").replace(HEADER, ""))
+    code_object = parse_code_object(translate(kernels, Options(target=processor)).product)
+    metadata = {k[".name"]: k for k in code_object.metadata["amdhsa.kernels"]}
+    sizes = {k.name: k.group_segment_size for k in code_object.kernels}
+    keys = (runtime.CLUSTER_SHAPE_OFFSET_KEY, runtime.CLUSTER_MAX_CTAS_KEY)
+    assert [metadata[name][key] for name in ("registers", "dsmem") for key in keys] == [8, 4, 16, 8]
+    assert runtime.CLUSTER_DIMS_KEY not in metadata["dsmem"] and sizes["dsmem"] >= 8 * (128 + 128 + 4)
+    for grid, block, cluster, shared, message in [((16, 1, 1), (32, 1, 1), (16, 1, 1), 0, "holds shared memory for 8"),
+                                                  ((8, 1, 1), (512, 1, 1), (4, 1, 1), 0, "2048 > 1024 threads"),
+                                                  ((6, 1, 1), (32, 1, 1), (4, 1, 1), 0, "not a whole number"),
+                                                  ((8, 1, 1), (32, 1, 1), (4, 1, 1), 20000, "bytes of LDS")]:
+        with pytest.raises(runtime.ClusterLaunchError, match=message):
+            runtime.plan_cluster_launch(metadata["dsmem"], grid, block, cluster, shared)
+    plan = runtime.plan_cluster_launch(metadata["dsmem"], (8, 2, 1), (32, 1, 1), (4, 1, 1), 100)
+    assert (plan.grid, plan.block, plan.dynamic_shared_bytes, plan.kernarg_offset, plan.kernarg_tail) == \
+           ((2, 2, 1), (32, 1, 4), 400, 16, bytes([4, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]))
+
+
+ELECTED_MULTICAST = HEADER + """
+.visible .entry elected_multicast(.param .u64 pout, .param .u32 pmask, .param .align 64 .b8 map[128])
+    .reqnctapercluster 4, 1, 1
+{
+    .reg .pred %p<8>;
+    .reg .b16 %h<2>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<12>;
+    .shared .align 128 .b8 box[128];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd2, [pout];
+    ld.param.u32 %r1, [pmask];
+    cvt.u16.u32 %h1, %r1;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %cluster_ctarank;
+    mov.u32 %r4, %clusterid.x;
+    shl.b32 %r5, %r2, 2;
+    mov.u32 %r8, box;
+    add.u32 %r9, %r8, %r5;
+    st.shared.u32 [%r9], -1;                // each CTA's box starts as all ones
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 mbarrier.init.shared.b64 [bar], 1;
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    shr.u32 %r12, %r1, %r3;
+    and.b32 %r12, %r12, 1;
+    setp.ne.u32 %p3, %r12, 0;               // the mask selects this CTA
+    and.pred %p4, %p3, %p1;
+    @%p4 mbarrier.arrive.expect_tx.shared.b64 %rd5, [bar], 128;
+    mov.b64 %rd8, map;
+    cvta.param.u64 %rd8, %rd8;              // the map's generic address, as nvcc passes it
+    setp.ne.u32 %p2, %r3, 0;
+    @%p2 bra $issued;                       // rank 0's warp issues, its elected lane the copy
+    mov.u32 %r13, -1;
+    elect.sync _|%p5, %r13;
+    selp.b32 %r14, 1, 0, %p5;
+    setp.eq.b32 %p6, %r14, 0;
+    @%p6 bra $elected;
+    mul.lo.u32 %r11, %r4, 32;               // the cluster's 32 elements
+    mov.u32 %r10, bar;
+    cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
+        [%r8], [%rd8, {%r11}], [%r10], %h1;
+$elected:
+$issued:
+    @!%p3 bra $waited;
+$wait:
+    mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;
+    @!%p1 bra $wait;
+$waited:
+    bar.sync 0;
+    ld.shared.u32 %r15, [%r9];
+    mov.u32 %r16, %ctaid.x;
+    mad.lo.u32 %r17, %r16, 32, %r2;
+    mul.wide.u32 %rd6, %r17, 4;
+    add.u64 %rd7, %rd2, %rd6;
+    st.global.u32 [%rd7], %r15;
+    barrier.cluster.arrive;
+    barrier.cluster.wait;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mask", [0b1011, 0b0100, 0b1111])
+def test_an_elected_multicast_tensor_copy_is_shared_by_the_warp_and_fills_the_ctas_of_the_mask(target, mask):
+    """Rank 0's warp issues the multicast under elect.sync (passes/elected.py moves it; its lanes share each
+    destination's box, its issuer completes each selected CTA's mbarrier once): 32-thread CTAs, on gfx942 two
+    CTAs a wave."""
+    assert "fatkit::spread" in print_ptx(run_passes(parse_ptx(ELECTED_MULTICAST), until="elected").module)
+    tensor = RNG.integers(0, 1 << 32, 2 * 32, dtype=np.uint64).astype(np.uint32)
+    image = runtime.encode_tensor_map(2, tensor.ctypes.data, [64], [], [32])  # UINT32, a 32-element box
+    out = np.zeros(8 * 32, np.uint32)
+    workgroups, size = _launch_geometry((8, 1, 1), (32, 1, 1), (4, 1, 1))
+    _program(ELECTED_MULTICAST, target).launch("elected_multicast", [out, mask, image], grid=workgroups, block=size,
+                                               buffers=(tensor,))
+    got = out.reshape(8, 32)
+    for cta in range(8):
+        cluster, rank = divmod(cta, 4)
+        want = tensor[32 * cluster:32 * cluster + 32] if mask >> rank & 1 else np.full(32, 0xFFFFFFFF, np.uint32)
+        assert (got[cta] == want).all(), (cta, mask)

@@ -567,15 +567,16 @@ def test_lint_flags_only_clusters_of_more_than_one_cta(directives, flagged):
     assert any(h.kind == "cluster" for h in kernel.hazards) == flagged
 
 
-@pytest.mark.parametrize("directives, reason", [
-    (".explicitcluster", "given at launch"),
-    (".maxclusterrank 8", "up to 8 CTAs"),
-])
-def test_cluster_registers_of_clusters_shaped_at_launch_are_refused(directives, reason):
-    """Clusters of a static shape run as one workgroup (tests/test_translate_cluster.py); a shape only the
-    launch gives cannot be synthesised ahead of it."""
+@pytest.mark.parametrize("directives", [".explicitcluster", ".maxclusterrank 8"])
+def test_cluster_registers_of_clusters_shaped_at_launch_in_a_function_are_refused(directives):
+    """A shape only the launch gives is read from the hidden parameter after CUDA's at the kernel's entry
+    (lower/cluster.py; launched in tests/test_translate_cluster.py): the function this kernel calls to read
+    %cluster_nctarank cannot see it yet, and the refusal says so; where 2 CTAs cannot be one workgroup, the
+    refusal says that first."""
     report = _report(_cluster_kernel(directives))
-    assert report.status == "unsupported" and reason in report.reason and "shape fixed in the PTX" in report.reason
+    assert report.status == "unsupported" and "not yet by the functions they call" in report.reason, report.reason
+    report = _report(_cluster_kernel(directives + " .reqntid 640"))
+    assert report.status == "unsupported" and "2 CTAs of 640 threads" in report.reason, report.reason
 
 
 def test_mapa_lowers_in_a_cluster_of_one_and_in_larger_clusters():

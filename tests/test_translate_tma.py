@@ -31,7 +31,10 @@ import pytest
 from fatkit import runtime
 from fatkit.errors import FatkitError
 from fatkit.translate import pipeline
+from fatkit.translate.passes import run_passes
 from fatkit.translate.pipeline import Options, translate
+from fatkit.translate.ptx import parse_ptx
+from fatkit.translate.ptx.printer import print_ptx
 from tests import oracles, tma
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 
@@ -557,3 +560,78 @@ def test_a_map_in_a_global_variable_is_read_there(target):
     image = runtime.encode_tensor_map(1, data.ctypes.data, [40], [], [32])
     _loaded(GLOBAL_MAP, target).launch("through_global", [image, out], buffers=(data,))
     np.testing.assert_array_equal(out, np.concatenate([np.arange(16, 40), np.zeros(8)]).astype(np.uint16))
+
+
+# ------------------------------------------------------------------------------------------- elected copies
+
+@functools.cache
+def _elected_program(target: str):
+    return _loaded(tma.elected_module(), target)
+
+
+def _run_elected(case: dict, target: str, warps: int) -> None:
+    """The case's copy issued under elect.sync by each of the first `warps` warps of a 64-thread block (on
+    gfx942 one wave of two PTX warps), the lanes of each sharing it (passes/elected.py): warp w's box lands
+    tma.HALF·w bytes in, every thread sees the phase complete (the mbarrier counted each warp's bytes once),
+    and a store or reduction reaches the tensor once per issuing warp."""
+    threads = 64
+    memory = tma.tensor(case)
+    want = tma.expected_elected(case, memory, warps)
+    out = np.zeros(tma.out_bytes(threads), np.uint8)
+    box = tma.source(case)
+    _elected_program(target).launch("elected_" + tma.kernel_name(case),
+                                    tma.arguments(case, _map(case, memory), out, PATIENCE, box) + [warps],
+                                    block=(threads,), buffers=(memory,))
+    if case["kind"] == "store":
+        np.testing.assert_array_equal(memory, want)
+        return
+    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
+    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], want)
+
+
+@pytest.mark.parametrize("seed, target", _seeded(range(40), 4))
+def test_elected_tile_loads_are_shared_by_the_warp_and_match_the_model(seed, target):
+    case = tma.load_case(seed)
+    if case["bytes"] > tma.HALF:  # (those are the plain kernel's: test_tile_loads_match_the_model)
+        case = {**case, "box": [case["box"][0]] + [1] * (case["rank"] - 1)}
+        case["bytes"] = int(np.prod(tma.box_extents(case["box"], case["steps"]))) * case["size"]
+    _run_elected(case, target, 1 + seed % 2)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("swizzle", range(4))
+def test_elected_loads_of_the_measured_form_match_the_model(swizzle, target):
+    for warps, coords in ((2, [0, 0]), (1, [48, 60]), (2, [-16, -3]), (2, [-96, 20])):
+        _run_elected(tma.anchor_case(swizzle, coords), target, warps)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_h200_verifications_named_and_elected_cases_match_the_model(target):
+    """The cases verification/tma.py adds for the H200 (NaN fill under each swizzle, traversal strides, a box
+    wholly outside; the elected kernels' cases), here on every target (the elected ones every third on AMD)."""
+    for case in tma.coverage_cases():
+        _run(case, target)
+    for index, case in enumerate(tma.elected_cases()):
+        if target == "host" or index % 3 == 0:
+            _run_elected(case, target, case["elected"])
+
+
+@pytest.mark.parametrize("seed, target", _seeded(range(8), 2))
+def test_elected_im2col_loads_match_the_model(seed, target):
+    _run_elected(tma.im2col_case(seed), target, 1 + seed % 2)
+
+
+@pytest.mark.parametrize("seed, target", _seeded(range(12), 3))
+def test_elected_tile_stores_and_reductions_match_the_model(seed, target):
+    _run_elected(tma.store_case(seed), target, 2 if tma.store_case(seed)["operation"] != "xor" else 1)
+
+
+def test_the_elected_pass_spreads_every_tensor_copy_and_keeps_its_operands():
+    """Every elected kernel's copy is moved to the rejoin label with the issuing lane's registers; a region
+    that holds a load after the copy is left alone (its copy stays the one lane's)."""
+    module = run_passes(parse_ptx(tma.elected_module()), until="elected").module
+    text = print_ptx(module)
+    assert text.count(".fatkit::spread") == 14 and "L2::cache_hint" not in text
+    kept = tma.HEADER + tma.elected_load_kernel(2).replace(
+        "ELECTED:", "    ld.global.u32 %e7, [%rd1];\nELECTED:")
+    assert "fatkit::spread" not in print_ptx(run_passes(parse_ptx(kept), until="elected").module)

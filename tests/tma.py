@@ -171,6 +171,8 @@ def _prologue(name: str, extra_params: str = "") -> str:
     .reg .b32 %r<16>;
     .reg .b32 %c<5>;
     .reg .b64 %rd<8>;
+    .reg .pred %q<4>;
+    .reg .b32 %e<8>;
     .shared .align 1024 .b8 box[{SHARED_BYTES}];
     .shared .align 8 .b64 bar;
     ld.param.u64 %rd1, [out];
@@ -290,6 +292,80 @@ DONE:
     ret;
 }}
 """
+
+
+# The copy issued under elect.sync by each of the first `warps` warps (a parameter), in the shape CUB and
+# CUTLASS give it (elect.sync, selp, setp, a branch around the issue): passes/elected.py moves it to where the
+# warp rejoins and the lanes of the warp share it. Warp w's box goes HALF·w bytes into the buffer, every
+# issuing warp's expect-tx precedes its copy, and the mbarrier waits for `warps` arrivals.
+HALF = SHARED_BYTES // 2
+
+
+def _elected(issue: str) -> str:
+    return f"""
+    shr.u32 %e2, %r1, 5;
+    setp.ge.u32 %q1, %e2, %e1;
+    @%q1 bra ISSUED;
+    mov.b32 %e3, -1;
+    elect.sync _|%q2, %e3;
+    selp.b32 %e4, 1, 0, %q2;
+    setp.eq.b32 %q3, %e4, 0;
+    @%q3 bra ELECTED;
+    mul.lo.u32 %e5, %e2, {HALF};
+    add.u32 %e6, %r2, %e5;
+{issue}ELECTED:
+ISSUED:
+"""
+
+
+_WARPS = ", .param .u32 warps"
+_READ_WARPS = "    ld.param.u32 %e1, [warps];\n"
+
+
+def _elected_prefill() -> str:
+    return _READ_WARPS + _PREFILL.replace("mbarrier.init.shared::cta.b64 [%r3], 1;", "mbarrier.init.shared::cta.b64 [%r3], %e1;")
+
+
+def elected_load_kernel(rank: int) -> str:
+    """elected_load{rank}d: load_kernel's copy issued under elect.sync by each of the first `warps` warps."""
+    copy = (f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], %r9;\n"
+            f"    cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
+            f"[%e6], [%rd7, {{{_coordinates(rank)}}}], [%r3], %rd6;\n")
+    return (_prologue(f"elected_load{rank}d", _WARPS) + "    mov.u64 %rd6, 0;\n" + _elected_prefill()
+            + _elected(copy) + _WAIT_AND_COPY_OUT)
+
+
+def elected_im2col_kernel(rank: int) -> str:
+    """elected_im2col{rank}d: im2col_kernel's copy issued as elected_load_kernel's."""
+    offsets = "".join(f", .param .u16 o{i}" for i in range(3))
+    loads = "".join(f"    ld.param.u16 %h{i + 1}, [o{i}];\n" for i in range(rank - 2))
+    names = ", ".join(f"%h{i + 1}" for i in range(rank - 2))
+    copy = (f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], %r9;\n"
+            f"    cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+            f"[%e6], [%rd7, {{{_coordinates(rank)}}}], [%r3], {{{names}}};\n")
+    return (_prologue(f"elected_im2col{rank}d", offsets + _WARPS) + loads + _elected_prefill() + _elected(copy)
+            + _WAIT_AND_COPY_OUT)
+
+
+def elected_store_kernel(rank: int, reduction: str | None = None) -> str:
+    """elected_store{rank}d / elected_reduce_{op}{rank}d: store_kernel's store (or reduction) of the box at
+    the buffer's start, issued under elect.sync by each of the first `warps` warps (commit and wait in the
+    elected region)."""
+    plain = store_kernel(rank, reduction)
+    name = f"reduce_{reduction}{rank}d" if reduction else f"store{rank}d"
+    head, body = plain.split("    ld.param.u64 %rd4, [source];\n", 1)
+    head = head.replace(f".entry {name}(", f".entry elected_{name}(").replace(", .param .u64 source)",
+                                                                           ", .param .u64 source" + _WARPS + ")")
+    fill, issue = body.split("    setp.ne.u32 %p2, %r1, 0;\n    @%p2 bra DONE;\n", 1)
+    copy = issue.replace("DONE:\n    ret;\n}\n", "")  # the store, commit and wait as store_kernel has them
+    return head + "    ld.param.u64 %rd4, [source];\n" + _READ_WARPS + fill + _elected(copy) + "    ret;\n}\n"
+
+
+def elected_module() -> str:
+    """The elected kernels, in one module."""
+    kernels = [elected_load_kernel(r) for r in range(1, 6)] + [elected_im2col_kernel(r) for r in (3, 4, 5)]
+    kernels += [elected_store_kernel(r) for r in (1, 2, 3)] + [elected_store_kernel(2, op) for op in ("add", "min", "xor")]
+    return HEADER + "".join(kernels)
 
 
 def module() -> str:
@@ -514,6 +590,47 @@ def expected(case: dict, memory: np.ndarray) -> np.ndarray:
                       case["nan"], before)
     return store(memory, case["dims"], case["strides"], case["size"], case["box"], case["steps"], case["coords"],
                  case["swizzle"], source(case), REDUCE[case["operation"]])
+
+
+def expected_elected(case: dict, memory: np.ndarray, warps: int) -> np.ndarray:
+    """`expected` for the elected kernels with `warps` issuing warps: a load's box also HALF bytes in for
+    the second warp (the box must fit HALF), a store or reduction applied once per warp."""
+    want = expected(case, memory)
+    if case["kind"] == "store":
+        for _ in range(warps - 1):
+            want = expected(case, want)
+        return want
+    assert (want[HALF:] == 0xA5).all(), "the box does not fit half the buffer"
+    if warps == 2:
+        want[HALF:] = want[:HALF]
+    return want
+
+
+def coverage_cases() -> list[dict]:
+    """Named cases of what the H200 has not run yet, one thing each on the measured form: the NaN fill under
+    each swizzle with a box partly before the tensor, traversal strides, a box wholly outside."""
+    cases = []
+    for swizzle in range(4):
+        inner = (SWIZZLE_SPAN[swizzle] or 128) // 2
+        cases.append({**anchor_case(swizzle, [-8, -3]), "name": f"fill.nan.swizzle{swizzle}", "data_type": 6,
+                      "nan": True, "bytes": inner * 8 * 2})
+    for steps in ([2, 1], [1, 3], [4, 2]):
+        case = {**anchor_case(0, [0, 60]), "name": f"stride.{steps[0]}x{steps[1]}", "steps": steps}
+        case["bytes"] = int(np.prod(box_extents(case["box"], steps))) * 2
+        cases.append(case)
+    cases.append({**anchor_case(3, [-200, 20]), "name": "outside.nan", "data_type": 6, "nan": True})
+    return cases
+
+
+def elected_cases() -> list[dict]:
+    """Cases for the elected kernels (their `elected` key: the warps that issue), loads whose box fits
+    HALF bytes and whose first coordinate is on a 16-byte boundary, im2col loads, stores and reductions."""
+    loads = [anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [-16, -3])]
+    loads += [load_case(seed) for seed in range(12)] + coverage_cases()
+    chosen = [case for case in loads if case["bytes"] <= HALF and case["coords"][0] * case["size"] % 16 == 0]
+    chosen += [im2col_case(seed) for seed in range(4)] + [store_case(seed) for seed in range(8)]
+    return [{**case, "name": f"elected{1 + i % 2}." + case["name"], "elected": 1 + i % 2}
+            for i, case in enumerate(chosen)]
 
 
 def kernel_name(case: dict) -> str:

@@ -9,15 +9,19 @@ A child process runs the cases in order until one fails (a faulting kernel spoil
 the next child goes on after it; the original kernel runs first, so a case whose error names the `orig`
 kernel was refused by NVIDIA's hardware itself. The valid cases run first, then the probes of
 tests/tma.py's probe_cases and the device-built maps (those that may fault last); the run ends with a line
-per probe.
+per probe. A case that gives no answer within CASE_TIMEOUT seconds is killed and recorded as timed
+out, and the next child goes on after it, so no fault or hang loses the other cases. Results:
+OUT/tma_results.json and OUT/tma_raw.npz (written after every child, so a run cut short keeps what it found).
 
 The original kernels run with maps from the driver's own cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col;
 the re-lowered ones (fatkit's lowering of cp.async.bulk.tensor into loads and stores, for the `sm_90` target)
 with the 128-byte maps of fatkit's reference encoder (fatkit/runtime.py) over the same device memory. Cases:
 tile loads (ranks 1-5, swizzles none/32/64/128 B, boxes partly or wholly outside, traversal strides, zero and
 NaN fill, 1-8-byte elements), im2col loads, tile stores and reductions inside the tensor, all with the first
-coordinate on a 16-byte boundary and the expect-tx bytes the copy transfers; the probes; and a map built on
-the device with tensormap.replace (its bytes against the driver's encoding of the same map, and a load
+coordinate on a 16-byte boundary and the expect-tx bytes the copy transfers; tma.coverage_cases: one case each of the NaN fill under every swizzle, traversal
+strides and a box wholly outside; the same copies issued under elect.sync by one or two warps of a 64-thread
+block (tma.elected_cases; fatkit spreads each over the lanes of its warp, passes/elected.py); the probes; and
+a map built on the device with tensormap.replace (its bytes against the driver's encoding of the same map, and a load
 through it). The record of each case says whether NVIDIA and fatkit agree byte for byte, and whether
 each agrees with the model (with the first differing bytes).
 """
@@ -27,9 +31,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +43,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 THREADS = 64
 PATIENCE = 1 << 16  # mbarrier wait tries before a thread gives up (and reports it): a wrong count costs ~1 s, not minutes
+CASE_TIMEOUT = 30  # seconds a child may take for one case (module loading included) before it is killed
 
 
 # ------------------------------------------------------------------------------------------- build (here)
@@ -59,6 +66,7 @@ def cases() -> list[dict]:
     valid = [tma.anchor_case(swizzle, coords) for swizzle in range(4) for coords in ([0, 0], [48, 60], [-16, -3])]
     valid += tma.edge_cases() + [tma.load_case(s) for s in range(40)]
     valid += [tma.im2col_case(s) for s in range(8)] + [tma.store_case(s) for s in range(12)]
+    valid += tma.coverage_cases() + tma.elected_cases()
     probes = tma.probe_cases()
     safe = [case for case in probes if not case.get("may_fault")]
     return valid + safe + replace_cases() + [case for case in probes if case.get("may_fault")]
@@ -70,7 +78,7 @@ def build(out: Path) -> None:
     from tests import tma
 
     out.mkdir(parents=True, exist_ok=True)
-    modules = {"tma": tma.module(), "replace": tma.REPLACE}
+    modules = {"tma": tma.module(), "replace": tma.REPLACE, "elected": tma.elected_module()}
     for name, text in modules.items():
         (out / f"{name}.orig.ptx").write_text(text)
         translation = translate(text, Options(target="sm_90"))
@@ -207,15 +215,17 @@ class Driver:
         return image.tobytes()
 
 
-def _params(values: list, image: bytes) -> list:
-    """ctypes objects for the kernel's parameters (tma_model.arguments order)."""
+def _params(case: dict, values: list, image: bytes) -> list:
+    """ctypes objects for the kernel's parameters (tma_model.arguments order, then an elected kernel's warps)."""
     params = [(ctypes.c_uint8 * 128).from_buffer_copy(image), ctypes.c_uint64(values[1])]
     params += [ctypes.c_uint32(v) for v in values[2:9]]  # five coordinates, bytes, patience
     rest = values[9:]
-    if len(rest) == 3:
-        params += [ctypes.c_uint16(v) for v in rest]
-    elif len(rest) == 1:
+    if case["kind"] == "im2col":
+        params += [ctypes.c_uint16(v) for v in rest[:3]]
+    elif case["kind"] == "store":
         params.append(ctypes.c_uint64(rest[0]))
+    if "elected" in case:
+        params.append(ctypes.c_uint32(case["elected"]))
     return params
 
 
@@ -238,13 +248,7 @@ def run(directory: Path, out: Path | None) -> int:
     # a child runs cases in order until one fails (a kernel that faults spoils its CUDA context), then the
     # next child goes on after it
     while position < len(cases):
-        try:
-            done = subprocess.run([sys.executable, __file__, "cases", str(directory), "--index", str(position)],
-                                  capture_output=True, text=True, timeout=240, check=False)
-            output, problem = done.stdout, done.stderr.strip()[-400:]
-        except subprocess.TimeoutExpired as expired:
-            output, problem = (expired.stdout or b"").decode(), "timed out after 240 s"
-        finished = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        finished, problem = _child(directory, position)
         for record in finished:
             for kind, data in record.pop("raw", {}).items():  # the whole buffers, kept apart from the summary
                 raw[f"{record['name']}:{kind}"] = np.frombuffer(bytes.fromhex(data), np.uint8)
@@ -283,6 +287,36 @@ def _outcome(record: dict) -> str:
     return ", ".join(parts)
 
 
+def _child(directory: Path, first: int) -> tuple[list[dict], str]:
+    """Run cases from `first` on in a child process: the records it finished, and why it stopped (its error
+    output, or the timeout of a case that gave no answer within CASE_TIMEOUT seconds, when it is killed)."""
+    child = subprocess.Popen([sys.executable, __file__, "cases", str(directory), "--index", str(first)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def forward() -> None:  # the child's lines, then None at its end
+        for line in child.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    errors: list[str] = []
+    threading.Thread(target=forward, daemon=True).start()
+    threading.Thread(target=lambda: errors.extend(child.stderr), daemon=True).start()
+    finished = []
+    while True:
+        try:
+            line = lines.get(timeout=CASE_TIMEOUT)
+        except queue.Empty:
+            child.kill()
+            child.wait()
+            return finished, f"timed out: no answer within {CASE_TIMEOUT} s"
+        if line is None:
+            child.wait()
+            return finished, "".join(errors).strip()[-400:]
+        if line.startswith("{"):
+            finished.append(json.loads(line))
+
+
 def _save(out: Path, results: list[dict], raw: dict[str, np.ndarray]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tma_results.json").write_text(json.dumps(results, indent=1))
@@ -298,8 +332,7 @@ def run_from(directory: Path, first: int) -> None:
 
     cases = json.loads((directory / "cases.json").read_text())
     driver = Driver()
-    modules = {(name, kind): driver.module((directory / f"{name}.{kind}.ptx").read_bytes())
-               for name in ("tma", "replace") for kind in ("orig", "fatkit")}
+    modules = _Modules(driver, directory)
     for index in range(first, len(cases)):
         case = cases[index]
         record = {"index": index, "name": case["name"]}
@@ -311,6 +344,20 @@ def run_from(directory: Path, first: int) -> None:
         print(json.dumps(record), flush=True)
         if "error" in record:
             return
+
+
+class _Modules(dict):
+    """(module, kind) → the loaded module, each loaded (JIT-compiled by the driver) when a case first needs it:
+    a child that starts after a fault loads only what its cases use."""
+
+    def __init__(self, driver: Driver, directory: Path) -> None:
+        super().__init__()
+        self.driver, self.directory = driver, directory
+
+    def __missing__(self, key: tuple[str, str]) -> ctypes.c_void_p:
+        name, kind = key
+        self[key] = self.driver.module((self.directory / f"{name}.{kind}.ptx").read_bytes())
+        return self[key]
 
 
 def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
@@ -334,9 +381,11 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
         else:
             image = runtime.encode_tensor_map(case["data_type"], tensor, case["dims"], case["strides"], case["box"],
                                               case["steps"], swizzle=case["swizzle"], oob_fill=int(case["nan"]))
-        function = driver.function(modules["tma", kind], tma.kernel_name(case))
+        elected = "elected" in case
+        function = driver.function(modules["elected" if elected else "tma", kind],
+                                   ("elected_" if elected else "") + tma.kernel_name(case))
         try:
-            driver.launch(function, _params(tma.arguments(case, image, out, PATIENCE, source), image), THREADS)
+            driver.launch(function, _params(case, tma.arguments(case, image, out, PATIENCE, source), image), THREADS)
         except RuntimeError as error:
             raise RuntimeError(f"the {kind} kernel: {error}") from error
         if case["kind"] == "store":
@@ -348,7 +397,7 @@ def _run_case(driver: Driver, modules: dict, runtime, tma, case: dict) -> dict:
         driver.free(out)
     driver.free(tensor)
     driver.free(source)
-    want = tma.expected(case, memory)
+    want = tma.expected_elected(case, memory, case["elected"]) if "elected" in case else tma.expected(case, memory)
     result["raw"] = {kind: data.tobytes().hex() for kind, data in outputs.items()}
     result["raw"]["model"] = np.asarray(want, np.uint8).tobytes().hex()
     if len(outputs) == 2:

@@ -136,8 +136,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "tcgen05": HazardKind(ERROR, BOTH, "{name}: 5th-generation tensor core and tensor memory (sm_100a) have no AMD "
                                        "counterpart"),
     "cluster": HazardKind(ERROR, BOTH, "{name}: thread-block clusters and distributed shared memory do not exist "
-                                       "on AMD (fatkit runs a cluster whose shape the PTX fixes as one workgroup, "
-                                       "which the shim launches so: docs/runtime.md)"),
+                                       "on AMD (fatkit runs a cluster, of the shape the PTX fixes or the launch gives, "
+                                       "as one workgroup, which the shim launches so: docs/runtime.md)"),
     "multimem": HazardKind(ERROR, BOTH, "{name}: NVLink multicast memory has no AMD counterpart"),
     "texture": HazardKind(ERROR, (WAVE64,), "{name}: GCN/CDNA (gfx9, gfx942) have no image instructions and HIP "
                                             "makes no texture objects for them; RDNA samples through HIP's "
@@ -203,7 +203,8 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "cluster-launch-control": HazardKind(WARNING, BOTH, "{name}: cluster launch control never cancels a cluster on "
                                                         "AMD (every workgroup runs): the kernel does its own work"),
     "cluster-register": HazardKind(WARNING, BOTH, "{name}: cluster special register; AMD gives it the values "
-                                                  "of the cluster shape the PTX fixes (of one CTA without one)"),
+                                                  "of the cluster shape the PTX fixes or the launch gives (of one CTA "
+                                                  "without either)"),
     "grid-sync": HazardKind(WARNING, BOTH, "{name}: the cooperative-groups grid-sync workspace; fatkit serves it "
                                            "from a per-module word (docs/runtime.md), and the kernel needs a "
                                            "cooperative launch (every block resident at once)"),
@@ -567,9 +568,8 @@ class _Analysis:
         for directive in kernel.directives:
             # a cluster of one CTA (`.reqnctapercluster 1, 1, 1`, `.maxclusterrank 1`) is the CTA itself
             one_cta = directive.name in ("reqnctapercluster", "maxclusterrank") and math.prod(directive.values) == 1
-            if "cluster" in directive.name and not one_cta:  # a fixed shape translates (lower/cluster.py)
-                add("cluster", kernel.line, None, name=f".{directive.name}",
-                    translated=directive.name == "reqnctapercluster")
+            if "cluster" in directive.name and not one_cta:  # a fixed or launch-given shape translates
+                add("cluster", kernel.line, None, name=f".{directive.name}", translated=True)
         ftz: list[tuple[int, str, str | None]] = []  # (line, instruction, function) of f32 arithmetic
         plain: list[tuple[int, str, str | None]] = []
         symbols: set[str] = set()

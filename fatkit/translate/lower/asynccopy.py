@@ -51,6 +51,7 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from llvmlite import ir
@@ -191,7 +192,7 @@ def cp(lw: Lowering, ins: ast.Instruction) -> None:
     if modifiers[:1] != ("async",) or len(modifiers) < 2:
         raise lw.fail("cp exists as cp.async and cp.reduce.async.bulk")
     kind = modifiers[1]
-    if SPREAD in modifiers:
+    if SPREAD in modifiers and "tensor" not in modifiers:  # (tensor copies are spread by lower/tensorcopy.py)
         _spread_copy(lw, ins)
     elif kind in ("ca", "cg"):
         _cp_async(lw, ins, kind)
@@ -353,19 +354,44 @@ def _bulk_copy(lw: Lowering, ins: ast.Instruction) -> None:
         _complete_tx(lw, mbar, count)
 
 
-def _spread_copy(lw, ins) -> None:
-    """A bulk copy the elected pass moved to where the warp rejoins (passes/elected.py): `[dst], [src], size
-    {, [mbar]}, flag`, the operands those of the lane whose flag is set. The lanes executing it together
-    take its 16-byte chunks in turn, wait for each other, and the issuing lane completes the transaction
-    bytes; a lane alone (no lane issued, or the issuer came by itself) does what it finds."""
-    to, of = _directions(lw, ins)
-    by_group = ins.has("bulk_group")
-    masked = ins.has("cp_mask")
-    lw.check_modifiers(ins, {"async", "bulk", to, of, "bulk_group" if by_group else "mbarrier::complete_tx::bytes",
-                             "cp_mask", SPREAD})
-    operands = lw.operands(ins, (4 + masked) if by_group else 5)
-    destination, source, size = _address_operands(lw, operands, 2)[:3]
-    flag = operands[-1]
+@dataclass(frozen=True)
+class Share:
+    """A lane's part of a copy the lanes of its warp share (`elected_share`): the units `rank`, `rank +
+    lanes`, … (i64 values), and whether the lane is the one that issued the copy (i1)."""
+
+    rank: ir.Value
+    lanes: ir.Value
+    issuing: ir.Value
+
+    def strided_loop(self, lw: Lowering, count: ir.Value, body: Callable[[ir.Value], None]) -> None:
+        """`body(unit)` for this lane's units among 0 … count-1 (i64)."""
+        builder = lw.builder
+        one = ir.Constant(I64, 1)
+        mine = builder.select(builder.icmp_unsigned(">", count, self.rank),
+                              builder.udiv(builder.add(builder.sub(count, self.rank), builder.sub(self.lanes, one)),
+                                           self.lanes), ir.Constant(I64, 0))
+        counted_loop(lw, mine, lambda index: body(builder.add(self.rank, builder.mul(index, self.lanes))))
+
+
+def operand_registers(operands) -> list[ast.Name]:
+    """The register names in operands: bare, an [address]'s base, a tensor copy's {coordinates} and a {vector}."""
+    names: list[ast.Name] = []
+    for operand in operands:
+        items = [operand]
+        if type(operand) is ast.Address:
+            items = [operand.base, *(i for extra in operand.extra
+                                     for i in (extra.items if type(extra) is ast.Vector else (extra,)))]
+        elif type(operand) is ast.Vector:
+            items = list(operand.items)
+        names += [item for item in items if type(item) is ast.Name]
+    return names
+
+
+def elected_share(lw: Lowering, operands, flag: ast.Operand, work: Callable[[Share], Callable[[], None] | None]) -> None:
+    """A copy the elected pass moved to where the warp rejoins (passes/elected.py), its operands those of the
+    lane whose `flag` is set: every lane executing it takes the issuer's operand registers, `work(share)`
+    does the lane's part, the lanes wait for each other, and the issuer runs what `work` returned (the
+    complete-tx); a lane alone (no lane issued, or the issuer came by itself) does what it finds."""
     builder = lw.builder
     warp = WarpPosition(lw)
     members = warp.members(None)
@@ -373,45 +399,56 @@ def _spread_copy(lw, ins) -> None:
     votes, _ = warp.lane_call(lambda target: target.ballot(builder, issued, members))
     with builder.if_then(builder.icmp_unsigned("!=", votes, ir.Constant(votes.type, 0))):
         issuer = builder.trunc(lw.intrinsic("llvm.cttz", [votes, ir.Constant(I1, 1)]), I32)  # its hardware lane
-        for operand in operands[:-1]:  # every lane takes the issuer's operand registers (fresh ones)
-            register = operand.base if type(operand) is ast.Address else operand
-            if type(register) is ast.Name and register.name in lw.registers:
+        for register in operand_registers(operands):  # every lane takes the issuer's (fresh) registers
+            if register.name in lw.registers:
                 ptx_type = "u64" if ast.TYPE_SIZES[lw.registers[register.name].ptx_type] == 8 else "u32"
-                value = lw.read(register, ptx_type)  # (a .b16 byte mask widened: exchanges take 32 or 64 bits)
+                value = lw.read(register, ptx_type)  # (16-bit registers widened: exchanges take 32 or 64 bits)
                 shared = warp.lane_call(lambda target: target.exchange(builder, value, members))
                 # (not uniform: on wave64 the two warps of a wave read their own issuers)
                 lw.write(register, shared.read(builder, issuer, False), ptx_type)
-        to_pointer, of_pointer = lw.address(destination, _space(to)), lw.address(source, _space(of))
-        count = _size(lw, size)
-        chunks = builder.lshr(count, ir.Constant(I64, 4))
         # this lane's turn among the members: its rank below it, the members' number
         wave = votes.type
         lane = builder.zext(warp.hardware_lane, wave)
         below = builder.sub(builder.shl(ir.Constant(wave, 1), lane), ir.Constant(wave, 1))
         rank = builder.zext(lw.intrinsic("llvm.ctpop", [builder.and_(members, below)]), I64)
         lanes = builder.zext(lw.intrinsic("llvm.ctpop", [members]), I64)
-        mine = builder.select(builder.icmp_unsigned(">", chunks, rank),
-                              builder.udiv(builder.add(builder.sub(chunks, rank), builder.sub(lanes, ir.Constant(I64, 1))),
-                                           lanes), ir.Constant(I64, 0))
+        finish = work(Share(rank, lanes, builder.icmp_unsigned("==", warp.hardware_lane, issuer)))
+        warp.lane_call(lambda target: target.wave_barrier(builder, members))  # every part written
+        if finish is not None:
+            with builder.if_then(builder.icmp_unsigned("==", warp.hardware_lane, issuer)):
+                finish()
+    lw.write(flag, ir.Constant(I32, 0), "u32")
 
+
+def _spread_copy(lw, ins) -> None:
+    """A plain bulk copy the elected pass moved (`elected_share`): `[dst], [src], size {, [mbar]}{, mask},
+    flag`; the lanes take its 16-byte chunks in turn and the issuer completes the transaction bytes."""
+    to, of = _directions(lw, ins)
+    by_group = ins.has("bulk_group")
+    masked = ins.has("cp_mask")
+    lw.check_modifiers(ins, {"async", "bulk", to, of, "bulk_group" if by_group else "mbarrier::complete_tx::bytes",
+                             "cp_mask", SPREAD})
+    operands = lw.operands(ins, (4 + masked) if by_group else 5)
+    destination, source, size = _address_operands(lw, operands, 2)[:3]
+    builder = lw.builder
+
+    def work(share: Share) -> Callable[[], None] | None:
+        to_pointer, of_pointer = lw.address(destination, _space(to)), lw.address(source, _space(of))
+        count = _size(lw, size)
         mask = lw.read(operands[3], "u32") if masked else None
 
-        def copy(index: ir.Value) -> None:
-            chunk = builder.add(rank, builder.mul(index, lanes))
-            if mask is not None:  # .cp_mask: one chunk of the masked copy
-                _copy_masked(lw, _at(lw, to_pointer, builder.mul(chunk, ir.Constant(I64, 16))),
-                             _at(lw, of_pointer, builder.mul(chunk, ir.Constant(I64, 16))), ir.Constant(I64, 1), mask)
-                return
+        def copy(chunk: ir.Value) -> None:
             offset = builder.mul(chunk, ir.Constant(I64, 16))
+            if mask is not None:  # .cp_mask: one chunk of the masked copy
+                _copy_masked(lw, _at(lw, to_pointer, offset), _at(lw, of_pointer, offset), ir.Constant(I64, 1), mask)
+                return
             value = builder.load(_at(lw, of_pointer, offset), typ=_CHUNKS[16], align=16)
             builder.store(value, _at(lw, to_pointer, offset), align=16)
 
-        counted_loop(lw, mine, copy)
-        warp.lane_call(lambda target: target.wave_barrier(builder, members))  # every chunk written
-        if not by_group:
-            with builder.if_then(builder.icmp_unsigned("==", warp.hardware_lane, issuer)):
-                _complete_tx(lw, operands[3], count)
-    lw.write(flag, ir.Constant(I32, 0), "u32")
+        share.strided_loop(lw, builder.lshr(count, ir.Constant(I64, 4)), copy)
+        return None if by_group else (lambda: _complete_tx(lw, operands[3], count))
+
+    elected_share(lw, operands[:-1], operands[-1], work)
 
 
 def _copy_ignoring(lw, destination: ir.Value, source: ir.Value, count: ir.Value, left: ir.Value,

@@ -21,8 +21,10 @@ nctaid.z/cz) workgroups, one a cluster.
   addresses are LDS accesses of the right CTA.
 - Barriers: `bar`/`barrier` of a CTA wait for that CTA's threads only (a workgroup `s_barrier` would wait
   for all k CTAs and deadlock where they diverge): every barrier form goes through the named barriers
-  (lower/sync.py), kept per CTA — the shared-memory state lies in the CTA's slice; the host's named-barrier
-  call gets ids 16·r + b — and a barrier without a thread count waits for the CTA's blockDim threads.
+  (lower/sync.py), kept per CTA — the shared-memory state lies in the CTA's slice; the named-barrier calls
+  of the host and of sm_90 (verification) get id 1 + b·k + r for barrier b of CTA r, within sm_90's 16
+  hardware barriers for `bar.sync 0` of up to 15 CTAs and clear of the workgroup's barrier 0 — and a
+  barrier without a thread count waits for the CTA's blockDim threads.
   `barrier.cluster.arrive/wait` is the workgroup's barrier. `.cluster` scope is the agent's on AMDGPU.
 """
 
@@ -33,25 +35,30 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I1, I32, I64, Unsupported, handles, reads_special
+from fatkit.translate.lower.core import (
+    I1, I8, I32, I64, Unsupported, handles, launch_given_cluster, reads_special,
+)
 from fatkit.translate.lower.special import MAX_BLOCK_THREADS
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import Target
 
 WORKGROUP_LDS = 64 * 1024  # LDS one AMD workgroup may use on gfx9 (gfx90a, gfx942) and RDNA
 CLUSTER_DIRECTIVES = ("reqnctapercluster", "explicitcluster", "maxclusterrank")
-BARRIER_IDS = 16  # bar/barrier ids a CTA has
+PORTABLE_CLUSTER_CTAS = 8  # CUDA's largest portable cluster: a launch-given shape's bound without .maxclusterrank
 
 
 @dataclass(frozen=True)
 class ClusterShape:
-    """A static cluster shape of more than one CTA."""
+    """A cluster shape of more than one CTA: static (`dims`), or given at launch (`dims` None) of at most
+    `max_ctas` CTAs, the CTAs the kernel's LDS is laid out for."""
 
-    dims: tuple[int, int, int]
+    dims: tuple[int, int, int] | None
+    max_ctas: int = 0
 
     @property
     def ctas(self) -> int:
-        return math.prod(self.dims)
+        """The CTAs whose shared memory the workgroup's LDS holds: the cluster's, or the most a launch gives."""
+        return math.prod(self.dims) if self.dims is not None else self.max_ctas
 
 
 def declared_cluster(kernel: ast.Function) -> dict[str, tuple[int, ...]]:
@@ -60,14 +67,27 @@ def declared_cluster(kernel: ast.Function) -> dict[str, tuple[int, ...]]:
 
 
 def static_cluster(kernel: ast.Function) -> ClusterShape | None:
-    """The cluster shape `.reqnctapercluster` fixes, when it holds more than one CTA; raises Unsupported
-    where k·(the threads `.reqntid`/`.maxntid` allow) cannot be one workgroup."""
+    """The cluster shape `.reqnctapercluster` fixes, when it holds more than one CTA, or a launch-given one
+    (`launch_given_cluster`) of at most `.maxclusterrank` (else PORTABLE_CLUSTER_CTAS) CTAs and of no more
+    than one workgroup's threads; raises Unsupported where k·(the threads `.reqntid`/`.maxntid` allow)
+    cannot be one workgroup (for a launch-given shape: not even k = 2)."""
+    threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
+    if launch_given_cluster(kernel):
+        rank = declared_cluster(kernel).get("maxclusterrank")
+        most = min(rank[0] if rank else PORTABLE_CLUSTER_CTAS, 16)
+        if threads is not None:
+            most = min(most, MAX_BLOCK_THREADS // threads)
+        if most < 2:
+            raise Unsupported(kernel.name, ".explicitcluster" if rank is None else ".maxclusterrank", kernel.line,
+                              f"clusters (of a shape given at launch) of 2 CTAs of {threads} threads cannot run as "
+                              f"one workgroup ({2 * threads} > {MAX_BLOCK_THREADS} threads), and AMD has no "
+                              "thread-block clusters")
+        return ClusterShape(None, most)
     shape = declared_cluster(kernel).get("reqnctapercluster")
     if shape is None or math.prod(shape) == 1:
         return None
     dims = (tuple(shape) + (1, 1))[:3]
     cluster = ClusterShape((dims[0], dims[1], dims[2]))
-    threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
     if threads is not None and cluster.ctas * threads > MAX_BLOCK_THREADS:
         raise Unsupported(kernel.name, ".reqnctapercluster", kernel.line,
                           f"clusters of {cluster.ctas} CTAs of {threads} threads cannot run as one workgroup "
@@ -76,13 +96,24 @@ def static_cluster(kernel: ast.Function) -> ClusterShape | None:
     return cluster
 
 
-def check_shared_fits(kernel: ast.Function, cluster: ClusterShape, stride: int) -> None:
-    """Refuse the kernel when k CTAs' static shared memory exceeds one workgroup's LDS."""
+def check_shared_fits(kernel: ast.Function, cluster: ClusterShape, stride: int) -> ClusterShape:
+    """The cluster, its launch-given bound lowered to the CTAs whose static shared memory (`stride` bytes
+    each) fits one workgroup's LDS; refuses the kernel when k CTAs' (for a launch-given shape: 2 CTAs') do
+    not fit."""
+    if cluster.dims is None:
+        most = min(cluster.max_ctas, WORKGROUP_LDS // stride) if stride else cluster.max_ctas
+        if most < 2:
+            raise Unsupported(kernel.name, ".explicitcluster", kernel.line,
+                              f"clusters (of a shape given at launch) of 2 CTAs of {stride} bytes of shared memory "
+                              f"cannot run as one workgroup ({2 * stride} > {WORKGROUP_LDS} bytes of LDS), and AMD "
+                              "has no thread-block clusters")
+        return ClusterShape(None, most)
     if cluster.ctas * stride > WORKGROUP_LDS:
         raise Unsupported(kernel.name, ".reqnctapercluster", kernel.line,
                           f"clusters of {cluster.ctas} CTAs of {stride} bytes of shared memory cannot run as "
                           f"one workgroup ({cluster.ctas * stride} > {WORKGROUP_LDS} bytes of LDS), and AMD "
                           "has no thread-block clusters")
+    return cluster
 
 
 def cluster_target(target: Target, cluster: ClusterShape | None) -> Target:
@@ -96,33 +127,54 @@ class ClusterTarget:
 
     def __init__(self, hardware: Target, cluster: ClusterShape) -> None:
         self.hardware, self.cluster = hardware, cluster
+        self.kernel: ir.Function | None = None  # a launch-given shape: the kernel whose entry loaded it
+        self.given: list[ir.Value] = []  # … and the i32 values: x, y, z CTAs and whether the launch gave them
 
     def __getattr__(self, name: str):
         return getattr(self.hardware, name)
 
-    def _k(self) -> ir.Constant:
-        return ir.Constant(I32, self.cluster.ctas)
+    def bind(self, kernel: ir.Function, builder: ir.IRBuilder, parameter: ir.Value) -> None:
+        """Load a launch-given shape from the kernel's hidden parameter (core.CLUSTER_SHAPE_PARAM) at its entry."""
+        self.kernel = kernel
+        self.given = [builder.load(builder.gep(parameter, [ir.Constant(I64, 4 * i)], source_etype=I8), typ=I32,
+                                   align=4) for i in range(4)]
+
+    def dim(self, builder: ir.IRBuilder, index: int) -> ir.Value:
+        """The cluster's CTAs along x, y or z (0, 1, 2), i32; 3: whether the launch gave the shape."""
+        if self.cluster.dims is not None:
+            return ir.Constant(I32, self.cluster.dims[index] if index < 3 else 1)
+        if builder.function is not self.kernel:
+            raise Unsupported(builder.function.name, "a cluster register", 0,
+                              "a cluster shape given at launch is read by kernels, not yet by the functions they "
+                              "call")
+        return self.given[index]
+
+    def cta_count(self, builder: ir.IRBuilder) -> ir.Value:
+        """k, the cluster's CTAs (i32)."""
+        if self.cluster.dims is not None:
+            return ir.Constant(I32, self.cluster.ctas)
+        return builder.mul(builder.mul(self.dim(builder, 0), self.dim(builder, 1)), self.dim(builder, 2))
 
     def cta_depth(self, builder: ir.IRBuilder) -> ir.Value:
         """The CTA's ntid.z: the workgroup's z size / k."""
-        return builder.udiv(self.hardware.special_register(builder, "%ntid", "z"), self._k())
+        return builder.udiv(self.hardware.special_register(builder, "%ntid", "z"), self.cta_count(builder))
 
     def rank(self, builder: ir.IRBuilder) -> ir.Value:
         """%cluster_ctarank: which slab of the workgroup's z layers the thread is in."""
         return builder.udiv(self.hardware.special_register(builder, "%tid", "z"), self.cta_depth(builder))
 
     def cluster_ctaid(self, builder: ir.IRBuilder, component: str) -> ir.Value:
-        x, y, _ = self.cluster.dims
+        x, y = self.dim(builder, 0), self.dim(builder, 1)
         rank = self.rank(builder)
         if component == "x":
-            return builder.urem(rank, ir.Constant(I32, x))
+            return builder.urem(rank, x)
         if component == "y":
-            return builder.urem(builder.udiv(rank, ir.Constant(I32, x)), ir.Constant(I32, y))
-        return builder.udiv(rank, ir.Constant(I32, x * y))
+            return builder.urem(builder.udiv(rank, x), y)
+        return builder.udiv(rank, builder.mul(x, y))
 
     def special_register(self, builder: ir.IRBuilder, register: str, component: str) -> ir.Value:
         hardware = self.hardware.special_register
-        size = ir.Constant(I32, self.cluster.dims["xyz".index(component)])
+        size = self.dim(builder, "xyz".index(component))
         if register == "%tid":
             tid = hardware(builder, "%tid", component)
             return builder.urem(tid, self.cta_depth(builder)) if component == "z" else tid
@@ -138,14 +190,18 @@ class ClusterTarget:
 
     def dynamic_shared_size(self, builder: ir.IRBuilder) -> ir.Value:
         """A CTA's part of the launch's dynamic shared memory (the launch gives k parts)."""
-        return builder.udiv(self.hardware.dynamic_shared_size(builder), self._k())
+        return builder.udiv(self.hardware.dynamic_shared_size(builder), self.cta_count(builder))
 
     def named_barrier(self, builder, barrier, expected, operation, predicate):
-        """The host's named barriers, BARRIER_IDS a CTA; a barrier without a count waits for the CTA."""
+        """The target's named barriers (the host's, and sm_90's hardware ones on the verification target),
+        barrier b of CTA r being 1 + b·k + r — so that `bar.sync 0` of up to 15 CTAs stays within the 16
+        hardware barriers of an NVIDIA CTA, and barrier 0, the workgroup's (barrier.cluster), is none of
+        theirs; a barrier without a count waits for the CTA."""
         everyone = builder.icmp_unsigned("==", expected, ir.Constant(I32, 0))
         ntid = [self.special_register(builder, "%ntid", c) for c in "xyz"]
         cta = builder.mul(builder.mul(ntid[0], ntid[1]), ntid[2])
-        own = builder.add(builder.mul(self.rank(builder), ir.Constant(I32, BARRIER_IDS)), barrier)
+        own = builder.add(builder.add(builder.mul(barrier, self.cta_count(builder)), self.rank(builder)),
+                          ir.Constant(I32, 1))
         return self.hardware.named_barrier(builder, own, builder.select(everyone, cta, expected), operation,
                                            predicate)
 
@@ -212,33 +268,20 @@ def _launching_kernel(lw) -> ast.Function:
 
 
 def checked_cluster(lw) -> ClusterLayout | None:
-    """The layout of the kernel's cluster of several CTAs, None in a cluster of one CTA (a kernel without
-    cluster directives, or `.reqnctapercluster 1, 1, 1`); raises for a kernel whose cluster shape only the
-    launch gives (`.explicitcluster` or `.maxclusterrank` above 1 without `.reqnctapercluster`), which a
-    translation made ahead of the launch cannot synthesise the CTA registers for."""
-    if lw.callees.cluster is not None:
-        return lw.callees.cluster
-    kernel = _launching_kernel(lw)
-    declared = declared_cluster(kernel)
-    if "reqnctapercluster" in declared:
-        return None  # of one CTA: lower_kernel made a layout for more
-    if "explicitcluster" in declared:
-        raise lw.fail(f"{kernel.name} declares .explicitcluster without .reqnctapercluster: its cluster shape is "
-                      "given at launch, and fatkit lowers clusters (as one AMD workgroup) only of a shape fixed "
-                      "in the PTX")
-    rank = declared.get("maxclusterrank")
-    if rank and rank[0] > 1:
-        raise lw.fail(f"{kernel.name} allows clusters of up to {rank[0]} CTAs (.maxclusterrank) of a shape given "
-                      "at launch, and fatkit lowers clusters (as one AMD workgroup) only of a shape fixed in the PTX")
-    return None
+    """The layout of the kernel's cluster of several CTAs (a static or launch-given shape: lower_kernel made
+    it), None in a cluster of one CTA (a kernel without cluster directives, or `.reqnctapercluster 1, 1, 1`)."""
+    return lw.callees.cluster
 
 
-def explicit_cluster(lw) -> bool:
-    """%is_explicit_cluster: whether the kernel declares its cluster shape (a cluster of one CTA is implied
-    by a launch without cluster dimensions; `.maxclusterrank` only bounds the shape)."""
-    checked_cluster(lw)
+def explicit_cluster(lw) -> ir.Value:
+    """%is_explicit_cluster (i1): whether the cluster shape is explicit — declared (`.reqnctapercluster`,
+    `.explicitcluster`), or given by the launch of a kernel whose `.maxclusterrank` only bounds it (a launch
+    without cluster dimensions implies clusters of one CTA)."""
+    layout = checked_cluster(lw)
     declared = declared_cluster(_launching_kernel(lw))
-    return "reqnctapercluster" in declared or "explicitcluster" in declared
+    if layout is not None and layout.cluster.dims is None and "explicitcluster" not in declared:
+        return lw.builder.icmp_unsigned("!=", lw.target.dim(lw.builder, 3), ir.Constant(I32, 0))
+    return ir.Constant(I1, int("reqnctapercluster" in declared or "explicitcluster" in declared))
 
 
 @reads_special("%clusterid", "%nclusterid", "%cluster_ctaid", "%cluster_nctaid", "%cluster_ctarank",
@@ -248,12 +291,12 @@ def cluster_register(lw, operand):
     cluster is the CTA (%clusterid = %ctaid, %nclusterid = %nctaid), rank 0 at (0, 0, 0) of 1x1x1."""
     layout = checked_cluster(lw)
     if operand.name == "%is_explicit_cluster":
-        return ir.Constant(I1, int(explicit_cluster(lw))), "pred"
+        return explicit_cluster(lw), "pred"
     target, builder = lw.target, lw.builder
     if operand.name == "%cluster_ctarank":
         return (target.rank(builder) if layout else ir.Constant(I32, 0)), "u32"
     if operand.name == "%cluster_nctarank":
-        return ir.Constant(I32, layout.cluster.ctas if layout else 1), "u32"
+        return (target.cta_count(builder) if layout else ir.Constant(I32, 1)), "u32"
     if operand.component not in ("x", "y", "z"):
         raise lw.fail(f"special register {operand.name} needs .x/.y/.z")
     if operand.name in ("%clusterid", "%nclusterid"):
@@ -262,8 +305,9 @@ def cluster_register(lw, operand):
         return hardware.special_register(builder, grid, operand.component), "u32"
     if operand.name == "%cluster_ctaid":
         return (target.cluster_ctaid(builder, operand.component) if layout else ir.Constant(I32, 0)), "u32"
-    size = layout.cluster.dims["xyz".index(operand.component)] if layout else 1
-    return ir.Constant(I32, size), "u32"  # %cluster_nctaid
+    if layout is None:
+        return ir.Constant(I32, 1), "u32"  # %cluster_nctaid
+    return target.dim(builder, "xyz".index(operand.component)), "u32"
 
 
 def _shared_offset(lw, value: ir.Value, t: str) -> ir.Value:
@@ -282,6 +326,8 @@ def _region(lw, layout: ClusterLayout, offset: ir.Value) -> tuple[ir.Value, ir.V
     """(start of CTA 0's slice, slice bytes) of the region — static or dynamic shared memory — that shared
     address `offset` lies in."""
     builder = lw.builder
+    if layout.dynamic and not layout.stride:  # no static shared memory (and no block of it): dynamic alone
+        return _start(lw, min(layout.dynamic)), lw.target.dynamic_shared_size(builder)
     static_start = _start(lw, layout.block_name)
     if not layout.dynamic:
         return static_start, ir.Constant(I32, layout.stride)
@@ -357,8 +403,11 @@ def multicast_destinations(lw, mask: ir.Value, addresses: list[ast.Operand]) -> 
     layout = checked_cluster(lw)
     builder = lw.builder
     destinations = []
-    for rank in range(layout.cluster.ctas if layout else 1):
+    for rank in range(layout.cluster.ctas if layout else 1):  # (a launch-given shape: the ranks it can have)
         selected = builder.trunc(builder.lshr(builder.zext(mask, I32), ir.Constant(I32, rank)), I1)
+        if layout is not None and layout.cluster.dims is None:  # … below the launch's
+            below = builder.icmp_unsigned("<", ir.Constant(I32, rank), lw.target.cta_count(builder))
+            selected = builder.and_(selected, below)
         shifts = [None if layout is None else _shift_to(lw, layout, _address_value(lw, a), rank) for a in addresses]
         destinations.append((selected, shifts))
     return destinations

@@ -87,8 +87,23 @@ def array_size(variable: ast.Variable, element: int) -> int | None:
     return size
 
 
+# The hidden parameter after CUDA's parameter buffer of a kernel whose cluster shape the launch gives
+# (lower/cluster.py, docs/runtime.md): four u32, the cluster's x, y, z CTAs and 1 where the launch gave them.
+CLUSTER_SHAPE_PARAM = "__fatkit_cluster_shape"
+
+
+def launch_given_cluster(kernel: ast.Function) -> bool:
+    """Whether the kernel's clusters may hold several CTAs of a shape only the launch gives: `.explicitcluster`
+    or `.maxclusterrank` above 1, without `.reqnctapercluster`."""
+    declared = {d.name: tuple(d.values) for d in kernel.directives}
+    if "reqnctapercluster" in declared:
+        return False
+    return "explicitcluster" in declared or (declared.get("maxclusterrank") or (1,))[0] > 1
+
+
 def kernel_signature(kernel: ast.Function) -> KernelSignature:
-    """CUDA's parameter-buffer layout: each parameter at the next multiple of its alignment."""
+    """CUDA's parameter-buffer layout: each parameter at the next multiple of its alignment (then, for a
+    launch-given cluster shape, CLUSTER_SHAPE_PARAM at the next multiple of 4)."""
     params, offset = [], 0
     for param in kernel.params:
         element = ast.TYPE_SIZES.get(param.type)
@@ -102,6 +117,10 @@ def kernel_signature(kernel: ast.Function) -> KernelSignature:
         array = bool(param.array) or param.type == "b128"
         params.append(KernelParam(param.name, param.type, offset, size, align, array=array))
         offset += size
+    if launch_given_cluster(kernel):
+        offset = align_up(offset, 4)
+        params.append(KernelParam(CLUSTER_SHAPE_PARAM, "b32", offset, 16, 4, array=True))
+        offset += 16
     return KernelSignature(kernel.name, tuple(params), offset)
 
 

@@ -38,9 +38,8 @@ threads; one that waits on an mbarrier without either would run its threads one 
 
 Clusters (lower/cluster.py): a cluster of several CTAs runs as one workgroup whose LDS holds every CTA's
 shared memory, so `.shared::cluster` addresses — an mbarrier of another CTA that `mapa` named among them —
-are LDS addresses like `.shared::cta` ones, and `.cluster` scope is the agent's on AMDGPU. A kernel whose
-cluster shape only the launch gives (`.explicitcluster`, `.maxclusterrank` without `.reqnctapercluster`)
-is refused where it uses the cluster forms.
+are LDS addresses like `.shared::cta` ones, and `.cluster` scope is the agent's on AMDGPU, whether the PTX
+fixes the cluster shape or the launch gives it.
 """
 
 from __future__ import annotations

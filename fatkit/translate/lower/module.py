@@ -7,7 +7,7 @@ import struct
 from llvmlite import ir
 
 from fatkit.translate.lower.cluster import (
-    ClusterLayout, ClusterShape, check_shared_fits, cluster_target, static_cluster,
+    ClusterLayout, ClusterShape, ClusterTarget, check_shared_fits, cluster_target, static_cluster,
 )
 from fatkit.translate.lower.core import (
     I8, Lowering, SharedWindow, Unsupported, align_up, kernel_signature, llvm_type,
@@ -63,6 +63,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     barrier_state = named_barriers and not target.named_barrier_calls
     shared, shared_bytes, window, layout = _shared_variables(
         kernel, module, target, [v for v in module_level if v.state_space == "shared"], barrier_state, cluster)
+    if layout is not None and isinstance(target, ClusterTarget):  # (a launch-given bound lowered to what fits)
+        cluster = target.cluster = layout.cluster
     state = shared.pop(_BARRIER_STATE, None)
     memory = {name: ("shared", pointer) for name, pointer in shared.items()}
     addresses: list[tuple[ast.Variable, ir.GlobalVariable, list]] = []  # initializers holding addresses
@@ -73,6 +75,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
             memory[variable.name] = (variable.state_space,
                                      _module_variable(kernel, variable, module, target, addresses))
     function, builder, values = target.define_kernel(module, signature, param_types)
+    if isinstance(target, ClusterTarget) and target.cluster.dims is None:  # the launch's shape, after CUDA's params
+        target.bind(function, builder, values[-1])
     callees = _Callees(module, target, functions, memory, window, prepared)
     callees.cluster = layout
     if state is not None:  # shared memory starts undefined: zero the barriers before any thread uses them
@@ -106,7 +110,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
                   and g.addrspace == target.shared_address_space and g.align)
     ctas = cluster.ctas if cluster is not None else 1  # the workgroup's LDS holds every CTA's
     return LoweredKernel(signature, str(module), shared_bytes * ctas, barriers, padding,
-                         cluster.dims if cluster is not None else None)
+                         cluster.dims if cluster is not None else None,
+                         cluster.max_ctas if cluster is not None and cluster.dims is None else 0)
 
 
 def _names_used(kernel: ast.Function, functions: dict[str, ast.Function]) -> set[str]:
@@ -368,7 +373,7 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
     if cluster is not None:
         alignment = max([16, *(align for _, _, align in placed)])
         total = align_up(total, alignment)  # a CTA's slice
-        check_shared_fits(kernel, cluster, total)
+        cluster = check_shared_fits(kernel, cluster, total)  # (a launch-given bound lowered to what fits)
         layout = ClusterLayout(cluster, total, frozenset(v.name for v in dynamic), _CLUSTER_BLOCK)
         static_end = total * cluster.ctas
         if not target.shared_window and placed:

@@ -6,9 +6,13 @@ element type, swizzle and fill out of the map at run time and does the TMA unit'
 
 The issuing thread does the whole copy where it issues it, as for the other bulk copies (lower/asynccopy.py
 says why a synchronous copy is a correct asynchronous one, and how the complete-tx orders it). Programs
-issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere;
-unlike the plain bulk copies (passes/elected.py), tensor copies are not yet moved to where the warp rejoins
-and shared. The thread moves 16-byte chunks where a chunk lies wholly inside the tensor at an aligned
+issue TMA from one thread (`elect.sync` or a thread-0 branch), so the other lanes of its warp are elsewhere.
+A copy issued under `elect.sync` (the region passes/elected.py recognises) is moved to where the warp
+rejoins and shared: the lanes take the units of the walk below in turn (16-byte chunks or elements of a
+tile, pixels of an im2col column, the box's elements of a reduction; `asynccopy.elected_share`), wait for
+each other, and the issuing lane alone completes the transaction bytes on the mbarrier (each destination
+CTA's, for a multicast), so the count is the hardware's whatever the lanes. A thread-0 branch keeps the copy
+the one thread's. The copy moves 16-byte chunks where a chunk lies wholly inside the tensor at an aligned
 address, element by element elsewhere.
 
 Semantics as the H200 measured them (docs/runtime.md, "What a copy does"):
@@ -55,10 +59,12 @@ from llvmlite import ir
 from fatkit.runtime import ELEMENT_TYPES, FIELDS, MODES
 from fatkit.translate.lower.asynccopy import (
     TENSOR_FORMS,
+    Share,
     _at,
     _complete_tx,
     _directions,
     counted_loop,
+    elected_share,
 )
 from fatkit.translate.lower.atomic import (
     SCOPES,
@@ -72,6 +78,7 @@ from fatkit.translate.lower.atomic import (
 from fatkit.translate.lower.cluster import multicast_destinations
 from fatkit.translate.lower.convert import host_half_runtime
 from fatkit.translate.lower.core import F16, F32, F64, I1, I8, I16, I32, I64, Lowering, handles
+from fatkit.translate.passes.elected import SPREAD
 from fatkit.translate.ptx import ast
 
 _RANKS = {f"{n}d": n for n in range(1, 6)}
@@ -216,8 +223,25 @@ def _by_size(lw: Lowering, size: ir.Value, action) -> None:
     builder.position_at_end(after)
 
 
-def _loops(lw: Lowering, counts: list[ir.Value], body) -> None:
-    """Nested counted loops, the last count outermost: body(indices) with indices[0] fastest."""
+def _loops(lw: Lowering, counts: list[ir.Value], body, share: Share | None = None) -> None:
+    """Nested counted loops, the last count outermost: body(indices) with indices[0] fastest; with a
+    `share`, the lane's units of the flattened index space (unit u: indices[0] = u mod counts[0], …)."""
+    if share is not None:
+        builder = lw.builder
+        total = _const(1)
+        for count in counts:
+            total = builder.mul(total, count)
+
+        def unit(linear: ir.Value) -> None:
+            indices = []
+            for count in counts:
+                indices.append(builder.urem(linear, count))
+                linear = builder.udiv(linear, count)
+            body(indices)
+
+        share.strided_loop(lw, total, unit)
+        return
+
     def level(depth: int, outer: list[ir.Value]) -> None:
         if depth < 0:
             body(outer[::-1])
@@ -293,27 +317,40 @@ def tensor_copy(lw: Lowering, ins: ast.Instruction) -> None:
         raise lw.fail(f".{mode}: the gather4/scatter4 and im2col::w modes (sm_100) are not implemented")
     to, of = _directions(lw, ins)
     multicast = ins.has("multicast::cluster")
-    hinted = ins.has("L2::cache_hint")
-    allowed = {"async", "bulk", "tensor", f"{rank}d", to, of, completions[0], *modes, *_HINTS}
+    spread = ins.has(SPREAD)  # moved by passes/elected.py: its operands end with the issuing lane's flag
+    hinted = ins.has("L2::cache_hint")  # (the elected pass drops the hint and its policy operand)
+    allowed = {"async", "bulk", "tensor", f"{rank}d", to, of, completions[0], *modes, *_HINTS, SPREAD}
     if to in ("shared::cluster", "shared::cta") and of == "global" and completions[0] == _COMPLETIONS[0]:
         lw.check_modifiers(ins, allowed | {"multicast::cluster"})
         im2col = mode == "im2col"
         if im2col and not 3 <= rank <= 5:
             raise lw.fail("im2col copies are 3d to 5d")
-        count = 3 + im2col + multicast + hinted
+        count = 3 + im2col + multicast + hinted + spread
         operands = lw.operands(ins, count)
-        _load(lw, operands, rank, im2col, multicast)
+        if spread:
+            elected_share(lw, operands[:-1], operands[-1],
+                          lambda share: _load(lw, operands[:-1], rank, im2col, multicast, share))
+        else:
+            finish = _load(lw, operands, rank, im2col, multicast, None)
+            finish()
     elif to == "global" and of == "shared::cta" and completions[0] == "bulk_group":
         if mode != "tile":
             raise lw.fail("tensor stores are tile mode here (.im2col_no_offs is not implemented)")
         lw.check_modifiers(ins, allowed)
-        operands = lw.operands(ins, 2 + hinted)
-        _store(lw, operands[0], operands[1], rank, None)
+        operands = lw.operands(ins, 2 + hinted + spread)
+        if spread:
+            elected_share(lw, operands[:-1], operands[-1],
+                          lambda share: _store(lw, operands[0], operands[1], rank, None, share))
+        else:
+            _store(lw, operands[0], operands[1], rank, None)
     else:
         raise lw.fail(f"no tensor copy from .{of} to .{to} completes by .{completions[0]}")
 
 
-def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multicast: bool) -> None:
+def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bool, multicast: bool,
+          share: Share | None):
+    """A load's data into each destination CTA (this lane's `share` of it, or all); returns its
+    complete-tx, which runs after every lane's part is written."""
     destination, source, mbar = operands[:3]
     builder = lw.builder
     offsets = None
@@ -327,20 +364,34 @@ def _load(lw: Lowering, operands: tuple[ast.Operand, ...], rank: int, im2col: bo
         destinations = multicast_destinations(lw, lw.read(operands[3 + im2col], "b16"), [destination, mbar])
     else:
         destinations = [(ir.Constant(I1, 1), [None, None])]
-    for selected, (box_shift, mbar_shift) in destinations:
+    tensor.check(MODES["im2col" if im2col else "tiled"], coordinates[0])
+    if offsets is not None:  # the bytes the mbarrier is told: the whole box, filled elements included
+        total = builder.mul(builder.mul(tensor.field("pixels_per_column"), tensor.field("channels_per_pixel")),
+                            tensor.size)
+    else:
+        total = tensor.size
+        for extent in _extents(lw, tensor):
+            total = builder.mul(total, extent)
+    fill = tensor.filler()
+    for selected, (box_shift, _) in destinations:
         with builder.if_then(selected):
-            tensor.check(MODES["im2col" if im2col else "tiled"], coordinates[0])
             shared = _Box(lw, destination, box_shift)
-            fill = tensor.filler()
             if offsets is not None:
-                total = _load_im2col(lw, tensor, shared, coordinates, offsets, fill)
+                _load_im2col(lw, tensor, shared, coordinates, offsets, fill, share)
             else:
-                total = _load_tile(lw, tensor, shared, coordinates, fill)
-            _complete_tx(lw, mbar, total, mbar_shift)
+                _load_tile(lw, tensor, shared, coordinates, fill, share)
+
+    def finish() -> None:
+        for selected, (_, mbar_shift) in destinations:
+            with builder.if_then(selected):
+                _complete_tx(lw, mbar, total, mbar_shift)
+
+    return finish
 
 
-def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value) -> ir.Value:
-    """The tile load (module docstring); returns the bytes it wrote."""
+def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], fill: ir.Value,
+               share: Share | None) -> None:
+    """The tile load (module docstring): the lane's `share` of it, or all of it."""
     builder = lw.builder
     extents = _extents(lw, tensor)
 
@@ -352,25 +403,22 @@ def _load_tile(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Va
     def chunk(source: ir.Value, linear: ir.Value) -> None:
         builder.store(builder.load(source, typ=_CHUNK, align=16), shared.byte(linear, tensor.swizzle), align=16)
 
-    _walk(lw, tensor, coordinates, extents, element, chunk)
-    total = tensor.size
-    for extent in extents:
-        total = builder.mul(total, extent)
-    return total
+    _walk(lw, tensor, coordinates, extents, element, chunk, share)
 
 
 _CHUNK = ir.VectorType(I32, 4)
 
 
-def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk) -> None:
+def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list[ir.Value], element, chunk,
+          share: Share | None) -> None:
     """Every element of the box: `element(indices)`. Where a row is a multiple of 16 bytes, rows go by
     16-byte chunks, the swizzle's unit, and a chunk wholly inside the tensor
     whose global address is 16-byte aligned is `chunk(global pointer, linear byte offset in the box)`, one
     16-byte access each side (the ISA makes the box 128-byte aligned in shared memory); `chunk` None: every
-    element one by one."""
+    element one by one. With a `share`, the lane's chunks (or elements) of the walk, the others' left to them."""
     builder = lw.builder
     if chunk is None:
-        _loops(lw, extents, element)
+        _loops(lw, extents, element, share)
         return
     row_bytes = builder.mul(extents[0], tensor.size)
     by_chunks = builder.icmp_unsigned("==", builder.and_(row_bytes, _const(15)), _const(0))
@@ -392,14 +440,14 @@ def _walk(lw: Lowering, tensor: _Map, coordinates: list[ir.Value], extents: list
 
     with builder.if_else(by_chunks) as (chunked, elementwise):
         with chunked:
-            _loops(lw, [builder.udiv(row_bytes, _const(16)), *extents[1:]], one_chunk)
+            _loops(lw, [builder.udiv(row_bytes, _const(16)), *extents[1:]], one_chunk, share)
         with elementwise:
-            _loops(lw, extents, element)
+            _loops(lw, extents, element, share)
 
 
 def _load_im2col(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.Value], offsets: list[ir.Value],
-                 fill: ir.Value) -> ir.Value:
-    """The im2col load (module docstring); returns the bytes it wrote."""
+                 fill: ir.Value, share: Share | None) -> None:
+    """The im2col load (module docstring): with a `share`, the lane's pixels of the column."""
     builder, rank = lw.builder, tensor.rank
     spatial = range(1, rank - 1)
     lower = {i: tensor.field("lower_corner", i - 1) for i in spatial}
@@ -438,12 +486,16 @@ def _load_im2col(lw: Lowering, tensor: _Map, shared: _Box, coordinates: list[ir.
 
         counted_loop(lw, channels, channel)
 
-    counted_loop(lw, pixels, pixel)
-    return builder.mul(builder.mul(pixels, channels), tensor.size)
+    if share is None:
+        counted_loop(lw, pixels, pixel)
+    else:
+        share.strided_loop(lw, pixels, pixel)
 
 
-def _store(lw: Lowering, target: ast.Operand, source: ast.Operand, rank: int, operation: str | None) -> None:
-    """A tile store (operation None) or reduction from the shared box at `source` into the tensor."""
+def _store(lw: Lowering, target: ast.Operand, source: ast.Operand, rank: int, operation: str | None,
+           share: Share | None = None) -> None:
+    """A tile store (operation None) or reduction from the shared box at `source` into the tensor (the
+    lane's `share` of it, or all)."""
     builder = lw.builder
     pointer, coordinates = _coordinates(lw, target, rank)
     tensor = _Map(lw, pointer, rank)
@@ -466,7 +518,7 @@ def _store(lw: Lowering, target: ast.Operand, source: ast.Operand, rank: int, op
     def chunk(destination: ir.Value, linear: ir.Value) -> None:
         builder.store(builder.load(shared.byte(linear, tensor.swizzle), typ=_CHUNK, align=16), destination, align=16)
 
-    _walk(lw, tensor, coordinates, extents, element, chunk if operation is None else None)
+    _walk(lw, tensor, coordinates, extents, element, chunk if operation is None else None, share)
 
 
 def _reduce_element(lw: Lowering, tensor: _Map, operation: str, destination: ir.Value, source: ir.Value) -> None:
@@ -510,11 +562,15 @@ def tensor_reduce(lw: Lowering, ins: ast.Instruction) -> None:
     to, of = _directions(lw, ins)
     if (to, of) != ("global", "shared::cta") or not ins.has("bulk_group"):
         raise lw.fail("tensor reductions go from .shared::cta to .global and complete by .bulk_group")
-    hinted = ins.has("L2::cache_hint")
+    hinted, spread = ins.has("L2::cache_hint"), ins.has(SPREAD)
     lw.check_modifiers(ins, {"reduce", "async", "bulk", "tensor", f"{ranks[0]}d", to, of, "bulk_group",
-                             operations[0], *modes, *_HINTS})
-    operands = lw.operands(ins, 2 + hinted)
-    _store(lw, operands[0], operands[1], ranks[0], operations[0])
+                             operations[0], *modes, *_HINTS, SPREAD})
+    operands = lw.operands(ins, 2 + hinted + spread)
+    if spread:
+        elected_share(lw, operands[:-1], operands[-1],
+                      lambda share: _store(lw, operands[0], operands[1], ranks[0], operations[0], share))
+    else:
+        _store(lw, operands[0], operands[1], ranks[0], operations[0])
 
 
 # ------------------------------------------------------------------------------------------- tensormap

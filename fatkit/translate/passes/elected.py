@@ -10,17 +10,23 @@ around the issue (CUB, as warp-lang ships it):
 (and the guards pass makes `@%p cp.async.bulk…` the same shape). Where the region between the branch and
 its label is straight-line — ALU instructions and mbarrier arrivals before the copy, ALU after it, one
 plain bulk copy (global → shared with an mbarrier, shared::cta → global by bulk_group, with or without a
-byte mask; not multicast, not ignoring bytes) whose operand registers nothing after it changes, and
-`cp.async.bulk.commit_group` — the copy is moved to the label:
+byte mask; not multicast, not ignoring bytes) or one or more tensor copies (cp.async.bulk.tensor loads and
+stores, tile and im2col, multicast too, and cp.reduce.async.bulk.tensor) whose operand registers nothing
+after them changes, `cp.async.bulk.commit_group` and `cp.async.bulk.wait_group{.read}` — the copy is moved
+to the label:
 
     (at entry: mov.u32 %flag, 0;)  @%q bra $skip;  …  mov.u32 %flag, 1;  mov %d, dst; …;  $skip:
     cp.async.bulk….fatkit::spread [%d], [%s], %size, [%m], %flag;
 
-The elected lane's registers are copied into fresh ones at the issue, and lowering (lower/asynccopy.py)
-reads them from the lane whose %flag is set, splits the chunks over the lanes there, and has that lane
-complete the transaction bytes. Moving an asynchronous copy later within its thread is one of the
-schedules the ISA allows: nothing may read the destination or write the source before the completion
-mechanism says the copy is done, and the region between issue and label waits on nothing.
+The elected lane's registers (a tensor copy's map address, coordinates and im2col offsets among them; a
+map named directly is the same for every lane) are copied into fresh ones at the issue, an
+`.L2::cache_hint` and its policy dropped, and lowering (lower/asynccopy.py, lower/tensorcopy.py) reads them
+from the lane whose %flag is set, splits the work over the lanes there, and has that lane complete the
+transaction bytes. A wait_group in the region waits for nothing of the region's before the label (the
+region reads and writes no memory), so the copy may pass it too. Moving an asynchronous copy later within
+its thread is one of the schedules the ISA allows: nothing may read the destination or write the source
+before the completion mechanism says the copy is done, and the region between issue and label waits on
+nothing of its own.
 """
 
 from __future__ import annotations
@@ -65,32 +71,45 @@ _FORMS = {("shared::cta", "global", "mbarrier::complete_tx::bytes"),
           ("global", "shared::cta", "bulk_group", "cp_mask")}
 
 
+def _is_tensor(copy: ast.Instruction) -> bool:
+    """A tensor copy or reduction (cp{.reduce}.async.bulk.tensor), not a prefetch."""
+    return copy.opcode == "cp" and "tensor" in copy.modifiers and copy.modifiers[:1] in (("async",), ("reduce",))
+
+
 def _spreadable(copy: ast.Instruction) -> bool:
-    """A plain bulk copy of the directions the lowering spreads."""
-    if copy.opcode != "cp" or copy.modifiers[:2] != ("async", "bulk") or copy.guard is not None:
+    """A plain bulk copy of the directions the lowering spreads, or a tensor copy (lower/tensorcopy.py
+    spreads each of its forms, and refuses at the copy the ones it does not implement)."""
+    if copy.opcode != "cp" or copy.guard is not None:
+        return False
+    if _is_tensor(copy):
+        return "prefetch" not in copy.modifiers and copy.modifiers[1:3] in (("bulk", "tensor"), ("async", "bulk"))
+    if copy.modifiers[:2] != ("async", "bulk"):
         return False
     return tuple(m for m in copy.modifiers[2:] if m != "L2::cache_hint") in _FORMS
 
 
-def _region(statements: list, start: int, label: str) -> tuple[int, int] | None:
-    """(index of the copy, index of the label) when statements[start:] up to `label` is a region this pass
-    rewrites (module docstring), else None."""
-    copy = None
+def _region(statements: list, start: int, label: str) -> tuple[list[int], int] | None:
+    """(indices of the copies, index of the label) when statements[start:] up to `label` is a region this
+    pass rewrites (module docstring), else None."""
+    copies: list[int] = []
     for index in range(start, len(statements)):
         statement = statements[index]
         if type(statement) is ast.Label:
-            return (copy, index) if statement.name == label and copy is not None else None
+            return (copies, index) if statement.name == label and copies else None
         if type(statement) is not ast.Instruction or statement.guard is not None:
             return None
-        if copy is None and _spreadable(statement):
-            copy = index
+        if _spreadable(statement) and (not copies or _is_tensor(statement) and _is_tensor(statements[copies[0]])):
+            copies.append(index)  # (several tensor copies: torchao stores two boxes a region)
         elif statement.opcode in _ALU:
-            if copy is not None and _written(statement) & _registers(statements[copy].operands):
+            if any(_written(statement) & _registers(statements[copy].operands) for copy in copies):
                 return None
-        elif statement.opcode == "mbarrier" and statement.modifiers[:1] == ("arrive",) and copy is None:
+        elif statement.opcode == "mbarrier" and statement.modifiers[:1] == ("arrive",) and not copies:
             continue
-        elif statement.opcode == "cp" and statement.modifiers == ("async", "bulk", "commit_group"):
-            continue  # the bulk groups carry nothing here (lower/asynccopy.py): the copy may leave its group
+        elif statement.opcode == "cp" and statement.modifiers[:3] in (("async", "bulk", "commit_group"),
+                                                                      ("async", "bulk", "wait_group")):
+            # the bulk groups carry nothing here (lower/asynccopy.py): the copy may leave its group, and a
+            # wait in the region has nothing of the region's to wait for before the label
+            continue
         else:
             return None
     return None
@@ -98,7 +117,12 @@ def _region(statements: list, start: int, label: str) -> tuple[int, int] | None:
 
 def _spread(function: ast.Function) -> ast.Function:
     statements = list(function.body.statements)
-    types = {s.name: s.type for s in function.statements() if type(s) is ast.Variable and s.state_space == "reg"}
+    types = {}  # register (a %r<N> declaration's each) or parameter → its PTX type
+    for variable in function.statements():
+        if type(variable) is ast.Variable and variable.state_space == "reg":
+            names = [f"{variable.name}{i}" for i in range(variable.count)] if variable.count else [variable.name]
+            types.update(dict.fromkeys(names, variable.type))
+    registers = set(types)
     types.update({p.name: p.type for p in function.params})
     rewriter = Rewriter(function)
     elected: dict[str, bool] = {}  # predicate register → whether it is true in the elected lane only (else false)
@@ -128,8 +152,9 @@ def _spread(function: ast.Function) -> ast.Function:
               and elected[statement.guard.register] == statement.guard.negated  # taken by the other lanes
               and len(operands) == 1 and type(operands[0]) is ast.Name):
             found = _region(statements, index + 1, operands[0].name)
-            if found is not None and found[0] not in rewrites:
-                _rewrite(rewriter, statements, *found, types, rewrites, flags)
+            if found is not None and not any(copy in rewrites for copy in found[0]):
+                for copy in found[0]:
+                    _rewrite(rewriter, statements, copy, found[1], types, registers, rewrites, flags)
     # Every lane's flag is 0 from the start: lanes may reach the label by other paths (lowering clears it
     # again after each copy, for the next time round a loop).
     out = [instruction("mov", ("u32",), (flag, ast.IntImm(0)), function.line) for flag in flags]
@@ -139,7 +164,7 @@ def _spread(function: ast.Function) -> ast.Function:
 
 
 def _rewrite(rewriter: Rewriter, statements: list, copy_index: int, label: int, types: dict[str, str],
-             rewrites: dict[int, list[ast.Statement]], flags: list[ast.Name]) -> None:
+             registers: set[str], rewrites: dict[int, list[ast.Statement]], flags: list[ast.Name]) -> None:
     copy = statements[copy_index]
     line = copy.line
     flag = rewriter.register("u32", "%elected", line)
@@ -147,25 +172,38 @@ def _rewrite(rewriter: Rewriter, statements: list, copy_index: int, label: int, 
     issue: list[ast.Statement] = [instruction("mov", ("u32",), (flag, ast.IntImm(1)), line)]
     kept = list(copy.operands)
     if copy.has("L2::cache_hint"):  # the cache policy is a hint: dropped (it precedes a byte mask)
-        del kept[3 if copy.has("bulk_group") else 4]
+        del kept[-1 if _is_tensor(copy) else 3 if copy.has("bulk_group") else 4]
+
+    def fresh(name: ast.Name, ptx_type: str) -> ast.Name:
+        """A register holding what `name` holds at the issue."""
+        register = rewriter.register(_bits(ptx_type), "%issued", line)
+        issue.append(instruction("mov", (_bits(ptx_type),), (register, name), line))
+        return register
+
+    def fresh_items(vector: ast.Vector) -> ast.Vector:
+        return dataclasses.replace(vector, items=tuple(
+            fresh(item, types.get(item.name, "u32")) if type(item) is ast.Name and item.name in registers else item
+            for item in vector.items))
+
     moved = []
     for operand in kept:
-        if type(operand) is ast.Address and operand.base is not None and not operand.extra:
-            base = operand.base.name
-            ptx_type = types.get(base) or ("u32" if _is_shared(copy, operand) else "u64")
-            register = rewriter.register(_bits(ptx_type), "%issued", line)
-            issue.append(instruction("mov", (_bits(ptx_type),), (register, operand.base), line))
-            moved.append(dataclasses.replace(operand, base=register))
+        if type(operand) is ast.Address and operand.base is not None and operand.extra:
+            # a tensor map and its {coordinates}: a map named directly is the same for every lane
+            base = fresh(operand.base, types[operand.base.name]) if operand.base.name in registers else operand.base
+            extra = tuple(fresh_items(e) if type(e) is ast.Vector else e for e in operand.extra)
+            moved.append(dataclasses.replace(operand, base=base, extra=extra))
+        elif type(operand) is ast.Address and operand.base is not None:
+            ptx_type = types.get(operand.base.name) or ("u32" if _is_shared(copy, operand) else "u64")
+            moved.append(dataclasses.replace(operand, base=fresh(operand.base, ptx_type)))
         elif type(operand) is ast.Name:
-            ptx_type = _bits(types.get(operand.name, "u32"))
-            register = rewriter.register(ptx_type, "%issued", line)
-            issue.append(instruction("mov", (ptx_type,), (register, operand), line))
-            moved.append(register)
+            moved.append(fresh(operand, types.get(operand.name, "u32")))
+        elif type(operand) is ast.Vector:  # im2col offsets
+            moved.append(fresh_items(operand))
         else:
             moved.append(operand)
     modifiers = tuple(m for m in copy.modifiers if m != "L2::cache_hint") + (SPREAD,)
     rewrites[copy_index] = issue
-    rewrites[label] = [statements[label], instruction("cp", modifiers, (*moved, flag), line)]
+    rewrites.setdefault(label, [statements[label]]).append(instruction("cp", modifiers, (*moved, flag), line))
 
 
 def _is_shared(copy: ast.Instruction, operand: ast.Address) -> bool:

@@ -43,6 +43,7 @@ from fatkit.errors import FatkitError, FormatError
 from fatkit.formats.common import align
 from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
+from fatkit.runtime import CLUSTER_DIMS_KEY, CLUSTER_MAX_CTAS_KEY, CLUSTER_SHAPE_OFFSET_KEY
 from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, target_machine
 from fatkit.translate.targets.base import (
     Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
@@ -346,7 +347,7 @@ class AmdgpuTarget(Target):
         if not objects:
             raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
                               + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
-        clusters = {k.signature.name: list(k.cluster) for k in kernels if k.cluster is not None}
+        clusters = {k.signature.name: cluster_metadata(k) for k in kernels if k.cluster or k.launch_cluster}
         if clusters:
             objects = [with_cluster_metadata(data, clusters) for data in objects]
         product = link(objects if len(objects) == 1 else with_one_metadata_note(objects))
@@ -637,16 +638,20 @@ def with_one_metadata_note(objects: list[bytes]) -> list[bytes]:
             for index, data in enumerate(objects)]
 
 
-CLUSTER_DIMS_KEY = ".fatkit.cluster_dims"  # a kernel's CTAs a workgroup runs: [x, y, z] (docs/runtime.md)
+def cluster_metadata(kernel: LoweredKernel) -> dict[str, object]:
+    """The metadata entries that tell the shim a kernel's cluster launch geometry."""
+    if kernel.cluster is not None:
+        return {CLUSTER_DIMS_KEY: list(kernel.cluster)}
+    return {CLUSTER_SHAPE_OFFSET_KEY: kernel.signature.params[-1].offset, CLUSTER_MAX_CTAS_KEY: kernel.launch_cluster}
 
 
-def with_cluster_metadata(data: bytes, clusters: dict[str, list[int]]) -> bytes:
-    """A relocatable object whose metadata note gives each kernel of `clusters` (name → cluster shape) its
-    CLUSTER_DIMS_KEY, the launch geometry the shim owes it."""
+def with_cluster_metadata(data: bytes, clusters: dict[str, dict[str, object]]) -> bytes:
+    """A relocatable object whose metadata note gives each kernel of `clusters` (name → its entries,
+    `cluster_metadata`) the launch geometry the shim owes it."""
     view, section, metadata, notes = _metadata_note_section(data)
     for kernel in metadata["amdhsa.kernels"]:
         if kernel.get(".name") in clusters:
-            kernel[CLUSTER_DIMS_KEY] = clusters[kernel[".name"]]
+            kernel.update(clusters[kernel[".name"]])
     return _with_note_section(data, view, section, metadata, notes)
 
 

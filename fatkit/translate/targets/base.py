@@ -50,6 +50,7 @@ class LoweredKernel:
     barriers: bool = False  # whether the kernel (or a function it calls) waits at bar.sync
     shared_padding: int = 0  # the most alignment padding a different order of the .shared variables adds
     cluster: tuple[int, int, int] | None = None  # the CTAs of a cluster that one workgroup runs (lower/cluster.py)
+    launch_cluster: int = 0  # a cluster shape the launch gives (CLUSTER_SHAPE_PARAM): the most CTAs it may hold
 
 
 @dataclass(frozen=True)

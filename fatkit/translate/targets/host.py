@@ -50,8 +50,8 @@ _DEADLOCK_S = 30.0  # a rendezvous still waiting after this long never completes
 _launches = itertools.count(1)
 DYNAMIC_SHARED_CAPACITY = 227 * 1024  # the most dynamic shared memory a CUDA block may have (sm_90)
 # Named barrier ids of a block: a CTA's 16, for each of the up to 16 CTAs of a cluster that runs as one block
-# (lower/cluster.py gives CTA r the ids 16·r + b).
-NAMED_BARRIER_IDS = 16 * 16
+# (lower/cluster.py gives barrier b of CTA r the id 1 + b·k + r).
+NAMED_BARRIER_IDS = 16 * 16 + 1
 
 
 def dynamic_shared_symbol(kernel: str) -> str:
