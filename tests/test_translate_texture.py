@@ -170,8 +170,11 @@ def test_targets_without_image_instructions_refuse_naming_the_instruction_and_li
 
 @pytest.mark.parametrize("body, why", [
     ("tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, %rd3, {%f1, %f1}];", "independent texturing mode"),
-    ("tex.a2dms.v4.f32.s32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %r1, %r1}];", "a multisample texture"),
-    ("suld.p.2d.v4.f32.zero {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1}];", "only .b (raw bits)"),
+    ("tex.a2dms.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %f1, %f1}];", "the coordinates are .s32"),
+    ("tex.cube.v4.f32.s32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %r1, %r1}];", "takes a direction"),
+    ("suld.p.2d.v4.f32.zero {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1}];", "suld has only .b (raw bits)"),
+    ("sust.p.a2d.v4.b32.zero [%rd1, {%r1, %r1, %r1, %r1}], {%r1, %r1, %r1, %r1};", "geometry .a2d is not one"),
+    ("sured.p.add.1d.b64.zero [%rd1, {%r1}], %rd1;", "on .b64 (sured.p)"),
 ])
 def test_forms_outside_the_abi_are_refused_with_the_reason(body, why):
     text = _KERNEL.format(globals="", body=body)
