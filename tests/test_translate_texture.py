@@ -9,6 +9,7 @@ rules; docs/runtime.md, "Textures and surfaces", says what that model does not s
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.helpers import LLVM_BIN
 from verification import textures
 
 SAMPLE = Path(__file__).parent / "samples" / "ptx" / "texsurf.sm_80.ptx"
+_H200 = json.loads((Path(textures.__file__).parent / "textures_h200.json").read_text())  # an H200's measurements
 OBJDUMP = LLVM_BIN / "llvm-objdump"
 
 
@@ -262,10 +264,12 @@ def test_tex1dfetch_reads_a_linear_texture_through_its_buffer_descriptor():
     out = np.full((8, 4), np.nan, dtype=np.float32)
     text = textures.SAMPLING.replace("{instruction}", textures.FETCH_1D)
     program(text, "gfx1100").launch("sample", [obj, indices, out], block=(8, 1, 1))
-    # one channel with selects (x, 0, 0, 1), as OpenCL has it: w reads 1 here, where an H200 gives 0
-    # (verification/textures.py); an index past the buffer reads 0 (all four)
-    expected = [[values[i], 0, 0, 1] if i < 8 else [0, 0, 0, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)]
+    # HIP's V# selects (x, 0, 0, 1) for one channel, OpenCL's rule; the kernel reads w as 0 all the same, as an
+    # H200 does (its measured bits, verification/textures_h200.json); an index past the buffer reads 0
+    expected = [[values[i], 0, 0, 0] if i < 8 else [0, 0, 0, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)]
     np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))
+    measured = next(r for r in _H200 if r["case"] == "tex1Dfetch of a float1 linear texture")["measured_bits"]
+    assert out.view(np.uint32).tolist() == [[int(b, 16) for b in row] for row in measured]
 
 
 def test_array_layer_and_txq_sizes_on_the_emulated_gfx1100():
