@@ -21,6 +21,8 @@ texture objects for them, so these instructions are refused there.
 
 from __future__ import annotations
 
+import weakref
+
 from llvmlite import ir
 
 from fatkit.translate.lower.core import F32, I1, I16, I32, I64, I8, Lowering, handles
@@ -496,14 +498,22 @@ def _out_of_range(lw: Lowering, rsrc: ir.Value, dim: str, coords: list[ir.Value]
         clamped.append(b.select(b.icmp_signed(">", low, limit), limit, low))
     if mode == "clamp":
         return clamped
-    fault = lw.function.append_basic_block("surface_out_of_range")
+    fault = _FAULTS.get(lw.function)
+    if fault is None:  # one trap block a function: LLVM 22 leaves a second gfx11 trap unexpanded in some
+        # layouts (a SIMULATED_TRAP pseudo that the assembler cannot encode)
+        fault = _FAULTS[lw.function] = lw.function.append_basic_block("surface_out_of_range")
+        here = b.block
+        b.position_at_end(fault)
+        lw.target.trap(b, None)
+        lw.stop_thread()
+        b.position_at_end(here)
     following = lw.function.append_basic_block("surface_in_range")
     b.cbranch(outside, fault, following)
-    b.position_at_end(fault)
-    lw.target.trap(b, None)
-    lw.stop_thread()
     b.position_at_end(following)
     return coords
+
+
+_FAULTS: weakref.WeakKeyDictionary[ir.Function, ir.Block] = weakref.WeakKeyDictionary()
 
 
 @handles("suld")
@@ -602,6 +612,11 @@ def sured(lw, ins):
         coords = _out_of_range(lw, rsrc, dim, coords, mode)
     data = lw.read(value, ctype)
     width = "i64" if wide else "i32"
+    # a constant coordinate would let InstCombine narrow the atomic to 16-bit addresses (a16), which LLVM 22
+    # prints but cannot encode for gfx1100 ("Unsupported instruction", an abort in object emission): such a
+    # coordinate goes through an empty inline asm that keeps it a 32-bit VGPR
+    opaque = ir.InlineAsm(ir.FunctionType(I32, [I32]), "", "=v,0")
+    coords = [lw.builder.call(opaque, [c]) if isinstance(c, ir.Constant) else c for c in coords]
 
     def atomic(name: str) -> None:
         _call(lw, f"llvm.amdgcn.image.atomic.{name}.{dim}.{width}.i32", element,
