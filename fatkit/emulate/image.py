@@ -201,8 +201,12 @@ class _ImageStep:
         count = {_RESINFO: 1, _SAMPLE_L: self.coordinates + 1}.get(self.op, self.coordinates)
         if self.op == _SAMPLE_D_G16:  # 16-bit gradients (h, then v), two a register, before the coordinates
             count = {1: 2, 2: 2, 3: 4}[self.coordinates - self.arrayed] + self.coordinates
+        integer_addresses = self.op in (_LOAD, _STORE, *_ATOMICS)
         if self.a16 and self.op != _RESINFO:
-            raise FatkitError(f"{self.where()}: 16-bit addresses are not modelled")
+            if not integer_addresses:
+                raise FatkitError(f"{self.where()}: 16-bit sampling coordinates are not modelled")
+            self.components = count  # 16-bit texel indices, two a register (the low half first)
+            count = (count + 1) // 2
         self.addresses = [self.vaddr]
         if self.nsa:
             extra = raw[8:8 + 4 * ((count - 1 + 3) // 4)]
@@ -231,7 +235,11 @@ class _ImageStep:
         w.pc += self.size
 
     def _address_values(self, w, lane: int) -> list[int]:
-        return [int(w.v[register][lane]) for register in self.addresses]
+        values = [int(w.v[register][lane]) for register in self.addresses]
+        if not self.a16 or self.op == _RESINFO:
+            return values
+        halves = [value >> shift & 0xFFFF for value in values for shift in (0, 16)][:self.components]
+        return [h - 0x10000 + (1 << 32) if h >> 15 else h for h in halves]  # sign-extended as 32-bit words
 
     def _write(self, w, lane: int, values: list[int]) -> None:
         for index, value in enumerate(values):

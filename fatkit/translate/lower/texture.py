@@ -612,11 +612,6 @@ def sured(lw, ins):
         coords = _out_of_range(lw, rsrc, dim, coords, mode)
     data = lw.read(value, ctype)
     width = "i64" if wide else "i32"
-    # a constant coordinate would let InstCombine narrow the atomic to 16-bit addresses (a16), which LLVM 22
-    # prints but cannot encode for gfx1100 ("Unsupported instruction", an abort in object emission): such a
-    # coordinate goes through an empty inline asm that keeps it a 32-bit VGPR
-    opaque = ir.InlineAsm(ir.FunctionType(I32, [I32]), "", "=v,0")
-    coords = [lw.builder.call(opaque, [c]) if isinstance(c, ir.Constant) else c for c in coords]
 
     def atomic(name: str) -> None:
         _call(lw, f"llvm.amdgcn.image.atomic.{name}.{dim}.{width}.i32", element,
