@@ -384,25 +384,6 @@ def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized
 # The queries HIP's query words answer, formatted surface stores, 64-bit and sample-addressed reductions, cube
 # maps and multisample textures
 
-_QUERY_KERNEL = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 t, .param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [t];
-    ld.param.u64 %rd2, [out];
-    txq.channel_data_type.b32 %r1, [%rd1];
-    txq.channel_order.b32 %r2, [%rd1];
-    txq.num_samples.b32 %r3, [%rd1];
-    suq.channel_data_type.b32 %r4, [%rd1];
-    suq.channel_order.b32 %r5, [%rd1];
-    st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
-    st.global.u32 [%rd2+16], %r5;
-    ret;
-}
-"""
 # HSA's channel type / order (what HIP writes) → OpenCL's cl_channel_type / cl_channel_order (CL/cl.h)
 _HSA_TO_OPENCL = [((15, 8), (0x10DE, 0x10B5)),  # FLOAT, RGBA → CL_FLOAT, CL_RGBA
                   ((11, 1), (0x10DA, 0x10B0)),  # UNSIGNED_INT8, R → CL_UNSIGNED_INT8, CL_R
@@ -417,7 +398,7 @@ def test_channel_queries_answer_opencls_codes_from_hips_query_words(hsa, opencl)
     obj = _texture_object(np.zeros((2, 2, 4), np.float32), _FLOAT32x4, _SEL_XYZW, channel_type=hsa[0],
                           channel_order=hsa[1])
     out = np.full(5, 0xDEAD, dtype=np.uint32)
-    program(_QUERY_KERNEL, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    program(textures.QUERIES, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
     assert out.tolist() == [opencl[0], opencl[1], 1, opencl[0], opencl[1]]  # one sample: not multisample
 
 
@@ -426,27 +407,8 @@ def test_num_samples_of_a_multisample_descriptor_is_two_to_its_last_level():
     words = obj[:_OBJECT_BYTES].view(np.uint32)
     words[3] = (words[3] & np.uint32(0x0000FFFF)) | np.uint32(14 << 28 | 3 << 16)  # SQ_RSRC_IMG_2D_MSAA, 8 samples
     out = np.zeros(5, dtype=np.uint32)
-    program(_QUERY_KERNEL, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    program(textures.QUERIES, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
     assert out[2] == 8
-
-
-_FORMATTED_STORE = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 surf, .param .u64 values)
-{
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [surf];
-    ld.param.u64 %rd2, [values];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd3, %r1, 16;
-    add.s64 %rd2, %rd2, %rd3;
-    ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd2];
-    sust.p.2d.v4.b32.zero [%rd1, {%r1, 1}], {%r2, %r3, %r4, %r5};
-    ret;
-}
-"""
 
 
 def _surface_texels(surface: np.ndarray, texels: np.ndarray) -> np.ndarray:
@@ -461,7 +423,7 @@ def test_sust_p_converts_to_the_surface_format_at_sample_x():
     surface = _texture_object(texels, 42, _SEL_XYZW)  # 8_8_8_8 UNORM
     values = np.array([[0.0, 1.0, 0.25, -3.0], [2.0, np.nan, 0.5019608, 1e-30], [0.1, 0.9, -0.0, np.inf],
                        [0.75, 0.0039, 0.0021, 0.998], [1, 1, 1, 1]], dtype=np.float32)
-    program(_FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(5, 1, 1))
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(5, 1, 1))
     written = _surface_texels(surface, texels)
     expected = np.rint(np.clip(np.nan_to_num(values[:4].astype(np.float64), nan=0.0), 0, 1) * 255)
     assert written[1].tolist() == expected.astype(np.uint8).tolist()
@@ -473,30 +435,8 @@ def test_sust_p_stores_integers_as_the_format_has_them_and_drops_channels_it_lac
     surface = _texture_object(texels, _UINT32, _SEL_X001)
     values = np.array([[7, 1, 2, 3], [0xFFFFFFFF, 9, 9, 9], [0x80000000, 0, 0, 0], [12345, 5, 5, 5]],
                       dtype=np.uint32)
-    program(_FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(4, 1, 1))
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(4, 1, 1))
     assert _surface_texels(surface, texels)[1, :, 0].tolist() == values[:, 0].tolist()
-
-
-_REDUCE_64 = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry reduce(.param .u64 surf)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<6>;
-    ld.param.u64 %rd1, [surf];
-    mov.u32 %r1, %tid.x;
-    and.b32 %r2, %r1, 3;
-    shl.b32 %r3, %r2, 3;
-    cvt.u64.u32 %rd2, %r1;
-    mul.lo.u64 %rd3, %rd2, 0x0000000100000003;
-    sub.s64 %rd4, 5, %rd3;
-    sured.b.add.2d.u64.zero [%rd1, {%r3, 0}], %rd3;
-    sured.b.min.2d.s64.zero [%rd1, {%r3, 1}], %rd4;
-    sured.b.max.2d.u64.clamp [%rd1, {%r3, 9}], %rd4;
-    ret;
-}
-"""
 
 
 def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
@@ -506,7 +446,7 @@ def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
                      dtype=object)
     texels = np.array([[int(v) & ((1 << 64) - 1) for v in row] for row in start], dtype=np.uint64)
     surface = _texture_object(texels.view(np.uint32).reshape(3, 4, 2), 48, _SEL_XYZW)  # 32_32 UINT
-    program(_REDUCE_64, "gfx1100").launch("reduce", [surface], block=(32, 1, 1))
+    program(textures.REDUCE_64, "gfx1100").launch("reduce", [surface], block=(32, 1, 1))
     after = _surface_texels(surface, texels.view(np.uint32).reshape(3, 4, 2)).reshape(3, 8).view(np.uint64)
     mask = (1 << 64) - 1
     data = {t: (t * 0x0000000100000003) & mask for t in range(32)}
@@ -522,30 +462,13 @@ def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
         assert int(after[2, i]) == max(int(texels[2, i]), *(signed[t] for t in lanes))
 
 
-_REDUCE_P = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry reduce(.param .u64 surf)
-{
-    .reg .b32 %r<8>;
-    ld.param.u64 %rd1, [surf];
-    mov.u32 %r1, %tid.x;
-    sub.s32 %r2, 3, %r1;
-    sured.p.min.1d.b32.trap [%rd1, {1}], %r2;
-    sured.p.max.1d.b32.trap [%rd1, {2}], %r2;
-    sured.p.add.1d.b32.trap [%rd1, {3}], %r1;
-    ret;
-}
-""".replace(".reg .b32 %r<8>;", ".reg .b32 %r<8>;\n    .reg .b64 %rd<2>;")
-
-
 @pytest.mark.parametrize("code, channel_type", [(21, 10), (20, 13)])  # 32-bit SINT (SIGNED_INT32), UINT
 def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(code, channel_type):
     """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add): signed on a
     SINT surface, unsigned (-4 is 0xFFFFFFFC) on a UINT one."""
     texels = np.array([100, 100, 1, 10], dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
     surface = _texture_object(texels.copy(), code, _SEL_X001, channel_type=channel_type)
-    program(_REDUCE_P, "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
+    program(textures.REDUCE_P, "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
     after = _surface_texels(surface, texels)[0, :, 0]
     values = [3 - t for t in range(8)]
     if channel_type == 10:
@@ -553,58 +476,6 @@ def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_sig
     else:
         unsigned = [v & 0xFFFFFFFF for v in values]
         assert after.tolist() == [100, min(100, *unsigned), max(1, *unsigned), 10 + sum(range(8))]
-
-
-def _cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
-    """CUDA's cube-map rule (the programming guide's cubemap table): the major axis's face and that face's
-    (s, t) in [0, 1]."""
-    ax, ay, az = abs(x), abs(y), abs(z)
-    if ax >= ay and ax >= az:
-        face, sc, tc, ma = (0, -z, -y, ax) if x >= 0 else (1, z, -y, ax)
-    elif ay >= az:
-        face, sc, tc, ma = (2, x, z, ay) if y >= 0 else (3, x, -z, ay)
-    else:
-        face, sc, tc, ma = (4, x, -y, az) if z >= 0 else (5, -x, -y, az)
-    return face, (sc / ma + 1) / 2, (tc / ma + 1) / 2
-
-
-_CUBE_KERNEL = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry cube(.param .u64 tex, .param .u64 coords, .param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    .reg .f32 %f<12>;
-    ld.param.u64 %rd1, [tex];
-    ld.param.u64 %rd2, [coords];
-    ld.param.u64 %rd3, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 16;
-    add.s64 %rd5, %rd2, %rd4;
-    ld.global.v4.f32 {%f1, %f2, %f3, %f8}, [%rd5];
-    mov.b32 %r2, %f8;
-    {instruction}
-    add.s64 %rd7, %rd3, %rd4;
-    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
-    ret;
-}
-"""
-
-
-def _directions(count: int, size: int, seed: int, margin: float) -> list[tuple[float, float, float]]:
-    """Random directions whose face coordinates lie `margin` texels or more from a texel edge (and, for
-    margin 0.5 and more, from the face's edge), so that rounding cannot move the answer."""
-    rng, found = np.random.default_rng(seed), []
-    while len(found) < count:
-        x, y, z = (float(np.float32(c)) for c in rng.uniform(-2, 2, 3))
-        magnitudes = sorted((abs(x), abs(y), abs(z)))
-        _face, s, t = _cube_face(x, y, z)
-        edges = [abs(c * size - round(c * size)) for c in (s, t)] if margin < 0.5 else \
-            [min(c * size - 0.5, size - 0.5 - c * size) + 0.5 for c in (s, t)]
-        if magnitudes[2] - magnitudes[1] > 0.05 and min(edges) > margin:
-            found.append((x, y, z))
-    return found
 
 
 @pytest.mark.parametrize("arrayed", [False, True])
@@ -618,16 +489,16 @@ def test_cube_map_lookups_take_the_face_the_major_axis_picks(arrayed):
             for column in range(size):
                 texels[layer, row, column] = [layer, column, row, 1]
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=6 * cubes, cube=True, point=True)
-    directions = _directions(24, size, 3, 0.01)
+    directions = textures.cube_directions(24, size, 3)
     cubes_of = [lane % cubes for lane in range(len(directions))]
     coords = np.array([[*d, np.uint32(c).view(np.float32)] for d, c in zip(directions, cubes_of)], dtype=np.float32)
     instruction = ("tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];" if arrayed else
                    "tex.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];")
     out = np.full((len(directions), 4), np.nan, dtype=np.float32)
-    program(_CUBE_KERNEL.replace("{instruction}", instruction), "gfx1100").launch(
+    program(textures.CUBE.replace("{instruction}", instruction), "gfx1100").launch(
         "cube", [obj, coords, out], block=(len(directions), 1, 1))
     for lane, ((x, y, z), cube) in enumerate(zip(directions, cubes_of)):
-        face, s, t = _cube_face(x, y, z)
+        face, s, t = textures.cube_face(x, y, z)
         expected = [cube * 6 + face, min(int(s * size), size - 1), min(int(t * size), size - 1), 1]
         assert out[lane].tolist() == expected, (lane, (x, y, z))
 
@@ -636,14 +507,14 @@ def test_tld4_on_a_cube_map_gathers_within_the_face():
     size = 8
     texels = np.random.default_rng(5).uniform(-1, 1, (6, size, size, 4)).astype(np.float32)
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=6, cube=True)
-    directions = _directions(16, size, 11, 0.6)  # the four texels inside the face
+    directions = textures.cube_directions(16, size, 11, gather=True)  # the four texels inside the face
     coords = np.array([[*d, 0] for d in directions], dtype=np.float32)
     out = np.full((len(directions), 4), np.nan, dtype=np.float32)
-    text = _CUBE_KERNEL.replace("{instruction}", "tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, "
+    text = textures.CUBE.replace("{instruction}", "tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, "
                                 "[%rd1, {%f1, %f2, %f3, %f3}];")
     program(text, "gfx1100").launch("cube", [obj, coords, out], block=(len(directions), 1, 1))
     for lane, direction in enumerate(directions):
-        face, s, t = _cube_face(*direction)
+        face, s, t = textures.cube_face(*direction)
         assert out[lane].tolist() == textures.gather_order(texels[face], s, t, 2), (lane, direction)
 
 
@@ -651,8 +522,8 @@ def test_the_cube_face_table_is_the_isas_v_cubesc_tc_ma():
     """tex.grad.cube's derivative selection (`_CUBE_FACES`) against CUDA's face rule: on each face, sc, tc and
     ma are the ± components the rule names (sc/|ma| and tc/|ma| the face coordinates × 2 - 1)."""
     from fatkit.translate.lower.texture import _CUBE_FACES
-    for direction in _directions(60, 4, 9, 0.0):
-        face, s, t = _cube_face(*direction)
+    for direction in textures.cube_directions(60, 4, 9):
+        face, s, t = textures.cube_face(*direction)
         (sc_axis, sc_sign), (tc_axis, tc_sign), (ma_axis, ma_scale) = _CUBE_FACES[face]
         ma = direction[ma_axis] * ma_scale  # v_cubema: twice the major axis
         assert abs(direction[sc_axis] * sc_sign / abs(ma) + 0.5 - s) < 1e-6

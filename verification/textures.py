@@ -126,6 +126,138 @@ def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list
             ((i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j))]
 
 
+QUERIES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    txq.channel_data_type.b32 %r1, [%rd1];
+    txq.channel_order.b32 %r2, [%rd1];
+    txq.num_samples.b32 %r3, [%rd1];
+    suq.channel_data_type.b32 %r4, [%rd1];
+    suq.channel_order.b32 %r5, [%rd1];
+    st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
+    st.global.u32 [%rd2+16], %r5;
+    ret;
+}
+"""
+
+FORMATTED_STORE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 surf, .param .u64 values)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [surf];
+    ld.param.u64 %rd2, [values];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 16;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd2];
+    sust.p.2d.v4.b32.zero [%rd1, {%r1, 1}], {%r2, %r3, %r4, %r5};
+    ret;
+}
+"""
+
+
+REDUCE_64 = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry reduce(.param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [surf];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 3;
+    shl.b32 %r3, %r2, 3;
+    cvt.u64.u32 %rd2, %r1;
+    mul.lo.u64 %rd3, %rd2, 0x0000000100000003;
+    sub.s64 %rd4, 5, %rd3;
+    sured.b.add.2d.u64.zero [%rd1, {%r3, 0}], %rd3;
+    sured.b.min.2d.s64.zero [%rd1, {%r3, 1}], %rd4;
+    sured.b.max.2d.u64.clamp [%rd1, {%r3, 9}], %rd4;
+    ret;
+}
+"""
+
+
+REDUCE_P = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry reduce(.param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [surf];
+    mov.u32 %r1, %tid.x;
+    sub.s32 %r2, 3, %r1;
+    sured.p.min.1d.b32.trap [%rd1, {1}], %r2;
+    sured.p.max.1d.b32.trap [%rd1, {2}], %r2;
+    sured.p.add.1d.b32.trap [%rd1, {3}], %r1;
+    ret;
+}
+"""
+
+
+def cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
+    """CUDA's cube-map rule (the programming guide's cubemap table): the major axis's face and that face's
+    (s, t) in [0, 1]."""
+    ax, ay, az = abs(x), abs(y), abs(z)
+    if ax >= ay and ax >= az:
+        face, sc, tc, ma = (0, -z, -y, ax) if x >= 0 else (1, z, -y, ax)
+    elif ay >= az:
+        face, sc, tc, ma = (2, x, z, ay) if y >= 0 else (3, x, -z, ay)
+    else:
+        face, sc, tc, ma = (4, x, -y, az) if z >= 0 else (5, -x, -y, az)
+    return face, (sc / ma + 1) / 2, (tc / ma + 1) / 2
+
+
+CUBE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry cube(.param .u64 tex, .param .u64 coords, .param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %f<12>;
+    ld.param.u64 %rd1, [tex];
+    ld.param.u64 %rd2, [coords];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 16;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.v4.f32 {%f1, %f2, %f3, %f8}, [%rd5];
+    mov.b32 %r2, %f8;
+    {instruction}
+    add.s64 %rd7, %rd3, %rd4;
+    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
+    ret;
+}
+"""
+
+
+def cube_directions(count: int, size: int, seed: int, gather: bool = False) -> list[tuple[float, float, float]]:
+    """Random directions, none near a tie between axes, whose face coordinates × size lie 0.01 or more from a
+    texel edge (`gather`: from a texel centre, the 2 × 2 footprint inside the face), so that rounding cannot
+    move the answer."""
+    rng, found = np.random.default_rng(seed), []
+    while len(found) < count:
+        x, y, z = (float(np.float32(c)) for c in rng.uniform(-2, 2, 3))
+        magnitudes = sorted((abs(x), abs(y), abs(z)))
+        _face, s, t = cube_face(x, y, z)
+        positions = [c * size - (0.5 if gather else 0.0) for c in (s, t)]
+        if magnitudes[2] - magnitudes[1] > 0.05 and all(
+                abs(p - round(p)) > 0.01 and (not gather or 0 < p < size - 1) for p in positions):
+            found.append((x, y, z))
+    return found
+
+
 # ------------------------------------------------------------------------------------------- on the GPU
 
 def _run(out_path: Path | None) -> int:
