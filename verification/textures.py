@@ -12,7 +12,15 @@ clamp/wrap/mirror/border addressing modes; tld4 returns one component of those f
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
 - tld4.g's texel order;
 - tex1Dfetch of a one-channel float linear texture (what the channels it lacks read, and an index past it);
-- suld .clamp past the edge and sust .zero past it.
+- suld .clamp past the edge and sust .zero past it;
+- the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
+  positions, raw, for fitting NVIDIA's fixed-point rule;
+- what the channels a one- or two-channel array texture lacks read (fatkit: 0);
+- sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
+- sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
+- tex.cube, tex.acube and tld4.cube against CUDA's face rule;
+- txq/suq channel_data_type, channel_order and txq.num_samples (fatkit answers OpenCL's codes).
+Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
 
 from __future__ import annotations
@@ -165,7 +173,7 @@ FORMATTED_STORE = """.version 8.0
 """
 
 
-REDUCE_64 = """.version 8.0
+REDUCE_64 = """.version 8.1
 .target sm_80
 .address_size 64
 .visible .entry reduce(.param .u64 surf)
@@ -327,7 +335,7 @@ def _run(out_path: Path | None) -> int:
             if bits is None:
                 break
     record("tex.2d bilinear weight precision (max |model - H200| per weight bits and rounding)",
-           min(precision.values()) < 1e-5, max_difference=precision)
+           min(precision.values()) < 1e-5, max_difference=precision, coords=rough, measured=out.tolist())
 
     grid = np.arange(4 * 4 * 4, dtype=np.float32).reshape(4, 4, 4)
     tex, _array = array_texture(grid, "clamp", gather=True)
@@ -370,6 +378,186 @@ def _run(out_path: Path | None) -> int:
     clamped = [int(rows[min(t, 2), min(t, 3)]) for t in range(6)]
     expected = [clamped[t] + 1000 if t < 4 else 0 for t in range(6)]
     record("suld .clamp / sust .zero", measured == expected, measured=measured, model=expected)
+
+    def attempt(case: str, body) -> None:
+        """A case that may stop at an API NVIDIA refuses: the error is its record."""
+        try:
+            body()
+        except Exception as exc:  # noqa: BLE001 (any failure is what the case measured)
+            record(case, False, error=repr(exc)[:400])
+
+    def surface_array(descriptor, width: int, height: int, data: np.ndarray):
+        array = texture.CUDAarray(descriptor, width, height, flags=runtime.cudaArraySurfaceLoadStore)
+        array.copy_from(data)
+        return texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)), array
+
+    def weight_sweep() -> None:
+        """NVIDIA's bilinear weights themselves: texels (i, j, i·j, T) on a 2 × 2 texture give (a, b, a·b, the
+        blend of T) at x = 2u - 0.5 = k/1024 and y from a scrambled k; clamp addressing."""
+        grid = np.zeros((2, 2, 4), dtype=np.float32)
+        for j in range(2):
+            for i in range(2):
+                grid[j, i] = [i, j, i * j, (1.0, 3.0, 7.0, 15.0)[2 * j + i]]
+        tex, _array = array_texture(grid, "clamp")
+        ks = range(1024)
+        coords = [(0.25 + k / 2048, 0.25 + (k * 389 % 1024) / 2048) for k in ks]
+        out = np.concatenate([sample(TEX_2D, tex.ptr, coords[n:n + 256]) for n in range(0, 1024, 256)])
+        fits = {}
+        for name, rounding in (("round", np.rint), ("floor", np.floor), ("ceil", np.ceil)):
+            a = rounding(np.array([2 * u - 0.5 for u, _ in coords]) * 256) / 256
+            fits[f"8 {name}"] = int(np.count_nonzero(out[:, 0] != a))
+        record("tex.2d bilinear weights at x = k/1024 (mismatches of a against 8-bit models)",
+               min(fits.values()) == 0, mismatches=fits, coords=coords, measured=out.tolist())
+
+    def narrow_formats() -> None:
+        """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
+        cases = {"float1": (texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat),
+                            np.array([[1.5, -2.0], [3.0, 4.0]], np.float32), runtime.cudaReadModeElementType),
+                 "float2": (texture.ChannelFormatDescriptor(32, 32, 0, 0, runtime.cudaChannelFormatKindFloat),
+                            np.array([[1.5, -2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0]], np.float32),
+                            runtime.cudaReadModeElementType),
+                 "uchar1 normalised": (texture.ChannelFormatDescriptor(8, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned),
+                                       np.array([[51, 255], [0, 102]], np.uint8), runtime.cudaReadModeNormalizedFloat)}
+        for name, (descriptor, data, read_mode) in cases.items():
+            array = texture.CUDAarray(descriptor, 2, 2)
+            array.copy_from(data)
+            tex = texture.TextureObject(
+                texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+                texture.TextureDescriptor((modes["clamp"], modes["clamp"]), runtime.cudaFilterModePoint, read_mode,
+                                          normalizedCoords=1))
+            out = sample(TEX_2D, tex.ptr, [(0.75, 0.25)])[0]
+            channels = data.shape[1] // 2
+            present = data[0].reshape(2, channels)[1].astype(np.float64) / (255 if data.dtype == np.uint8 else 1)
+            model = np.array([*present, *[0.0] * (4 - channels)], dtype=np.float32)  # fatkit: absent reads 0
+            record(f"tex.2d of a {name} array texture (absent channels read 0)",
+                   bool(np.array_equal(out.view(np.uint32), model.view(np.uint32))), measured=out.tolist(),
+                   model=model.tolist())
+
+    def formatted_stores() -> None:
+        float1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat)
+        uchar4 = texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned)
+        kernel = module(FORMATTED_STORE, "formatted").get_function("k")
+        values = np.array([[1.5, 2, 3, 4], [-0.0, 9, 9, 9], [np.inf, 0, 0, 0], [1e-40, 1, 1, 1]], np.float32)
+        surface, array = surface_array(float1, 4, 2, np.zeros((2, 4), np.float32))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(values)))
+        back = np.zeros((2, 4), np.float32)
+        array.copy_to(back)
+        record("sust.p into a float1 surface (x in samples; R kept, G/B/A dropped)",
+               back[1].view(np.uint32).tolist() == values[:, 0].view(np.uint32).tolist(), measured=back.tolist())
+        integers = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
+        surface, array = surface_array(uchar4, 4, 2, np.zeros((2, 16), np.uint8))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(integers)))
+        back = np.zeros((2, 16), np.uint8)
+        array.copy_to(back)
+        truncated = (integers & 0xFF).astype(np.uint8).reshape(-1).tolist()  # fatkit's emulator (AMD's store)
+        saturated = np.clip(integers, 0, 255).astype(np.uint8).reshape(-1).tolist()
+        record("sust.p into a uchar4 surface: .u32 values past 8 bits (truncated, as the emulator models AMD?)",
+               back[1].tolist() == truncated, measured=back[1].tolist(), truncated=truncated, saturated=saturated)
+
+    def reductions() -> None:
+        mask = (1 << 64) - 1
+        start = [[1 << 40, 0, 5, mask], [0, (-1 << 50) & mask, 1 << 62, 3], [7, 0, 1 << 63, 9]]
+        texels = np.array(start, dtype=np.uint64)
+        uint2 = texture.ChannelFormatDescriptor(32, 32, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+        surface, array = surface_array(uint2, 4, 3, texels.view(np.uint32).reshape(3, 8))
+        module(REDUCE_64, "reduce64").get_function("reduce")((1,), (32,), (np.uint64(surface.ptr),))
+        back = np.zeros((3, 8), np.uint32)
+        array.copy_to(back)
+        after = back.view(np.uint64).reshape(3, 4)
+        data = [(t * 0x0000000100000003) & mask for t in range(32)]
+        signed = [(5 - d) & mask for d in data]
+
+        def as_signed(v: int) -> int:
+            return v - (1 << 64) if v >> 63 else v
+
+        model = [[(start[0][i] + sum(data[t] for t in range(32) if t & 3 == i)) & mask for i in range(4)],
+                 [min(as_signed(start[1][i]), *(as_signed(signed[t]) for t in range(32) if t & 3 == i)) & mask
+                  for i in range(4)],
+                 [max(start[2][i], *(signed[t] for t in range(32) if t & 3 == i)) for i in range(4)]]
+        record("sured.b 64-bit add / signed min / unsigned max (.clamp) on a uint2 surface",
+               [[int(v) for v in row] for row in after] == model, measured=[[hex(int(v)) for v in row] for row in after],
+               model=[[hex(v) for v in row] for row in model])
+        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"), (runtime.cudaChannelFormatKindUnsigned,
+                                                                            "uint1")):
+            start32 = np.array([100, 100, 1, 10], dtype=np.int32)
+            array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
+                                      flags=runtime.cudaArraySurfaceLoadStore)
+            array.copy_from(start32)
+            surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
+            module(REDUCE_P, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
+            back = np.zeros(4, np.int32)
+            array.copy_to(back)
+            values = [3 - t for t in range(8)] if name == "int1" else [(3 - t) & 0xFFFFFFFF for t in range(8)]
+            model = [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
+            measured = back.tolist() if name == "int1" else back.view(np.uint32).tolist()
+            record(f"sured.p min/max/add.b32 on an {name} surface (signedness from the format)", measured == model,
+                   measured=measured, model=model)
+
+    def cube_maps(instruction: str, layered: bool, gather: bool = False) -> None:
+        size, cubes = (8, 1) if gather else (4, 2 if layered else 1)
+        texels = np.zeros((6 * cubes, size, size, 4), dtype=np.float32)
+        for layer in range(6 * cubes):
+            for row in range(size):
+                for column in range(size):
+                    texels[layer, row, column] = [layer, column, row, 1]
+        flags = runtime.cudaArrayCubemap | (runtime.cudaArrayLayered if layered else 0) | (8 if gather else 0)
+        array = texture.CUDAarray(float4, size, size, 6 * cubes, flags=flags)
+        array.copy_from(texels.reshape(6 * cubes, size, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModePoint,
+                                      runtime.cudaReadModeElementType, normalizedCoords=1))
+        directions = cube_directions(24, size, 3, gather=gather)
+        cubes_of = [lane % cubes for lane in range(len(directions))]
+        coords = np.array([[*d, np.uint32(c).view(np.float32)] for d, c in zip(directions, cubes_of)], np.float32)
+        out = cp.full((len(directions), 4), np.nan, dtype=cp.float32)
+        module(CUBE.replace("{instruction}", instruction), "cube").get_function("cube")(
+            (1,), (len(directions),), (np.uint64(tex.ptr), cp.asarray(coords), out))
+        out = cp.asnumpy(out)
+        model = []
+        for (x, y, z), cube in zip(directions, cubes_of):
+            face, s, t = cube_face(x, y, z)
+            if gather:  # the blue channel: the row of each of the four texels
+                model.append(gather_order(texels[face], s, t, 2))
+            else:
+                model.append([cube * 6 + face, min(int(s * size), size - 1), min(int(t * size), size - 1), 1])
+        record(f"{instruction.split()[0]} (CUDA's face rule{', layer × 6 + face' if layered else ''})",
+               out.tolist() == model, directions=directions, measured=out.tolist(), model=model)
+
+    def queries() -> None:
+        """txq on a float4 array texture, suq on a uint1 surface; fatkit answers OpenCL's codes (CL_FLOAT 0x10DE,
+        CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
+        texture_only = QUERIES.replace("suq.channel_data_type.b32 %r4, [%rd1];", "mov.u32 %r4, 0;") \
+            .replace("suq.channel_order.b32 %r5, [%rd1];", "mov.u32 %r5, 0;")
+        surface_only = QUERIES
+        for line in ("txq.channel_data_type.b32 %r1", "txq.channel_order.b32 %r2", "txq.num_samples.b32 %r3"):
+            surface_only = surface_only.replace(line + ", [%rd1];", f"mov.u32 {line.split()[1]}, 0;")
+        tex, _array = array_texture(bilinear_texels(), "clamp")
+        out = cp.zeros(5, dtype=cp.uint32)
+        module(texture_only, "queries").get_function("k")((1,), (1,), (np.uint64(tex.ptr), out))
+        measured = cp.asnumpy(out)[:3].tolist()
+        record("txq.channel_data_type / channel_order / num_samples of a float4 array texture",
+               measured == [0x10DE, 0x10B5, 1], measured=[hex(v) for v in measured])
+        uint1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+        surface, _array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
+        out = cp.zeros(5, dtype=cp.uint32)
+        module(surface_only, "queries").get_function("k")((1,), (1,), (np.uint64(surface.ptr), out))
+        measured = cp.asnumpy(out)[3:].tolist()
+        record("suq.channel_data_type / channel_order of a uint1 surface", measured == [0x10DC, 0x10B0],
+               measured=[hex(v) for v in measured])
+
+    # the cases most likely to fault the context (queries NVIDIA may not answer, tld4 of a cube map) last
+    attempt("tex.2d bilinear weights", weight_sweep)
+    attempt("narrow formats", narrow_formats)
+    attempt("sust.p", formatted_stores)
+    attempt("sured 64-bit and .p", reductions)
+    attempt("tex.cube", lambda: cube_maps("tex.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
+                                          False))
+    attempt("tex.acube", lambda: cube_maps(
+        "tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];", True))
+    attempt("txq/suq channel queries", queries)
+    attempt("tld4.cube", lambda: cube_maps("tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
+                                           False, gather=True))
 
     if out_path is not None:
         out_path.write_text(json.dumps(records, indent=1))
