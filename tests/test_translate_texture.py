@@ -178,6 +178,9 @@ def test_targets_without_image_instructions_refuse_naming_the_instruction_and_li
     ("suld.p.2d.v4.f32.zero {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1}];", "suld has only .b (raw bits)"),
     ("sust.p.a2d.v4.b32.zero [%rd1, {%r1, %r1, %r1, %r1}], {%r1, %r1, %r1, %r1};", "geometry .a2d is not one"),
     ("sured.p.add.1d.b64.zero [%rd1, {%r1}], %rd1;", "on .b64 (sured.p)"),
+    ("tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1}], %f1;", "no depth-compare function"),
+    ("tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1}], {%r1, %r1}, %f1;", "no depth-compare"),
+    ("tex.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1, %f1, %f1}], {%r1, %r1};", "no offset operand"),
 ])
 def test_forms_outside_the_abi_are_refused_with_the_reason(body, why):
     text = _KERNEL.format(globals="", body=body)
@@ -546,3 +549,59 @@ def test_grad_cube_samples_with_face_space_gradients_and_multisample_reads_a_sam
     assert ir_text.count("llvm.amdgcn.cubeid") >= 1
     # {layer 2, sample 3, x 5, y 6} → (x, y, layer, sample)
     assert '@"llvm.amdgcn.image.load.2darraymsaa.v4f32.i32"(i32 15, i32 5, i32 6, i32 2, i32 3,' in ir_text
+
+
+@pytest.mark.parametrize("offset", [(1, -1), (-3, 2), (7, -8)])
+def test_texel_offsets_shift_the_footprint_in_texels(offset):
+    """tex.2d and tld4.g with an offset operand: the same as sampling (u + ox / width, v + oy / height)."""
+    texels = textures.bilinear_texels()
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW)
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V
+    coords = np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1)
+    moves = f"mov.u32 %r2, {offset[0]};\n    mov.u32 %r3, {offset[1]};\n    "
+    for instruction in (textures.TEX_2D, textures.TLD4_G):
+        out = np.full((len(us), 4), np.nan, dtype=np.float32)
+        text = textures.SAMPLING.replace("{instruction}", moves + instruction.replace("}];", "}], {%r2, %r3};"))
+        program(text, "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
+        for lane, (u, v) in enumerate(zip(us, vs)):
+            shifted = (u + offset[0] / 8, v + offset[1] / 4)  # the texture is 8 wide, 4 high
+            expected = (textures.ptx_sample(texels, *shifted, "clamp").astype(np.float32)
+                        if instruction == textures.TEX_2D else textures.gather_order(texels, *shifted, 1))
+            np.testing.assert_array_equal(out[lane], np.array(expected, dtype=np.float32),
+                                          err_msg=f"{instruction}: lane {lane}")
+
+
+def test_integer_fetches_add_the_offset_and_f16_results_round_to_nearest():
+    values = np.array([1.5, -2.0, np.inf, 7.25, 0.0, -0.0, 3.0, 1e-40, 65520.0, 1.0009765625, 1.00146484375],
+                      dtype=np.float32)
+    obj = _texture_object(values.reshape(-1, 1), _FLOAT32, _SEL_X001, linear=True)
+    text = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b16 %h<8>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, 3;
+    tex.1d.v4.f16.s32 {%h1, %h2, %h3, %h4}, [%rd1, {%r1}], {%r2};
+    tex.1d.v2.f16x2.s32 {%r3, %r4}, [%rd1, {%r1}];
+    mul.wide.u32 %rd3, %r1, 16;
+    add.s64 %rd2, %rd2, %rd3;
+    st.global.v4.b16 [%rd2], {%h1, %h2, %h3, %h4};
+    st.global.v2.b32 [%rd2+8], {%r3, %r4};
+    ret;
+}
+"""
+    lanes = len(values)
+    out = np.zeros((lanes, 8), dtype=np.uint16)
+    program(text, "gfx1100").launch("k", [obj, out], block=(lanes, 1, 1))
+    with np.errstate(over="ignore"):  # 65520 rounds to +inf in f16
+        halves = values.astype(np.float16).view(np.uint16)  # numpy rounds to nearest even
+    for lane in range(lanes):
+        shifted = halves[lane + 3] if lane + 3 < lanes else 0  # the offset 3; past the end: 0
+        assert out[lane, 0] == shifted and out[lane, 1:4].tolist() == [0, 0, 0], lane
+        assert out[lane, 4] == halves[lane] and out[lane, 5:].tolist() == [0, 0, 0], lane

@@ -24,6 +24,8 @@ from fatkit.errors import FatkitError
 
 MIMG_ENCODING, MUBUF_ENCODING = 0b111100, 0b111000
 _LOAD, _STORE, _RESINFO, _SAMPLE_D, _SAMPLE_L, _SAMPLE_LZ, _GATHER4_LZ, _SAMPLE_D_G16 = 0, 6, 23, 28, 29, 31, 50, 57
+_SAMPLE_LZ_O, _GATHER4_LZ_O = 41, 54  # with a texel offset: one address register (packed x, y, z) first
+_OFFSET_FORMS = {_SAMPLE_LZ_O: _SAMPLE_LZ, _GATHER4_LZ_O: _GATHER4_LZ}
 def _signed(value: int, bits: int) -> int:
     return value - (value >> (bits - 1) << bits)
 
@@ -41,7 +43,8 @@ _ATOMICS: dict[int, tuple[str, Callable[[int, int, int], int]]] = {
 }
 _MIMG_NAMES = {_LOAD: "IMAGE_LOAD", _STORE: "IMAGE_STORE", _RESINFO: "IMAGE_GET_RESINFO", _SAMPLE_D: "IMAGE_SAMPLE_D",
                _SAMPLE_L: "IMAGE_SAMPLE_L", _SAMPLE_LZ: "IMAGE_SAMPLE_LZ", _GATHER4_LZ: "IMAGE_GATHER4_LZ",
-               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16", **{op: name for op, (name, _) in _ATOMICS.items()}}
+               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16", _SAMPLE_LZ_O: "IMAGE_SAMPLE_LZ_O",
+               _GATHER4_LZ_O: "IMAGE_GATHER4_LZ_O", **{op: name for op, (name, _) in _ATOMICS.items()}}
 _FORMAT_LOADS = {0: 1, 1: 2, 2: 3, 3: 4}  # buffer_load_format_x … _xyzw: channels
 # the instruction's dim field: (name, coordinates, whether the last is an array layer)
 _DIMS = {0: ("1D", 1, False), 1: ("2D", 2, False), 2: ("3D", 3, False), 3: ("CUBE", 3, False),
@@ -199,6 +202,9 @@ class _ImageStep:
             raise FatkitError(f"{self.where()}: dimension {dim} (multisample) is not modelled")
         self.dim, self.coordinates, self.arrayed = _DIMS[dim]
         count = {_RESINFO: 1, _SAMPLE_L: self.coordinates + 1}.get(self.op, self.coordinates)
+        self.offset = self.op in _OFFSET_FORMS
+        if self.offset:
+            self.op, count = _OFFSET_FORMS[self.op], count + 1
         if self.op == _SAMPLE_D_G16:  # 16-bit gradients (h, then v), two a register, before the coordinates
             count = {1: 2, 2: 2, 3: 4}[self.coordinates - self.arrayed] + self.coordinates
         integer_addresses = self.op in (_LOAD, _STORE, *_ATOMICS)
@@ -343,7 +349,12 @@ class _ImageStep:
         if cube:  # a face is addressed within its edges (the clamp fields do not apply)
             modes, unnormalized = [_CLAMP_LAST_TEXEL, _CLAMP_LAST_TEXEL], 0
         for lane in active:
-            floats = [_f32(v) for v in self._address_values(w, lane)]
+            raw = self._address_values(w, lane)
+            offsets = [0, 0]
+            if self.offset:  # 6-bit signed texel offsets at bits 0 and 8, added in texel space
+                offsets = [_signed(_bits(raw[0], 8 * k, 6), 6) for k in range(2)]
+                raw = raw[1:]
+            floats = [_f32(v) for v in raw]
             if self.op == _SAMPLE_D_G16:  # the gradients come first; at one level they choose nothing
                 floats = floats[len(floats) - self.coordinates:]
             lod = floats[self.coordinates] if self.op == _SAMPLE_L else 0.0
@@ -360,6 +371,7 @@ class _ImageStep:
             elif self.arrayed:
                 layer = min(max(int(np.rint(floats[self.coordinates - 1])), 0), layers - 1)
             u, v = (s, t) if unnormalized else (s * width, t * (height if two_d else 1))
+            u, v = u + offsets[0], v + (offsets[1] if two_d else 0)
             if cube and (self.op == _GATHER4_LZ or filter_mode and not integer) and not (
                     0 <= math.floor(u - 0.5) and math.floor(u - 0.5) + 1 < width
                     and 0 <= math.floor(v - 0.5) and math.floor(v - 0.5) + 1 < height):

@@ -155,6 +155,8 @@ FORMS: tuple[Form, ...] = (
     Form("tex", ("acube",), LOWERED, "tex.acube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%r2, %f6, %f7, %f8}];"),
     Form("tex", ("2dms",), LOWERED, "tex.2dms.v4.s32.s32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %r7, %r8, %r9}];"),
     Form("tex", ("a2dms",), LOWERED, "tex.a2dms.v4.u32.s32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %r7, %r8, %r9}];"),
+    Form("tex", ("f16x2",), LOWERED, "tex.2d.v2.f16x2.f32 {%r2, %r3}, [%rd1, {%f6, %f7}], {%r4, %r5};"),
+    Form("tex", ("f16",), LOWERED, "tex.level.a1d.v4.f16.f32 {%h2, %h3, %h4, %h5}, [%rd1, {%r2, %f6}], %f7;"),
     Form("tex", ("grad", "cube"), LOWERED, "tex.grad.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, "
          "[%rd1, {%f6, %f7, %f8, %f9}], {%f10, %f11, %f12, %f13}, {%f14, %f15, %f16, %f17};"),
     Form("tld4", (), LOWERED, "tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];"),

@@ -197,7 +197,7 @@ def _write_results(lw: Lowering, operand: ast.Operand, components: list[ir.Value
 
 def _components(lw: Lowering, vector: ir.Value, dtype: str) -> list[ir.Value]:
     values = [lw.builder.extract_element(vector, ir.Constant(I32, i)) for i in range(4)]
-    if dtype == "f32":
+    if dtype in ("f32", "f16", "f16x2"):
         return values
     return [lw.builder.bitcast(v, I32) for v in values]
 
@@ -205,31 +205,98 @@ def _components(lw: Lowering, vector: ir.Value, dtype: str) -> list[ir.Value]:
 _TAIL = [ir.Constant(I1, 0), ir.Constant(I32, 0), ir.Constant(I32, 0)]  # unorm (S# decides), texfail, cache
 
 
+def _trailing(lw: Lowering, ins: ast.Instruction, fixed: int, geometry: str):
+    """The optional operands after a texture instruction's `fixed` ones: the texel offset `e` (a vector of
+    .s32, -8…7) and the depth-compare value `f` (a scalar) — the latter refused: HIP's texture objects carry no
+    compare function (hipTextureDesc has none, and the S# HIP writes compares with NEVER)."""
+    rest = ins.operands[fixed:]
+    if len(rest) > 2:
+        raise lw.fail(f"expected at most {fixed + 2} operands, found {len(ins.operands)}")
+    offset = None
+    for operand in rest:
+        if type(operand) is ast.Vector and offset is None:
+            offset = operand
+        else:
+            raise lw.fail("a depth-compare operand: HIP's texture objects carry no depth-compare function "
+                          "(hipTextureDesc has none; the S# HIP writes compares with NEVER)")
+    if offset is not None and geometry in ("cube", "acube"):
+        raise lw.fail("the PTX ISA gives cube-map lookups no offset operand")
+    return offset
+
+
+def _offset_values(lw: Lowering, offset: ast.Operand, geometry: str) -> list[ir.Value]:
+    count = _GEOMETRY[geometry][1]
+    items = _items(lw, offset, "offset")
+    if len(items) < count:
+        raise lw.fail(f"a .{geometry} offset has {count} components")
+    return [lw.read(item, "s32") for item in items[:count]]
+
+
+def _packed_offset(lw: Lowering, values: list[ir.Value]) -> ir.Value:
+    """The image instructions' offset operand: 6-bit signed x, y, z at bits 0, 8 and 16."""
+    b = lw.builder
+    packed = ir.Constant(I32, 0)
+    for index, value in enumerate(values):
+        field = b.and_(value, ir.Constant(I32, 63))
+        packed = b.or_(packed, b.shl(field, ir.Constant(I32, 8 * index)) if index else field)
+    return packed
+
+
+def _result_type(lw: Lowering, ins: ast.Instruction, allowed: tuple[str, ...]) -> tuple[str, str]:
+    """(the destination type, the coordinate type) of tex: .v4 of .f32/.s32/.u32/.f16, or .v2.f16x2."""
+    types = [m for m in ins.modifiers if m in ast.TYPES]
+    vector = "v2" if types[:1] == ["f16x2"] else "v4"
+    if len(types) != 2 or types[0] not in ("f32", "s32", "u32", "f16", "f16x2") or types[1] not in allowed \
+            or vector not in ins.modifiers:
+        raise lw.fail("expected .v4 and a result type .f32/.s32/.u32/.f16 (or .v2.f16x2) and a coordinate type "
+                      + "/".join("." + a for a in allowed))
+    return types[0], types[1]
+
+
+def _write_texels(lw: Lowering, operand: ast.Operand, components: list[ir.Value], dtype: str) -> None:
+    """Four result channels (f32 values, or integer bits) into .f32/.s32/.u32 registers, or as f16 (rounded
+    to nearest) into four .f16 registers or two .f16x2 (the first channel in the low half)."""
+    if dtype in ("f32", "s32", "u32"):
+        _write_results(lw, operand, components, "f32" if dtype == "f32" else "b32")
+        return
+    b = lw.builder
+    halves = [b.bitcast(b.fptrunc(c, ir.HalfType()), I16) for c in components]
+    if dtype == "f16":
+        _write_results(lw, operand, halves, "b16")
+        return
+    pairs = [b.or_(b.zext(halves[2 * i], I32), b.shl(b.zext(halves[2 * i + 1], I32), ir.Constant(I32, 16)))
+             for i in range(2)]
+    _write_results(lw, operand, pairs, "b32")
+
+
 @handles("tex")
 def tex(lw, ins):
-    """tex.geom.v4.dtype.ctype d, [t, c] (+ lod for .level, dPdx, dPdy for .grad): one sample."""
+    """tex.geom.v4.dtype.ctype d, [t, c] (+ lod for .level, dPdx, dPdy for .grad) (+ offset e): one
+    sample."""
     _check_target(lw)
     geometry = _geometry(lw, ins, tuple(_GEOMETRY))
-    lw.check_modifiers(ins, {"v4", "level", "grad", "base", *_GEOMETRY})
-    types = [m for m in ins.modifiers if m in ast.TYPES]
-    if len(types) != 2 or types[0] not in ("f32", "s32", "u32") or types[1] not in ("f32", "s32") \
-            or "v4" not in ins.modifiers:
-        raise lw.fail("expected .v4 and a result type .f32/.s32/.u32 and a coordinate type .f32/.s32")
-    dtype, ctype = types
+    lw.check_modifiers(ins, {"v4", "v2", "level", "grad", "base", *_GEOMETRY})
+    dtype, ctype = _result_type(lw, ins, ("f32", "s32"))
     mode = "level" if "level" in ins.modifiers else "grad" if "grad" in ins.modifiers else "lz"
     extra = {"lz": 0, "level": 1, "grad": 2}[mode]
-    operands = lw.operands(ins, 2 + extra)
+    if len(ins.operands) < 2 + extra:
+        raise lw.fail(f"expected {2 + extra} operands, found {len(ins.operands)}")
+    operands = ins.operands
+    offset = _trailing(lw, ins, 2 + extra, geometry)
     if type(operands[0]) is ast.Pair:
         raise lw.fail("the resident-texel predicate (sparse textures) has no AMD counterpart HIP exposes")
     pointer = _object(lw, operands[1])
     coords, integer = _coordinates(lw, operands[1], geometry, ctype)
     rsrc = _descriptor(lw, pointer, 0, _RSRC)
     dim, count, arrayed = _GEOMETRY[geometry]
+    offsets = _offset_values(lw, offset, geometry) if offset is not None else []
     if integer:
         if mode != "lz":
             raise lw.fail("integer coordinates fetch one texel: .level and .grad need .f32 coordinates")
         if geometry in ("cube", "acube"):
             raise lw.fail(f"a .{geometry} lookup takes a direction: its coordinates are .f32 (the PTX ISA)")
+        for index, value in enumerate(offsets):  # applied to the texel indices before the fetch
+            coords[index] = lw.builder.add(coords[index], value)
         if geometry == "1d":  # tex1Dfetch: a texture over linear memory, a buffer; HIP gives its V# first
             buffer = _descriptor(lw, pointer, 0, _SAMPLER)
             result = _call(lw, "llvm.amdgcn.struct.buffer.load.format.v4f32", _V4F32,
@@ -239,8 +306,7 @@ def tex(lw, ins):
             result = _call(lw, f"llvm.amdgcn.image.load.{dim}.v4f32.i32", _V4F32,
                            [ir.Constant(I32, 15), *coords, rsrc, ir.Constant(I32, 0), ir.Constant(I32, 0)])
             selects = lw.builder.extract_element(rsrc, ir.Constant(I32, 3))
-        _write_results(lw, operands[0], _absent_channels_zero(lw, _components(lw, result, dtype), selects),
-                       "f32" if dtype == "f32" else "b32")
+        _write_texels(lw, operands[0], _absent_channels_zero(lw, _components(lw, result, dtype), selects), dtype)
         return
     sampler = _descriptor(lw, pointer, SAMPLER_OFFSET, _SAMPLER)
     cube = geometry in ("cube", "acube")
@@ -254,17 +320,20 @@ def tex(lw, ins):
     if cube:  # the gradients of the direction become the face coordinates' (ds, dt)
         coords, gradients = _cube_coordinates(lw, coords, arrayed, gradients)
     dmask = ir.Constant(I32, 15)
+    suffix = ".o" if offsets else ""
+    packed = [_packed_offset(lw, offsets)] if offsets else []
     if mode == "lz":
-        name, args = f"llvm.amdgcn.image.sample.lz.{dim}.v4f32.f32", [dmask, *coords]
+        name, args = f"llvm.amdgcn.image.sample.lz{suffix}.{dim}.v4f32.f32", [dmask, *packed, *coords]
     elif mode == "level":
-        name, args = f"llvm.amdgcn.image.sample.l.{dim}.v4f32.f32", [dmask, *coords, lw.read(operands[2], "f32")]
+        name, args = (f"llvm.amdgcn.image.sample.l{suffix}.{dim}.v4f32.f32",
+                      [dmask, *packed, *coords, lw.read(operands[2], "f32")])
     else:  # dPdx → the h terms, dPdy → the v terms
-        name, args = f"llvm.amdgcn.image.sample.d.{dim}.v4f32.f32.f32", [dmask, *gradients[0], *gradients[1],
-                                                                         *coords]
+        name, args = (f"llvm.amdgcn.image.sample.d{suffix}.{dim}.v4f32.f32.f32",
+                      [dmask, *packed, *gradients[0], *gradients[1], *coords])
     result = _call(lw, name, _V4F32, [*args, rsrc, sampler, *_TAIL])
-    _write_results(lw, operands[0], _absent_channels_zero(lw, _components(lw, result, dtype),
-                                                          lw.builder.extract_element(rsrc, ir.Constant(I32, 3))),
-                   "f32" if dtype == "f32" else "b32")
+    _write_texels(lw, operands[0], _absent_channels_zero(lw, _components(lw, result, dtype),
+                                                         lw.builder.extract_element(rsrc, ir.Constant(I32, 3))),
+                  dtype)
 
 
 def _absent_channels_zero(lw: Lowering, components: list[ir.Value], selects: ir.Value,
@@ -285,8 +354,8 @@ def _absent_channels_zero(lw: Lowering, components: list[ir.Value], selects: ir.
 
 @handles("tld4")
 def tld4(lw, ins):
-    """tld4.comp.2d.v4.dtype.f32 d, [t, c]: one component of the four texels bilinear filtering would
-    read, in the order both ISAs give (-u +v, +u +v, +u -v, -u -v)."""
+    """tld4.comp.geom.v4.dtype.f32 d, [t, c] (+ offset e): one component of the four texels bilinear filtering
+    would read, in the order both ISAs give (-u +v, +u +v, +u -v, -u -v)."""
     _check_target(lw)
     components = [c for c in ("r", "g", "b", "a") if c in ins.modifiers]
     geometry = _geometry(lw, ins, ("2d", "a2d", "cube", "acube"))
@@ -294,7 +363,10 @@ def tld4(lw, ins):
     types = [m for m in ins.modifiers if m in ast.TYPES]
     if len(components) != 1 or types[1:] != ["f32"] or types[0] not in ("f32", "s32", "u32"):
         raise lw.fail("expected one component (.r/.g/.b/.a), .v4, a result type and .f32 coordinates")
-    operands = lw.operands(ins, 2)
+    if len(ins.operands) < 2:
+        raise lw.fail(f"expected 2 operands, found {len(ins.operands)}")
+    operands = ins.operands
+    offset = _trailing(lw, ins, 2, geometry)
     if type(operands[0]) is ast.Pair:
         raise lw.fail("the resident-texel predicate (sparse textures) has no AMD counterpart HIP exposes")
     pointer = _object(lw, operands[1])
@@ -304,8 +376,9 @@ def tld4(lw, ins):
         coords, _ = _cube_coordinates(lw, coords, arrayed)
     rsrc, sampler = _descriptor(lw, pointer, 0, _RSRC), _descriptor(lw, pointer, SAMPLER_OFFSET, _SAMPLER)
     channel = "rgba".index(components[0])
-    result = _call(lw, f"llvm.amdgcn.image.gather4.lz.{dim}.v4f32.f32", _V4F32,
-                   [ir.Constant(I32, 1 << channel), *coords, rsrc, sampler, *_TAIL])
+    packed = [_packed_offset(lw, _offset_values(lw, offset, geometry))] if offset is not None else []
+    result = _call(lw, f"llvm.amdgcn.image.gather4.lz{'.o' if packed else ''}.{dim}.v4f32.f32", _V4F32,
+                   [ir.Constant(I32, 1 << channel), *packed, *coords, rsrc, sampler, *_TAIL])
     gathered = _absent_channels_zero(lw, _components(lw, result, types[0]),
                                      lw.builder.extract_element(rsrc, ir.Constant(I32, 3)), (channel,) * 4)
     _write_results(lw, operands[0], gathered, "f32" if types[0] == "f32" else "b32")
