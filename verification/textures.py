@@ -18,7 +18,7 @@ clamp/wrap/mirror/border addressing modes; tld4 returns one component of those f
 - what the channels a one- or two-channel array texture lacks read (fatkit: 0);
 - sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
 - sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
-- tex.cube, tex.acube and tld4.cube against CUDA's face rule;
+- tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
 - txq/suq channel_data_type, channel_order and txq.num_samples (fatkit answers OpenCL's codes).
 Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
@@ -546,8 +546,25 @@ def _run(out_path: Path | None) -> int:
         record("suq.channel_data_type / channel_order of a uint1 surface", measured == [0x10DC, 0x10B0],
                measured=[hex(v) for v in measured])
 
+    def offsets() -> None:
+        """tex.2d and tld4.g with a texel offset: as sampling at (u + ox / width, v + oy / height)."""
+        texels = bilinear_texels()
+        tex, _array = array_texture(texels, "clamp", gather=True)
+        coords = list(zip(BILINEAR_U, BILINEAR_V))
+        for ox, oy in ((1, -1), (-3, 2), (7, -8)):
+            moves = f"mov.u32 %r2, {ox};\n    mov.u32 %r3, {oy};\n    "
+            for name, instruction in (("tex.2d", TEX_2D), ("tld4.g", TLD4_G)):
+                out = sample(moves + instruction.replace("}];", "}], {%r2, %r3};"), tex.ptr, coords)
+                shifted = [(u + ox / 8, v + oy / 4) for u, v in coords]
+                model = np.array([ptx_sample(texels, u, v, "clamp") if name == "tex.2d" else
+                                  gather_order(texels, u, v, 1) for u, v in shifted], dtype=np.float32)
+                ulps = np.abs(out.view(np.int32).astype(np.int64) - model.view(np.int32).astype(np.int64))
+                record(f"{name} with offset ({ox}, {oy}) (within 1 ulp)", int(ulps.max()) <= 1, ulps=int(ulps.max()),
+                       measured=out.tolist())
+
     # the cases most likely to fault the context (queries NVIDIA may not answer, tld4 of a cube map) last
     attempt("tex.2d bilinear weights", weight_sweep)
+    attempt("offsets", offsets)
     attempt("narrow formats", narrow_formats)
     attempt("sust.p", formatted_stores)
     attempt("sured 64-bit and .p", reductions)
