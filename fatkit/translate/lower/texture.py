@@ -25,7 +25,7 @@ import weakref
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import F32, I1, I16, I32, I64, I8, Lowering, handles
+from fatkit.translate.lower.core import F32, F64, I1, I16, I32, I64, I8, Lowering, handles
 from fatkit.translate.ptx import ast
 
 TEXTURE_REFERENCE_BYTES = 88  # sizeof(textureReference), HIP's struct, 8-aligned
@@ -322,6 +322,14 @@ def tex(lw, ins):
     dmask = ir.Constant(I32, 15)
     suffix = ".o" if offsets else ""
     packed = [_packed_offset(lw, offsets)] if offsets else []
+    if mode == "lz" and dim in _NVIDIA_FILTERED:  # bilinear filtering as NVIDIA's texture units weigh it
+        channels = _nvidia_bilinear(lw, dim, coords, offsets, rsrc, sampler,
+                                    lambda: _call(lw, f"llvm.amdgcn.image.sample.lz{suffix}.{dim}.v4f32.f32",
+                                                  _V4F32, [dmask, *packed, *coords, rsrc, sampler, *_TAIL]))
+        _write_texels(lw, operands[0], _absent_channels_zero(lw, channels,
+                                                             lw.builder.extract_element(rsrc, ir.Constant(I32, 3))),
+                      dtype)
+        return
     if mode == "lz":
         name, args = f"llvm.amdgcn.image.sample.lz{suffix}.{dim}.v4f32.f32", [dmask, *packed, *coords]
     elif mode == "level":
@@ -334,6 +342,107 @@ def tex(lw, ins):
     _write_texels(lw, operands[0], _absent_channels_zero(lw, _components(lw, result, dtype),
                                                          lw.builder.extract_element(rsrc, ir.Constant(I32, 3))),
                   dtype)
+
+
+# NVIDIA's bilinear filtering (fitted to an H200, verification/textures_h200.json: every recorded value): the
+# fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits, each of the four weights (1−α)(1−β),
+# α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum of the texels rounded once to f32, ties
+# away from zero. AMD's texture unit weighs with its own precision, so for the dimensions below a bilinear
+# sampler's lookup is done here: the four texels (two in 1-D) point-sampled at their centres through the
+# same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
+# weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
+_NVIDIA_FILTERED = ("1d", "2d", "1darray", "2darray")
+_WEIGHT_SCALE = 256.0  # 8 fractional bits
+_FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
+
+
+def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: list[ir.Value], rsrc: ir.Value,
+                     sampler: ir.Value, hardware) -> list[ir.Value]:
+    """The four f32 channels of a level-0 lookup: NVIDIA's bilinear filter when the S# filters bilinearly
+    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights)."""
+    b = lw.builder
+    word0, word2 = (b.extract_element(sampler, ir.Constant(I32, i)) for i in (0, 2))
+    bilinear = b.icmp_unsigned("==", b.and_(b.lshr(word2, ir.Constant(I32, 20)), ir.Constant(I32, 3)),
+                               ir.Constant(I32, 1))
+    filtered_block = lw.function.append_basic_block("nvidia_bilinear")
+    sampled_block = lw.function.append_basic_block("sampled")
+    following = lw.function.append_basic_block("filtered")
+    b.cbranch(bilinear, filtered_block, sampled_block)
+    b.position_at_end(sampled_block)
+    sampled = hardware()
+    sampled_channels = [b.extract_element(sampled, ir.Constant(I32, i)) for i in range(4)]
+    sampled_end = b.block
+    b.branch(following)
+
+    b.position_at_end(filtered_block)
+    axes = 2 if dim.startswith("2d") else 1
+    unnormalized = b.icmp_unsigned("!=", b.and_(word0, ir.Constant(I32, 1 << 15)), ir.Constant(I32, 0))
+    sizes = _resinfo(lw, rsrc, dim, ir.Constant(I32, 0))
+    fractions, lows, size_values = [], [], []
+    for axis in range(axes):
+        size = b.uitofp(sizes[axis], F32)
+        position = b.select(unnormalized, coords[axis], b.fmul(coords[axis], size))
+        position = b.fsub(position, ir.Constant(F32, 0.5))
+        if axis < len(offsets):
+            position = b.fadd(position, b.sitofp(offsets[axis], F32))
+        low = lw.intrinsic("llvm.floor", [position])
+        step = lw.intrinsic("llvm.roundeven", [b.fmul(b.fsub(position, low), ir.Constant(F32, _WEIGHT_SCALE))])
+        fractions.append(b.fmul(step, ir.Constant(F32, 1 / _WEIGHT_SCALE)))
+        lows.append(low)
+        size_values.append(size)
+    point = b.insert_element(sampler, b.and_(word2, ir.Constant(I32, ~_FILTER_BITS & 0xFFFFFFFF)),
+                             ir.Constant(I32, 2))
+
+    def texel(corner: tuple[int, ...]) -> list[ir.Value]:
+        centre = []
+        for axis in range(axes):  # the texel's centre, in the coordinates the S# takes
+            unscaled = b.fadd(lows[axis], ir.Constant(F32, corner[axis] + 0.5))
+            centre.append(b.select(unnormalized, unscaled, b.fdiv(unscaled, size_values[axis])))
+        value = _call(lw, f"llvm.amdgcn.image.sample.lz.{dim}.v4f32.f32", _V4F32,
+                      [ir.Constant(I32, 15), *centre, *coords[axes:], rsrc, point, *_TAIL])
+        return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
+
+    one = ir.Constant(F32, 1.0)
+    if axes == 1:
+        corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
+    else:
+        alpha, beta = fractions
+        products = [b.fmul(b.fsub(one, alpha), b.fsub(one, beta)), b.fmul(alpha, b.fsub(one, beta)),
+                    b.fmul(b.fsub(one, alpha), beta), b.fmul(alpha, beta)]  # exact: 16 fractional bits
+        corners = [(0, 0), (1, 0), (0, 1), (1, 1)]
+        weights = [b.fmul(lw.intrinsic("llvm.roundeven", [b.fmul(w, ir.Constant(F32, _WEIGHT_SCALE))]),
+                          ir.Constant(F32, 1 / _WEIGHT_SCALE)) for w in products]
+    texels = [texel(corner) for corner in corners]
+    filtered = []
+    for channel in range(4):
+        total = ir.Constant(F64, 0.0)
+        for weight, values in zip(weights, texels):
+            total = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
+        filtered.append(_f32_ties_away(lw, total))
+    filtered_end = b.block
+    b.branch(following)
+
+    b.position_at_end(following)
+    out = []
+    for channel in range(4):
+        phi = b.phi(F32)
+        phi.add_incoming(filtered[channel], filtered_end)
+        phi.add_incoming(sampled_channels[channel], sampled_end)
+        out.append(phi)
+    return out
+
+
+def _f32_ties_away(lw: Lowering, value: ir.Value) -> ir.Value:
+    """An f64 rounded to the nearest f32, ties away from zero: in f32's normal range, half an f32 ulp added
+    to the magnitude's bits and the 29 bits f32 lacks cleared (a carry moves to the next binade or to
+    infinity); elsewhere (subnormal results, ±0, Inf, NaN) fptrunc's ties-to-even."""
+    b = lw.builder
+    bits = b.bitcast(value, I64)
+    rounded = b.and_(b.add(bits, ir.Constant(I64, 1 << 28)), ir.Constant(I64, ~((1 << 29) - 1) & (2 ** 64 - 1)))
+    normal = b.fcmp_ordered(">=", lw.intrinsic("llvm.fabs", [value]), ir.Constant(F64, 2.0 ** -126))
+    finite = b.fcmp_ordered("<", lw.intrinsic("llvm.fabs", [value]), ir.Constant(F64, float("inf")))
+    chosen = b.select(b.and_(normal, finite), b.bitcast(rounded, F64), value)
+    return b.fptrunc(chosen, F32)
 
 
 def _absent_channels_zero(lw: Lowering, components: list[ir.Value], selects: ir.Value,
