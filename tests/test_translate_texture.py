@@ -652,3 +652,18 @@ def test_integer_fetches_add_the_offset_and_f16_results_round_to_nearest():
         shifted = halves[lane + 3] if lane + 3 < lanes else 0  # the offset 3; past the end: 0
         assert out[lane, 0] == shifted and out[lane, 1:4].tolist() == [0, 0, 0], lane
         assert out[lane, 4] == halves[lane] and out[lane, 5:].tolist() == [0, 0, 0], lane
+
+
+def test_bilinear_tex_a2d_filters_within_the_layer_as_nvidia_does():
+    texels = np.stack([textures.bilinear_texels() + np.float32(layer * 8) for layer in range(3)])
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=3, address="mirror")
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V
+    coords = np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1)
+    out = np.full((len(us), 4), np.nan, dtype=np.float32)
+    instruction = ("and.b32 %r2, %r1, 1;\n    add.u32 %r2, %r2, 1;\n    "  # layers 1 and 2
+                   "tex.a2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f2}];")
+    program(textures.SAMPLING.replace("{instruction}", instruction), "gfx1100").launch(
+        "sample", [obj, coords, out], block=(len(us), 1, 1))
+    for lane, (u, v) in enumerate(zip(us, vs)):
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels[(lane & 1) + 1], u, v, "mirror"),
+                                      err_msg=f"lane {lane}")
