@@ -9,12 +9,16 @@ HIP's `textureReference` (88 bytes), whose 64-bit `textureObject` at byte 72 is 
 hipModuleGetTexRef finds it by name and the runtime fills it when a texture is bound.
 
 The AMD image instructions do the sampling the PTX ISA describes (filtering, addressing modes, normalised
-coordinates, format conversion) as the S# and T# say, so each instruction is one `llvm.amdgcn.image.*`
+coordinates, format conversion) as the S# and T# say, so most instructions are one `llvm.amdgcn.image.*`
 call: `tex` samples at level 0 (compute has no derivatives), `.level` at a given level, `.grad` with given
 gradients; `tld4` is a gather of one component; a 1-D fetch with integer coordinates (`tex1Dfetch`, a
 texture over linear memory) is a formatted buffer load through the T#'s first 4 dwords, which HIP makes a
-buffer descriptor (V#) for linear textures; `txq`/`suq` sizes are `image_get_resinfo`. Surfaces take the x
-coordinate in bytes (the PTX ISA), the image the element index: x is divided by the element's size.
+buffer descriptor (V#) for linear textures; `txq`/`suq` sizes are `image_get_resinfo`, their channel
+queries HIP's query words. Surfaces take the x coordinate in bytes for .b (the PTX ISA), the image the
+element index: x is divided by the element's size. Two things are computed here: a cube map's face
+coordinates (and gradients), and bilinear filtering at level 0 of 1-D/2-D textures, which NVIDIA weighs in
+a fixed-point way AMD's sampler does not (`_nvidia_bilinear`, fitted to an H200). Channels a format lacks
+read 0, as on NVIDIA.
 GCN/CDNA processors (gfx9 and earlier, gfx942 among them) have no image instructions and HIP makes no
 texture objects for them, so these instructions are refused there.
 """
