@@ -211,7 +211,7 @@ _OBJECT_BYTES = 80  # 12 dwords of image object, 8 of sampler
 
 def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int = 0, address: str = "clamp",
                     linear: bool = False, unnormalized: bool = False, cube: bool = False, point: bool = False,
-                    channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
+                    one_d: bool = False, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
     """One buffer: HIP's texture object (T#, its query words — HSA's channel type and order —, S#) and,
     256-aligned after it, the texels (rows of texels.shape[-2] elements; a linear texture's V# when `linear`;
     `layers` faces of a cube map when `cube`)."""
@@ -229,7 +229,7 @@ def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int 
         height, width = (texels.shape[-3], texels.shape[-2]) if code != _FLOAT32 else texels.shape[-2:]
         if layers:
             height = texels.shape[-3] if code != _FLOAT32 else texels.shape[-2]
-        kind = 11 if cube else 13 if layers else 9  # SQ_RSRC_IMG_CUBE, _2D_ARRAY, _2D
+        kind = 11 if cube else 13 if layers else 8 if one_d else 9  # SQ_RSRC_IMG_CUBE, _2D_ARRAY, _1D, _2D
         words[0] = (base >> 8) & 0xFFFFFFFF
         words[1] = (base >> 40) & 0xFF | code << 20 | ((width - 1) & 3) << 30
         words[2] = ((width - 1) >> 2) & 0xFFF | (height - 1) << 14
@@ -667,3 +667,20 @@ def test_bilinear_tex_a2d_filters_within_the_layer_as_nvidia_does():
     for lane, (u, v) in enumerate(zip(us, vs)):
         np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels[(lane & 1) + 1], u, v, "mirror"),
                                       err_msg=f"lane {lane}")
+
+
+@pytest.mark.parametrize("unnormalized", [False, True])
+def test_bilinear_tex_1d_weighs_two_texels_as_nvidia_does(unnormalized):
+    """A 1-D texture: the weights 1 − α and α, α rounded to 8 bits (NVIDIA's rule with β = 0: a one-row
+    texture sampled at v = 0.5), under wrap addressing; coordinates off the 8-bit grid."""
+    texels = np.random.default_rng(23).uniform(-4, 4, (1, 16, 4)).astype(np.float32)
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, address="wrap", one_d=True, unnormalized=unnormalized)
+    us = [float(np.float32(u)) for u in np.random.default_rng(29).uniform(-0.3, 1.3, 32)]
+    coords = np.array([[u * 16 if unnormalized else u, 0] for u in us], dtype=np.float32).reshape(-1)
+    out = np.full((len(us), 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", "tex.1d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1}];"),
+            "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
+    for lane, u in enumerate(us):
+        u = float(coords[2 * lane]) / 16 if unnormalized else u
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels, u, 0.5, "wrap"),
+                                      err_msg=f"lane {lane}: u = {u}")
