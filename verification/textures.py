@@ -17,7 +17,8 @@ ties away from zero); the translated kernels filter that way. Cases check, each 
 - suld .clamp past the edge and sust .zero past it;
 - the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
   positions, raw, for fitting NVIDIA's fixed-point rule;
-- what the channels a one- or two-channel array texture lacks read (fatkit: 0);
+- what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
+  normalised uchar4 texture;
 - sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
 - sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
 - tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
@@ -451,6 +452,24 @@ def _run(out_path: Path | None) -> int:
         record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule, per tie rule)",
                fits["ties to even"] == 0, mismatches=fits, coords=coords, measured=out.tolist())
 
+    def normalized_bilinear() -> None:
+        """Bilinear filtering of a uchar4 texture read as normalised floats: whether NVIDIA applies its rule to
+        the converted texels (t / 255 as f32), as fatkit does, or weighs the 8-bit values first."""
+        data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)
+        array = texture.CUDAarray(texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned),
+                                  8, 4)
+        array.copy_from(data.reshape(4, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"], modes["clamp"]), runtime.cudaFilterModeLinear,
+                                      runtime.cudaReadModeNormalizedFloat, normalizedCoords=1))
+        coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
+        out = sample(TEX_2D, tex.ptr, coords)
+        converted = (data.astype(np.float64) / 255).astype(np.float32)
+        model = np.array([nvidia_sample(converted, u, v, "clamp") for u, v in coords])
+        record("tex.2d bilinear of a normalised uchar4 texture (NVIDIA's rule on t / 255)",
+               bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
+
     def narrow_formats() -> None:
         """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
         cases = {"float1": (texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat),
@@ -605,6 +624,7 @@ def _run(out_path: Path | None) -> int:
     # the cases most likely to fault the context (queries NVIDIA may not answer, tld4 of a cube map) last
     attempt("tex.2d bilinear weights", weight_sweep)
     attempt("offsets", offsets)
+    attempt("normalised bilinear", normalized_bilinear)
     attempt("narrow formats", narrow_formats)
     attempt("sust.p", formatted_stores)
     attempt("sured 64-bit and .p", reductions)
