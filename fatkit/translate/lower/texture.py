@@ -407,6 +407,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
 
     one = ir.Constant(F32, 1.0)
+    corners: list[tuple[int, ...]]
     if axes == 1:
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
     else:
