@@ -18,7 +18,7 @@ ties away from zero); the translated kernels filter that way. Cases check, each 
 - the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
   positions, raw, for fitting NVIDIA's fixed-point rule;
 - what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
-  normalised uchar4 texture;
+  normalised uchar4 texture; tex.3d's filter (raw, against the 3-D candidate of NVIDIA's rule);
 - sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
 - sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
 - tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
@@ -161,6 +161,23 @@ def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str, weight_r
     corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
     return np.array([f32_ties_away(sum(Fraction(float(w)) * Fraction(float(t[c])) for w, t in zip(weights, corners)))
                      for c in range(texels.shape[2])], dtype=np.float32)
+
+
+def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
+    """NVIDIA's rule carried to a (D, H, W, C) texture, clamp addressing: three 8-bit fractions, each of the
+    eight products rounded to 8 bits, one rounding of the sum (ties away from zero). A candidate, not yet
+    measured: the H200 case "tex.3d bilinear" tells."""
+    depth, height, width = texels.shape[:3]
+    positions = [float(np.float32(c)) * n - 0.5 for c, n in ((u, width), (v, height), (w, depth))]
+    lows = [math.floor(p) for p in positions]
+    fractions = [np.rint((p - low) * 256) / 256 for p, low in zip(positions, lows)]
+    total = [Fraction(0)] * texels.shape[3]
+    for corner in range(8):
+        bits = [(corner >> axis) & 1 for axis in range(3)]
+        weight = np.rint(np.prod([f if bit else 1 - f for f, bit in zip(fractions, bits)]) * 256) / 256
+        x, y, z = (min(max(low + bit, 0), n - 1) for low, bit, n in zip(lows, bits, (width, height, depth)))
+        total = [t + Fraction(float(weight)) * Fraction(float(texels[z, y, x, c])) for c, t in enumerate(total)]
+    return np.array([f32_ties_away(t) for t in total], dtype=np.float32)
 
 
 def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
@@ -470,6 +487,26 @@ def _run(out_path: Path | None) -> int:
         record("tex.2d bilinear of a normalised uchar4 texture (NVIDIA's rule on t / 255)",
                bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
 
+    def trilinear() -> None:
+        """tex.3d with a linear filter at coordinates off the 8-bit grid, raw, against the 3-D candidate of
+        NVIDIA's rule (fatkit leaves 3-D filtering to AMD's sampler until this is measured)."""
+        texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)
+        array = texture.CUDAarray(float4, 8, 4, 4)
+        array.copy_from(texels.reshape(4, 4, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModeLinear,
+                                      runtime.cudaReadModeElementType, normalizedCoords=1))
+        coords = np.array([[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)],
+                          dtype=np.float32)
+        out = cp.full((16, 4), np.nan, dtype=cp.float32)
+        module(CUBE.replace("{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
+               "tex3d").get_function("cube")((1,), (16,), (np.uint64(tex.ptr), cp.asarray(coords), out))
+        out = cp.asnumpy(out)
+        model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
+        record("tex.3d bilinear (the 3-D candidate of NVIDIA's rule)", bool(np.array_equal(out, model)),
+               coords=coords.tolist(), measured=out.tolist(), model=model.tolist())
+
     def narrow_formats() -> None:
         """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
         cases = {"float1": (texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat),
@@ -625,6 +662,7 @@ def _run(out_path: Path | None) -> int:
     attempt("tex.2d bilinear weights", weight_sweep)
     attempt("offsets", offsets)
     attempt("normalised bilinear", normalized_bilinear)
+    attempt("tex.3d bilinear", trilinear)
     attempt("narrow formats", narrow_formats)
     attempt("sust.p", formatted_stores)
     attempt("sured 64-bit and .p", reductions)
