@@ -5,9 +5,8 @@
 Runs parse → passes → lower (no codegen) on every PTX module found in PATHs (default: every fetched
 corpus binary plus tests/samples/ptx; the -rdc units of a binary linked as translate links them) and prints
 kernels ok / unsupported, how many of those stop at a form the coverage table (fatkit/translate/coverage.py)
-refuses for a missing hardware or ABI, how many at one it lists as missing, how many elsewhere (a kernel's
-own declarations, operands), then the unsupported kernels grouped by instruction and reason, most frequent
-first.
+refuses for a missing hardware or ABI, how many elsewhere (a kernel's own declarations, operands), then the
+unsupported kernels grouped by instruction and reason, most frequent first.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ def main() -> None:
     print(f"{modules} modules ({failed_modules} failed whole), {ok} kernels ok, {unsupported} unsupported "
           f"for {args.target} in {time.perf_counter() - started:.1f} s")
     print("unsupported by the coverage table's status: "
-          + ", ".join(f"{status} {by_status[status]}" for status in ("refused", "missing", "elsewhere")))
+          + ", ".join(f"{status} {by_status[status]}" for status in ("refused", "elsewhere")))
     for reason, count in reasons.most_common(args.top):
         print(f"{count:6d}  {reason}")
 

@@ -9,6 +9,8 @@ rules; docs/runtime.md, "Textures and surfaces", says what that model does not s
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -23,6 +25,7 @@ from tests.helpers import LLVM_BIN
 from verification import textures
 
 SAMPLE = Path(__file__).parent / "samples" / "ptx" / "texsurf.sm_80.ptx"
+_H200 = json.loads((Path(textures.__file__).parent / "textures_h200.json").read_text())  # an H200's measurements
 OBJDUMP = LLVM_BIN / "llvm-objdump"
 
 
@@ -56,13 +59,15 @@ def test_the_sample_translates_for_rdna_with_one_image_instruction_per_texture_i
         ("_Z8texturesyyyyyP6float4Pi", "ok"), ("_Z8surfacesyyyPi", "ok")]
     bodies = _disassembly(translation.product, "gfx1100", tmp_path)
     textures = bodies["_Z8texturesyyyyyP6float4Pi"]
-    # LLVM shrinks the channel masks to the components the kernel stores (one each; tld4 keeps its four)
+    # LLVM shrinks the channel masks to the components the kernel stores (one each; tld4 keeps its four). A
+    # level-0 lookup of a 1D/2D/2D-array texture is one hardware sample when the S# filters by point, and
+    # NVIDIA's bilinear filter otherwise: the size, and the texels point-sampled at their centres (4; 2 in 1D)
     assert sorted(_mnemonics(textures, "image_")) == sorted([
-        "image_sample_lz 1D dmask:0x1",  # tex.1d.v4.s32.f32: %r3 stored
-        "image_sample_lz 2D dmask:0x1",  # tex.2d
-        "image_sample_lz 3D dmask:0x1",  # tex.3d
-        "image_sample_lz 2D_ARRAY dmask:0x1",  # tex.a2d
-        "image_sample_lz CUBE dmask:0x1",  # tex.cube
+        *["image_sample_lz 1D dmask:0x1"] * 3, "image_get_resinfo 1D dmask:0x1",  # tex.1d.v4.s32.f32: %r3
+        *["image_sample_lz 2D dmask:0x1"] * 5, "image_get_resinfo 2D dmask:0x3",  # tex.2d
+        "image_sample_lz 3D dmask:0x1",  # tex.3d (AMD's filter)
+        *["image_sample_lz 2D_ARRAY dmask:0x1"] * 5, "image_get_resinfo 2D_ARRAY dmask:0x3",  # tex.a2d
+        "image_sample_lz CUBE dmask:0x1",  # tex.cube (AMD's filter)
         "image_sample_l 2D dmask:0x1",  # tex.level.2d
         "image_sample_d_g16 2D dmask:0x1",  # tex.grad.2d (its constant gradients are exact in f16)
         "image_gather4_lz 2D dmask:0x2",  # tld4.g: the green channel of the four texels
@@ -78,11 +83,12 @@ def test_the_sample_translates_for_rdna_with_one_image_instruction_per_texture_i
                                                   "image_load 3D dmask:0xf"]
     assert _mnemonics(surfaces, "image_store") == ["image_store 2D dmask:0x1", "image_store 1D dmask:0x1",
                                                    "image_store 3D dmask:0xf"]
-    # .trap accesses read the surface's size first and trap outside it; the .clamp load clamps to it
+    # .trap accesses read the surface's size first and trap outside it (one trap block a kernel); the .clamp
+    # load clamps to it
     assert _mnemonics(surfaces, "image_get_resinfo") == ["image_get_resinfo 2D dmask:0x3",
                                                          "image_get_resinfo 1D dmask:0x1",
                                                          "image_get_resinfo 3D dmask:0x7"]
-    assert surfaces.count("s_trap") >= 3
+    assert surfaces.count("s_trap") == 1
 
 
 def _lowered_ir(text: str, target: str = "gfx1100") -> str:
@@ -150,7 +156,9 @@ def test_texref_is_a_hip_texture_reference_global_read_at_its_texture_object_fie
                              capture_output=True, text=True).stdout
     assert re.search(r"\s88 OBJECT\s+GLOBAL\s+DEFAULT\s+\d+ tex0$", symbols, re.M)  # hipModuleGetTexRef finds it
     assert re.search(r"s_load_b64 s\[\d+:\d+\], s\[\d+:\d+\], 0x48", body)  # textureReference.textureObject
-    assert _mnemonics(body, "image_get_resinfo") == ["image_get_resinfo 1D dmask:0x1"]
+    # txq.width; and the filter's size query for the bilinear path of tex.2d
+    assert sorted(_mnemonics(body, "image_get_resinfo")) == ["image_get_resinfo 1D dmask:0x1",
+                                                             "image_get_resinfo 2D dmask:0x3"]
 
 
 @pytest.mark.parametrize("target, why", [
@@ -170,8 +178,14 @@ def test_targets_without_image_instructions_refuse_naming_the_instruction_and_li
 
 @pytest.mark.parametrize("body, why", [
     ("tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, %rd3, {%f1, %f1}];", "independent texturing mode"),
-    ("tex.a2dms.v4.f32.s32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %r1, %r1}];", "a multisample texture"),
-    ("suld.p.2d.v4.f32.zero {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1}];", "only .b (raw bits)"),
+    ("tex.a2dms.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %f1, %f1}];", "the coordinates are .s32"),
+    ("tex.cube.v4.f32.s32 {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1, %r1, %r1}];", "takes a direction"),
+    ("suld.p.2d.v4.f32.zero {%f2, %f3, %f4, %f5}, [%rd1, {%r1, %r1}];", "suld has only .b (raw bits)"),
+    ("sust.p.a2d.v4.b32.zero [%rd1, {%r1, %r1, %r1, %r1}], {%r1, %r1, %r1, %r1};", "geometry .a2d is not one"),
+    ("sured.p.add.1d.b64.zero [%rd1, {%r1}], %rd1;", "on .b64 (sured.p)"),
+    ("tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1}], %f1;", "no depth-compare function"),
+    ("tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1}], {%r1, %r1}, %f1;", "no depth-compare"),
+    ("tex.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1, %f1, %f1}], {%r1, %r1};", "no offset operand"),
 ])
 def test_forms_outside_the_abi_are_refused_with_the_reason(body, why):
     text = _KERNEL.format(globals="", body=body)
@@ -196,9 +210,11 @@ _OBJECT_BYTES = 80  # 12 dwords of image object, 8 of sampler
 
 
 def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int = 0, address: str = "clamp",
-                    linear: bool = False, unnormalized: bool = False) -> np.ndarray:
-    """One buffer: HIP's texture object (T#, its query words, S#) and, 256-aligned after it, the texels
-    (rows of texels.shape[-2] elements; a linear texture's V# when `linear`)."""
+                    linear: bool = False, unnormalized: bool = False, cube: bool = False, point: bool = False,
+                    one_d: bool = False, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
+    """One buffer: HIP's texture object (T#, its query words — HSA's channel type and order —, S#) and,
+    256-aligned after it, the texels (rows of texels.shape[-2] elements; a linear texture's V# when `linear`;
+    `layers` faces of a cube map when `cube`)."""
     element = texels.dtype.itemsize * (texels.shape[-1] if texels.ndim >= 2 and code != _FLOAT32 else 1)
     data = np.ascontiguousarray(texels).view(np.uint8).reshape(-1)
     buffer = np.zeros(_OBJECT_BYTES + 512 + data.size, dtype=np.uint8)
@@ -213,22 +229,26 @@ def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int 
         height, width = (texels.shape[-3], texels.shape[-2]) if code != _FLOAT32 else texels.shape[-2:]
         if layers:
             height = texels.shape[-3] if code != _FLOAT32 else texels.shape[-2]
-        kind = 13 if layers else 9  # SQ_RSRC_IMG_2D_ARRAY, _2D
+        kind = 11 if cube else 13 if layers else 8 if one_d else 9  # SQ_RSRC_IMG_CUBE, _2D_ARRAY, _1D, _2D
         words[0] = (base >> 8) & 0xFFFFFFFF
         words[1] = (base >> 40) & 0xFF | code << 20 | ((width - 1) & 3) << 30
         words[2] = ((width - 1) >> 2) & 0xFFF | (height - 1) << 14
         words[3] = selects | kind << 28
         words[4] = layers - 1 if layers else width - 1  # arrays: the last layer; 2D: the pitch - 1
         words[10] = width
+    words[8], words[9] = channel_type, channel_order
     mode = _ADDRESS[address]
     words[12] = mode | mode << 3 | mode << 6 | int(unnormalized) << 15
-    words[14] = 1 << 20 | 1 << 22  # bilinear magnification and minification
+    words[14] = 0 if point else 1 << 20 | 1 << 22  # point, or bilinear magnification and minification
     buffer[:_OBJECT_BYTES] = words.view(np.uint8)
     return buffer
 
 
 @pytest.mark.parametrize("address", ["clamp", "wrap", "mirror", "border"])
-def test_bilinear_tex_2d_on_the_emulated_gfx1100(address):
+def test_bilinear_tex_2d_on_the_emulated_gfx1100_is_nvidias_to_the_bit(address):
+    """Bilinear filtering is done in the shader as NVIDIA's texture unit does it: the model's values, and at
+    the lanes where NVIDIA's rounding (ties away from zero) differs from the exactly weighted sum rounded to
+    even, the H200's own measurement."""
     texels = textures.bilinear_texels()
     obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, address=address)
     us, vs = textures.BILINEAR_U, textures.BILINEAR_V  # weights exact in 8 fractional bits
@@ -237,8 +257,47 @@ def test_bilinear_tex_2d_on_the_emulated_gfx1100(address):
     text = textures.SAMPLING.replace("{instruction}", textures.TEX_2D)
     program(text, "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
     for lane, (u, v) in enumerate(zip(us, vs)):
-        expected = textures.ptx_sample(texels, u, v, address).astype(np.float32)
-        np.testing.assert_array_equal(out[lane], expected, err_msg=f"lane {lane}: ({u}, {v})")
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels, u, v, address),
+                                      err_msg=f"lane {lane}: ({u}, {v})")
+    record = next(r for r in _H200 if r["case"] == f"tex.2d bilinear {address} (within 1 ulp)")
+    assert record["differing"]  # the H200 rounded some lanes the other way from the f64 model
+    for lane, values in record["differing"].items():
+        assert out[int(lane)].tolist() == np.array(values["measured"], dtype=np.float32).tolist(), lane
+
+
+def test_bilinear_weights_off_the_8_bit_grid_reproduce_the_h200():
+    """At the coordinates whose weights are not exact in 8 bits, the H200 recorded how far each candidate model
+    lies from what it measured (the largest |model − H200| of 64 values); the translated kernel's results lie
+    exactly as far from each: they are the H200's (no other rounding of the weights does this)."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.2d bilinear weight precision"))
+    rough = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]  # the H200 run's coordinates
+    texels = textures.bilinear_texels()
+    texels[0, 0] = [1.0, 2.0, 3.0, 4.0]
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW)
+    out = np.full((len(rough), 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100").launch(
+        "sample", [obj, np.array(rough, dtype=np.float32).reshape(-1), out], block=(len(rough), 1, 1))
+    for lane, (u, v) in enumerate(rough):
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels, u, v, "clamp"))
+    for name, recorded in record["max_difference"].items():
+        bits, rounding = name.split()
+        model = np.array([textures.ptx_sample(texels, u, v, "clamp", None if bits == "None" else int(bits),
+                                              round if rounding == "round" else np.floor) for u, v in rough],
+                         dtype=np.float32)
+        assert float(np.max(np.abs(model - out))) == recorded, name
+
+
+def test_point_filtering_is_the_hardware_sample():
+    """A point sampler keeps the one hardware sample (no size query, no weights)."""
+    texels = textures.bilinear_texels()
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, address="wrap", point=True)
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V
+    out = np.full((len(us), 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100").launch(
+        "sample", [obj, np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1), out], block=(len(us), 1, 1))
+    for lane, (u, v) in enumerate(zip(us, vs)):
+        assert out[lane].tolist() == textures.texel_at(texels, math.floor(u * 8), math.floor(v * 4),
+                                                       "wrap").astype(np.float32).tolist(), lane
 
 
 def test_tld4_gathers_the_component_of_the_four_texels_in_ptx_order():
@@ -259,10 +318,12 @@ def test_tex1dfetch_reads_a_linear_texture_through_its_buffer_descriptor():
     out = np.full((8, 4), np.nan, dtype=np.float32)
     text = textures.SAMPLING.replace("{instruction}", textures.FETCH_1D)
     program(text, "gfx1100").launch("sample", [obj, indices, out], block=(8, 1, 1))
-    # one channel with selects (x, 0, 0, 1), as OpenCL has it: w reads 1 here, where an H200 gives 0
-    # (verification/textures.py); an index past the buffer reads 0 (all four)
-    expected = [[values[i], 0, 0, 1] if i < 8 else [0, 0, 0, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)]
+    # HIP's V# selects (x, 0, 0, 1) for one channel, OpenCL's rule; the kernel reads w as 0 all the same, as an
+    # H200 does (its measured bits, verification/textures_h200.json); an index past the buffer reads 0
+    expected = [[values[i], 0, 0, 0] if i < 8 else [0, 0, 0, 0] for i in (0, 1, 2, 3, 7, 8, 100, 5)]
     np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))
+    measured = next(r for r in _H200 if r["case"] == "tex1Dfetch of a float1 linear texture")["measured_bits"]
+    assert out.view(np.uint32).tolist() == [[int(b, 16) for b in row] for row in measured]
 
 
 def test_array_layer_and_txq_sizes_on_the_emulated_gfx1100():
@@ -367,3 +428,259 @@ def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized
     words[3] |= np.uint32(9 << 20)  # a tiled swizzle mode: not linear
     program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
     assert out[4] == 0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The queries HIP's query words answer, formatted surface stores, 64-bit and sample-addressed reductions, cube
+# maps and multisample textures
+
+# HSA's channel type / order (what HIP writes) → OpenCL's cl_channel_type / cl_channel_order (CL/cl.h)
+_HSA_TO_OPENCL = [((15, 8), (0x10DE, 0x10B5)),  # FLOAT, RGBA → CL_FLOAT, CL_RGBA
+                  ((11, 1), (0x10DA, 0x10B0)),  # UNSIGNED_INT8, R → CL_UNSIGNED_INT8, CL_R
+                  ((4, 0), (0x10DF, 0x10B1)),  # UNORM_INT24, A → CL_UNORM_INT24, CL_A
+                  ((6, 18), (0x10D4, 0x10BD)),  # UNORM_SHORT_565, DEPTH → CL_UNORM_SHORT_565, CL_DEPTH
+                  ((10, 3), (0x10D9, 0x10B2)),  # SIGNED_INT32, RG → CL_SIGNED_INT32, CL_RG
+                  ((99, 20), (0, 0))]  # past both enumerations: 0
+
+
+@pytest.mark.parametrize("hsa, opencl", _HSA_TO_OPENCL)
+def test_channel_queries_answer_opencls_codes_from_hips_query_words(hsa, opencl):
+    obj = _texture_object(np.zeros((2, 2, 4), np.float32), _FLOAT32x4, _SEL_XYZW, channel_type=hsa[0],
+                          channel_order=hsa[1])
+    out = np.full(5, 0xDEAD, dtype=np.uint32)
+    program(textures.QUERIES, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    assert out.tolist() == [opencl[0], opencl[1], 1, opencl[0], opencl[1]]  # one sample: not multisample
+
+
+def test_num_samples_of_a_multisample_descriptor_is_two_to_its_last_level():
+    obj = _texture_object(np.zeros((2, 2, 4), np.float32), _FLOAT32x4, _SEL_XYZW)
+    words = obj[:_OBJECT_BYTES].view(np.uint32)
+    words[3] = (words[3] & np.uint32(0x0000FFFF)) | np.uint32(14 << 28 | 3 << 16)  # SQ_RSRC_IMG_2D_MSAA, 8 samples
+    out = np.zeros(5, dtype=np.uint32)
+    program(textures.QUERIES, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
+    assert out[2] == 8
+
+
+def _surface_texels(surface: np.ndarray, texels: np.ndarray) -> np.ndarray:
+    base = (surface.ctypes.data + _OBJECT_BYTES + 255) // 256 * 256 - surface.ctypes.data
+    return surface[base:base + texels.nbytes].view(texels.dtype).reshape(texels.shape)
+
+
+def test_sust_p_converts_to_the_surface_format_at_sample_x():
+    """x is a texel index (not bytes); an 8-bit UNORM surface takes the values as f32, clamped to [0, 1] and
+    rounded to the nearest of 255 steps (NaN: 0); the 5th lane is past the edge (.zero drops it)."""
+    texels = np.zeros((2, 4, 4), dtype=np.uint8)
+    surface = _texture_object(texels, 42, _SEL_XYZW)  # 8_8_8_8 UNORM
+    values = np.array([[0.0, 1.0, 0.25, -3.0], [2.0, np.nan, 0.5019608, 1e-30], [0.1, 0.9, -0.0, np.inf],
+                       [0.75, 0.0039, 0.0021, 0.998], [1, 1, 1, 1]], dtype=np.float32)
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(5, 1, 1))
+    written = _surface_texels(surface, texels)
+    expected = np.rint(np.clip(np.nan_to_num(values[:4].astype(np.float64), nan=0.0), 0, 1) * 255)
+    assert written[1].tolist() == expected.astype(np.uint8).tolist()
+    assert not written[0].any()
+
+
+def test_sust_p_stores_integers_as_the_format_has_them_and_drops_channels_it_lacks():
+    texels = np.zeros((2, 4, 1), dtype=np.uint32)
+    surface = _texture_object(texels, _UINT32, _SEL_X001)
+    values = np.array([[7, 1, 2, 3], [0xFFFFFFFF, 9, 9, 9], [0x80000000, 0, 0, 0], [12345, 5, 5, 5]],
+                      dtype=np.uint32)
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, values], block=(4, 1, 1))
+    assert _surface_texels(surface, texels)[1, :, 0].tolist() == values[:, 0].tolist()
+
+
+def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
+    """32 threads reduce 64-bit values into 4 elements of rows 0, 1 and (.clamp from row 9) 2: add, signed
+    min, unsigned max; x in bytes, 8 an element."""
+    start = np.array([[1 << 40, 0, 5, (1 << 64) - 1], [0, -1 << 50, 1 << 62, 3], [7, 0, 1 << 63, 9]],
+                     dtype=object)
+    texels = np.array([[int(v) & ((1 << 64) - 1) for v in row] for row in start], dtype=np.uint64)
+    surface = _texture_object(texels.view(np.uint32).reshape(3, 4, 2), 48, _SEL_XYZW)  # 32_32 UINT
+    program(textures.REDUCE_64, "gfx1100").launch("reduce", [surface], block=(32, 1, 1))
+    after = _surface_texels(surface, texels.view(np.uint32).reshape(3, 4, 2)).reshape(3, 8).view(np.uint64)
+    mask = (1 << 64) - 1
+    data = {t: (t * 0x0000000100000003) & mask for t in range(32)}
+    signed = {t: (5 - data[t]) & mask for t in range(32)}
+
+    def as_signed(v: int) -> int:
+        return v - (1 << 64) if v >> 63 else v
+
+    for i in range(4):
+        lanes = [t for t in range(32) if t & 3 == i]
+        assert int(after[0, i]) == (int(texels[0, i]) + sum(data[t] for t in lanes)) & mask
+        assert as_signed(int(after[1, i])) == min(as_signed(int(texels[1, i])), *(as_signed(signed[t]) for t in lanes))
+        assert int(after[2, i]) == max(int(texels[2, i]), *(signed[t] for t in lanes))
+
+
+@pytest.mark.parametrize("code, channel_type", [(21, 10), (20, 13)])  # 32-bit SINT (SIGNED_INT32), UINT
+def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(code, channel_type):
+    """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add): signed on a
+    SINT surface, unsigned (-4 is 0xFFFFFFFC) on a UINT one."""
+    texels = np.array([100, 100, 1, 10], dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
+    surface = _texture_object(texels.copy(), code, _SEL_X001, channel_type=channel_type)
+    program(textures.REDUCE_P, "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
+    after = _surface_texels(surface, texels)[0, :, 0]
+    values = [3 - t for t in range(8)]
+    if channel_type == 10:
+        assert after.view(np.int32).tolist() == [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
+    else:
+        unsigned = [v & 0xFFFFFFFF for v in values]
+        assert after.tolist() == [100, min(100, *unsigned), max(1, *unsigned), 10 + sum(range(8))]
+
+
+@pytest.mark.parametrize("arrayed", [False, True])
+def test_cube_map_lookups_take_the_face_the_major_axis_picks(arrayed):
+    """tex.cube / tex.acube with point filtering: the texel of CUDA's face rule; each texel holds (face or
+    layer × 6 + face, column, row, 1)."""
+    size, cubes = 4, 2 if arrayed else 1
+    texels = np.zeros((6 * cubes, size, size, 4), dtype=np.float32)
+    for layer in range(6 * cubes):
+        for row in range(size):
+            for column in range(size):
+                texels[layer, row, column] = [layer, column, row, 1]
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=6 * cubes, cube=True, point=True)
+    directions = textures.cube_directions(24, size, 3)
+    cubes_of = [lane % cubes for lane in range(len(directions))]
+    coords = np.array([[*d, np.uint32(c).view(np.float32)] for d, c in zip(directions, cubes_of)], dtype=np.float32)
+    instruction = ("tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];" if arrayed else
+                   "tex.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];")
+    out = np.full((len(directions), 4), np.nan, dtype=np.float32)
+    program(textures.CUBE.replace("{instruction}", instruction), "gfx1100").launch(
+        "cube", [obj, coords, out], block=(len(directions), 1, 1))
+    for lane, ((x, y, z), cube) in enumerate(zip(directions, cubes_of)):
+        face, s, t = textures.cube_face(x, y, z)
+        expected = [cube * 6 + face, min(int(s * size), size - 1), min(int(t * size), size - 1), 1]
+        assert out[lane].tolist() == expected, (lane, (x, y, z))
+
+
+def test_tld4_on_a_cube_map_gathers_within_the_face():
+    size = 8
+    texels = np.random.default_rng(5).uniform(-1, 1, (6, size, size, 4)).astype(np.float32)
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=6, cube=True)
+    directions = textures.cube_directions(16, size, 11, gather=True)  # the four texels inside the face
+    coords = np.array([[*d, 0] for d in directions], dtype=np.float32)
+    out = np.full((len(directions), 4), np.nan, dtype=np.float32)
+    text = textures.CUBE.replace("{instruction}", "tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, "
+                                "[%rd1, {%f1, %f2, %f3, %f3}];")
+    program(text, "gfx1100").launch("cube", [obj, coords, out], block=(len(directions), 1, 1))
+    for lane, direction in enumerate(directions):
+        face, s, t = textures.cube_face(*direction)
+        assert out[lane].tolist() == textures.gather_order(texels[face], s, t, 2), (lane, direction)
+
+
+def test_the_cube_face_table_is_the_isas_v_cubesc_tc_ma():
+    """tex.grad.cube's derivative selection (`_CUBE_FACES`) against CUDA's face rule: on each face, sc, tc and
+    ma are the ± components the rule names (sc/|ma| and tc/|ma| the face coordinates × 2 - 1)."""
+    from fatkit.translate.lower.texture import _CUBE_FACES
+    for direction in textures.cube_directions(60, 4, 9):
+        face, s, t = textures.cube_face(*direction)
+        (sc_axis, sc_sign), (tc_axis, tc_sign), (ma_axis, ma_scale) = _CUBE_FACES[face]
+        ma = direction[ma_axis] * ma_scale  # v_cubema: twice the major axis
+        assert abs(direction[sc_axis] * sc_sign / abs(ma) + 0.5 - s) < 1e-6
+        assert abs(direction[tc_axis] * tc_sign / abs(ma) + 0.5 - t) < 1e-6
+
+
+def test_grad_cube_samples_with_face_space_gradients_and_multisample_reads_a_sample():
+    ir_text = _lowered_ir(_KERNEL.format(globals="", body=(
+        "tex.grad.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f1, %f1, %f6, %f6}], {%f1, %f7, %f8, %f8}, "
+        "{%f8, %f1, %f7, %f7};\n"
+        "    mov.u32 %r6, 2;\n    mov.u32 %r7, 3;\n    mov.u32 %r8, 5;\n    mov.u32 %r9, 6;\n"
+        "    tex.a2dms.v4.s32.s32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %r7, %r8, %r9}];\n"
+        "    add.s32 %r2, %r2, %r5;\n"
+        "    cvt.rn.f32.s32 %f9, %r2;\n"
+        "    add.f32 %f2, %f2, %f9;\n"
+        "    st.global.f32 [%rd2], %f2;")))
+    # four face-space gradients (ds/dx, dt/dx, ds/dy, dt/dy) before (s, t, face)
+    assert re.search(r'@"llvm\.amdgcn\.image\.sample\.d\.cube\.v4f32\.f32\.f32"\(i32 15(, float %\S+){7}, <8 x i32>',
+                     ir_text)
+    assert ir_text.count("llvm.amdgcn.cubeid") >= 1
+    # {layer 2, sample 3, x 5, y 6} → (x, y, layer, sample)
+    assert '@"llvm.amdgcn.image.load.2darraymsaa.v4f32.i32"(i32 15, i32 5, i32 6, i32 2, i32 3,' in ir_text
+
+
+@pytest.mark.parametrize("offset", [(1, -1), (-3, 2), (7, -8)])
+def test_texel_offsets_shift_the_footprint_in_texels(offset):
+    """tex.2d and tld4.g with an offset operand: the same as sampling (u + ox / width, v + oy / height)."""
+    texels = textures.bilinear_texels()
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW)
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V
+    coords = np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1)
+    moves = f"mov.u32 %r2, {offset[0]};\n    mov.u32 %r3, {offset[1]};\n    "
+    for instruction in (textures.TEX_2D, textures.TLD4_G):
+        out = np.full((len(us), 4), np.nan, dtype=np.float32)
+        text = textures.SAMPLING.replace("{instruction}", moves + instruction.replace("}];", "}], {%r2, %r3};"))
+        program(text, "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
+        for lane, (u, v) in enumerate(zip(us, vs)):
+            shifted = (u + offset[0] / 8, v + offset[1] / 4)  # the texture is 8 wide, 4 high
+            expected = (textures.nvidia_sample(texels, *shifted, "clamp")
+                        if instruction == textures.TEX_2D else textures.gather_order(texels, *shifted, 1))
+            np.testing.assert_array_equal(out[lane], np.array(expected, dtype=np.float32),
+                                          err_msg=f"{instruction}: lane {lane}")
+
+
+def test_integer_fetches_add_the_offset_and_f16_results_round_to_nearest():
+    values = np.array([1.5, -2.0, np.inf, 7.25, 0.0, -0.0, 3.0, 1e-40, 65520.0, 1.0009765625, 1.00146484375],
+                      dtype=np.float32)
+    obj = _texture_object(values.reshape(-1, 1), _FLOAT32, _SEL_X001, linear=True)
+    text = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b16 %h<8>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, 3;
+    tex.1d.v4.f16.s32 {%h1, %h2, %h3, %h4}, [%rd1, {%r1}], {%r2};
+    tex.1d.v2.f16x2.s32 {%r3, %r4}, [%rd1, {%r1}];
+    mul.wide.u32 %rd3, %r1, 16;
+    add.s64 %rd2, %rd2, %rd3;
+    st.global.v4.b16 [%rd2], {%h1, %h2, %h3, %h4};
+    st.global.v2.b32 [%rd2+8], {%r3, %r4};
+    ret;
+}
+"""
+    lanes = len(values)
+    out = np.zeros((lanes, 8), dtype=np.uint16)
+    program(text, "gfx1100").launch("k", [obj, out], block=(lanes, 1, 1))
+    with np.errstate(over="ignore"):  # 65520 rounds to +inf in f16
+        halves = values.astype(np.float16).view(np.uint16)  # numpy rounds to nearest even
+    for lane in range(lanes):
+        shifted = halves[lane + 3] if lane + 3 < lanes else 0  # the offset 3; past the end: 0
+        assert out[lane, 0] == shifted and out[lane, 1:4].tolist() == [0, 0, 0], lane
+        assert out[lane, 4] == halves[lane] and out[lane, 5:].tolist() == [0, 0, 0], lane
+
+
+def test_bilinear_tex_a2d_filters_within_the_layer_as_nvidia_does():
+    texels = np.stack([textures.bilinear_texels() + np.float32(layer * 8) for layer in range(3)])
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, layers=3, address="mirror")
+    us, vs = textures.BILINEAR_U, textures.BILINEAR_V
+    coords = np.array(list(zip(us, vs)), dtype=np.float32).reshape(-1)
+    out = np.full((len(us), 4), np.nan, dtype=np.float32)
+    instruction = ("and.b32 %r2, %r1, 1;\n    add.u32 %r2, %r2, 1;\n    "  # layers 1 and 2
+                   "tex.a2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f2}];")
+    program(textures.SAMPLING.replace("{instruction}", instruction), "gfx1100").launch(
+        "sample", [obj, coords, out], block=(len(us), 1, 1))
+    for lane, (u, v) in enumerate(zip(us, vs)):
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels[(lane & 1) + 1], u, v, "mirror"),
+                                      err_msg=f"lane {lane}")
+
+
+@pytest.mark.parametrize("unnormalized", [False, True])
+def test_bilinear_tex_1d_weighs_two_texels_as_nvidia_does(unnormalized):
+    """A 1-D texture: the weights 1 − α and α, α rounded to 8 bits (NVIDIA's rule with β = 0: a one-row
+    texture sampled at v = 0.5), under wrap addressing; coordinates off the 8-bit grid."""
+    texels = np.random.default_rng(23).uniform(-4, 4, (1, 16, 4)).astype(np.float32)
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, address="wrap", one_d=True, unnormalized=unnormalized)
+    us = [float(np.float32(u)) for u in np.random.default_rng(29).uniform(-0.3, 1.3, 32)]
+    coords = np.array([[u * 16 if unnormalized else u, 0] for u in us], dtype=np.float32).reshape(-1)
+    out = np.full((len(us), 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", "tex.1d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1}];"),
+            "gfx1100").launch("sample", [obj, coords, out], block=(len(us), 1, 1))
+    for lane, u in enumerate(us):
+        u = float(coords[2 * lane]) / 16 if unnormalized else u
+        np.testing.assert_array_equal(out[lane], textures.nvidia_sample(texels, u, 0.5, "wrap"),
+                                      err_msg=f"lane {lane}: u = {u}")

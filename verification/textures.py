@@ -6,21 +6,34 @@ run on NVIDIA's texture units with CUDA texture and surface objects, against the
 The model (`ptx_sample`, `gather_order`) is the PTX ISA's texturing: the nearest texel, or bilinear filtering
 of the four texels around (x - 0.5, y - 0.5) with weights of `weight_bits` fractional bits, under the
 clamp/wrap/mirror/border addressing modes; tld4 returns one component of those four texels in the order
-(-u +v), (+u +v), (+u -v), (-u -v). Cases check, each printing what it measured:
+(-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` is how an H200 filters, fitted to the records of the
+2026-12-02 run (both 8-bit roundings, of the fractions and of the four weights, and one rounding of the sum,
+ties away from zero); the translated kernels filter that way. Cases check, each printing what it measured:
 
 - bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
 - tld4.g's texel order;
 - tex1Dfetch of a one-channel float linear texture (what the channels it lacks read, and an index past it);
-- suld .clamp past the edge and sust .zero past it.
+- suld .clamp past the edge and sust .zero past it;
+- the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
+  positions, raw, for fitting NVIDIA's fixed-point rule;
+- what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
+  normalised uchar4 texture; tex.3d's filter (raw, against the 3-D candidate of NVIDIA's rule);
+- sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
+- sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
+- tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
+- txq/suq channel_data_type, channel_order and txq.num_samples (fatkit answers OpenCL's codes).
+Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +131,193 @@ def ptx_sample(texels: np.ndarray, u: float, v: float, address: str, weight_bits
             + (1 - a) * b * texel_at(texels, i, j + 1, address) + a * b * texel_at(texels, i + 1, j + 1, address))
 
 
+def f32_ties_away(value: Fraction) -> np.float32:
+    """An exact value rounded to the nearest f32, ties away from zero (f32's normal range and zero)."""
+    if value == 0:
+        return np.float32(0.0)
+    magnitude = abs(value)
+    exponent = math.floor(math.log2(magnitude))
+    while Fraction(2) ** exponent > magnitude:
+        exponent -= 1
+    while Fraction(2) ** (exponent + 1) <= magnitude:
+        exponent += 1
+    unit = Fraction(2) ** (max(exponent, -126) - 23)
+    steps = math.floor(magnitude / unit + Fraction(1, 2))
+    return np.float32(math.copysign(float(steps * unit), value))
+
+
+def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str, weight_rounding=np.rint) -> np.ndarray:
+    """Bilinear tex.2d of a (H, W, C) float texture at normalised (u, v) as NVIDIA's texture unit computes it
+    (every value of textures_h200.json): the fractions α, β of x = u·W − 0.5 and y = v·H − 0.5 rounded to 8
+    bits, each of the weights (1−α)(1−β), α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum
+    of the four texels rounded once to f32, ties away from zero. How ties of the two 8-bit roundings go is
+    not settled by the recorded data: `weight_rounding` (default ties to even, np.rint)."""
+    height, width = texels.shape[:2]
+    x, y = float(np.float32(u)) * width - 0.5, float(np.float32(v)) * height - 0.5
+    i, j = math.floor(x), math.floor(y)
+    alpha, beta = weight_rounding((x - i) * 256) / 256, weight_rounding((y - j) * 256) / 256
+    weights = [weight_rounding(w * 256) / 256 for w in ((1 - alpha) * (1 - beta), alpha * (1 - beta), (1 - alpha) * beta,
+                                                alpha * beta)]
+    corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
+    return np.array([f32_ties_away(sum(Fraction(float(w)) * Fraction(float(t[c])) for w, t in zip(weights, corners)))
+                     for c in range(texels.shape[2])], dtype=np.float32)
+
+
+def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
+    """NVIDIA's rule carried to a (D, H, W, C) texture, clamp addressing: three 8-bit fractions, each of the
+    eight products rounded to 8 bits, one rounding of the sum (ties away from zero). A candidate, not yet
+    measured: the H200 case "tex.3d bilinear" tells."""
+    depth, height, width = texels.shape[:3]
+    positions = [float(np.float32(c)) * n - 0.5 for c, n in ((u, width), (v, height), (w, depth))]
+    lows = [math.floor(p) for p in positions]
+    fractions = [np.rint((p - low) * 256) / 256 for p, low in zip(positions, lows)]
+    total = [Fraction(0)] * texels.shape[3]
+    for corner in range(8):
+        bits = [(corner >> axis) & 1 for axis in range(3)]
+        weight = np.rint(np.prod([f if bit else 1 - f for f, bit in zip(fractions, bits)]) * 256) / 256
+        x, y, z = (min(max(low + bit, 0), n - 1) for low, bit, n in zip(lows, bits, (width, height, depth)))
+        total = [t + Fraction(float(weight)) * Fraction(float(texels[z, y, x, c])) for c, t in enumerate(total)]
+    return np.array([f32_ties_away(t) for t in total], dtype=np.float32)
+
+
 def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
     """tld4's four values: `component` of texels (i, j+1), (i+1, j+1), (i+1, j), (i, j) (clamped)."""
     height, width = texels.shape[:2]
     i, j = int(np.floor(u * width - 0.5)), int(np.floor(v * height - 0.5))
     return [float(texel_at(texels, x, y, "clamp")[component]) for x, y in
             ((i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j))]
+
+
+QUERIES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    txq.channel_data_type.b32 %r1, [%rd1];
+    txq.channel_order.b32 %r2, [%rd1];
+    txq.num_samples.b32 %r3, [%rd1];
+    suq.channel_data_type.b32 %r4, [%rd1];
+    suq.channel_order.b32 %r5, [%rd1];
+    st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
+    st.global.u32 [%rd2+16], %r5;
+    ret;
+}
+"""
+
+FORMATTED_STORE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 surf, .param .u64 values)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [surf];
+    ld.param.u64 %rd2, [values];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 16;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd2];
+    sust.p.2d.v4.b32.zero [%rd1, {%r1, 1}], {%r2, %r3, %r4, %r5};
+    ret;
+}
+"""
+
+
+REDUCE_64 = """.version 8.1
+.target sm_80
+.address_size 64
+.visible .entry reduce(.param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [surf];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 3;
+    shl.b32 %r3, %r2, 3;
+    cvt.u64.u32 %rd2, %r1;
+    mul.lo.u64 %rd3, %rd2, 0x0000000100000003;
+    sub.s64 %rd4, 5, %rd3;
+    sured.b.add.2d.u64.zero [%rd1, {%r3, 0}], %rd3;
+    sured.b.min.2d.s64.zero [%rd1, {%r3, 1}], %rd4;
+    sured.b.max.2d.u64.clamp [%rd1, {%r3, 9}], %rd4;
+    ret;
+}
+"""
+
+
+REDUCE_P = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry reduce(.param .u64 surf)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [surf];
+    mov.u32 %r1, %tid.x;
+    sub.s32 %r2, 3, %r1;
+    sured.p.min.1d.b32.trap [%rd1, {1}], %r2;
+    sured.p.max.1d.b32.trap [%rd1, {2}], %r2;
+    sured.p.add.1d.b32.trap [%rd1, {3}], %r1;
+    ret;
+}
+"""
+
+
+def cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
+    """CUDA's cube-map rule (the programming guide's cubemap table): the major axis's face and that face's
+    (s, t) in [0, 1]."""
+    ax, ay, az = abs(x), abs(y), abs(z)
+    if ax >= ay and ax >= az:
+        face, sc, tc, ma = (0, -z, -y, ax) if x >= 0 else (1, z, -y, ax)
+    elif ay >= az:
+        face, sc, tc, ma = (2, x, z, ay) if y >= 0 else (3, x, -z, ay)
+    else:
+        face, sc, tc, ma = (4, x, -y, az) if z >= 0 else (5, -x, -y, az)
+    return face, (sc / ma + 1) / 2, (tc / ma + 1) / 2
+
+
+CUBE = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry cube(.param .u64 tex, .param .u64 coords, .param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %f<12>;
+    ld.param.u64 %rd1, [tex];
+    ld.param.u64 %rd2, [coords];
+    ld.param.u64 %rd3, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 16;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.v4.f32 {%f1, %f2, %f3, %f8}, [%rd5];
+    mov.b32 %r2, %f8;
+    {instruction}
+    add.s64 %rd7, %rd3, %rd4;
+    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
+    ret;
+}
+"""
+
+
+def cube_directions(count: int, size: int, seed: int, gather: bool = False) -> list[tuple[float, float, float]]:
+    """Random directions, none near a tie between axes, whose face coordinates × size lie 0.01 or more from a
+    texel edge (`gather`: from a texel centre, the 2 × 2 footprint inside the face), so that rounding cannot
+    move the answer."""
+    rng, found = np.random.default_rng(seed), []
+    while len(found) < count:
+        x, y, z = (float(np.float32(c)) for c in rng.uniform(-2, 2, 3))
+        magnitudes = sorted((abs(x), abs(y), abs(z)))
+        _face, s, t = cube_face(x, y, z)
+        positions = [c * size - (0.5 if gather else 0.0) for c in (s, t)]
+        if magnitudes[2] - magnitudes[1] > 0.05 and all(
+                abs(p - round(p)) > 0.01 and (not gather or 0 < p < size - 1) for p in positions):
+            found.append((x, y, z))
+    return found
 
 
 # ------------------------------------------------------------------------------------------- on the GPU
@@ -174,6 +368,9 @@ def _run(out_path: Path | None) -> int:
     for address in ADDRESS_MODES:
         tex, _array = array_texture(texels, address)
         out = sample(TEX_2D, tex.ptr, coords)
+        exact = np.array([nvidia_sample(texels, u, v, address) for u, v in coords])
+        record(f"tex.2d bilinear {address} (NVIDIA's rule, to the bit)",
+               bool(np.array_equal(out.view(np.uint32), exact.view(np.uint32))), measured=out.tolist())
         expected = np.array([ptx_sample(texels, u, v, address) for u, v in coords], dtype=np.float32)
         differing = [int(k) for k in np.nonzero(~np.all(out == expected, axis=1))[0]]
         ulps = np.abs(out.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
@@ -195,7 +392,7 @@ def _run(out_path: Path | None) -> int:
             if bits is None:
                 break
     record("tex.2d bilinear weight precision (max |model - H200| per weight bits and rounding)",
-           min(precision.values()) < 1e-5, max_difference=precision)
+           min(precision.values()) < 1e-5, max_difference=precision, coords=rough, measured=out.tolist())
 
     grid = np.arange(4 * 4 * 4, dtype=np.float32).reshape(4, 4, 4)
     tex, _array = array_texture(grid, "clamp", gather=True)
@@ -238,6 +435,244 @@ def _run(out_path: Path | None) -> int:
     clamped = [int(rows[min(t, 2), min(t, 3)]) for t in range(6)]
     expected = [clamped[t] + 1000 if t < 4 else 0 for t in range(6)]
     record("suld .clamp / sust .zero", measured == expected, measured=measured, model=expected)
+
+    def attempt(case: str, body) -> None:
+        """A case that may stop at an API NVIDIA refuses: the error is its record."""
+        try:
+            body()
+        except Exception as exc:  # noqa: BLE001 (any failure is what the case measured)
+            record(case, False, error=repr(exc)[:400])
+
+    def surface_array(descriptor, width: int, height: int, data: np.ndarray):
+        array = texture.CUDAarray(descriptor, width, height, flags=runtime.cudaArraySurfaceLoadStore)
+        array.copy_from(data)
+        return texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)), array
+
+    def weight_sweep() -> None:
+        """NVIDIA's bilinear weights themselves: texels (i, j, i·j, T) on a 2 × 2 texture give (w10 + w11,
+        w01 + w11, w11, the blend of T) at x = 2u - 0.5 = k/1024 (a tie of the 8-bit rounding every fourth k)
+        and y from a scrambled k; clamp addressing; against NVIDIA's rule with each tie rule of the 8-bit
+        roundings."""
+        grid = np.zeros((2, 2, 4), dtype=np.float32)
+        for j in range(2):
+            for i in range(2):
+                grid[j, i] = [i, j, i * j, (1.0, 3.0, 7.0, 15.0)[2 * j + i]]
+        tex, _array = array_texture(grid, "clamp")
+        ks = range(1024)
+        coords = [(0.25 + k / 2048, 0.25 + (k * 389 % 1024) / 2048) for k in ks]
+        out = np.concatenate([sample(TEX_2D, tex.ptr, coords[n:n + 256]) for n in range(0, 1024, 256)])
+        fits = {}
+        for name, rounding in (("ties to even", np.rint), ("ties up", lambda z: np.floor(z + 0.5)),
+                               ("ties down", lambda z: np.ceil(z - 0.5))):
+            model = np.array([nvidia_sample(grid, u, v, "clamp", rounding) for u, v in coords])
+            fits[name] = int(np.count_nonzero(np.any(out != model, axis=1)))
+        record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule, per tie rule)",
+               fits["ties to even"] == 0, mismatches=fits, coords=coords, measured=out.tolist())
+
+    def normalized_bilinear() -> None:
+        """Bilinear filtering of a uchar4 texture read as normalised floats: whether NVIDIA applies its rule to
+        the converted texels (t / 255 as f32), as fatkit does, or weighs the 8-bit values first."""
+        data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)
+        array = texture.CUDAarray(texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned),
+                                  8, 4)
+        array.copy_from(data.reshape(4, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"], modes["clamp"]), runtime.cudaFilterModeLinear,
+                                      runtime.cudaReadModeNormalizedFloat, normalizedCoords=1))
+        coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
+        out = sample(TEX_2D, tex.ptr, coords)
+        converted = (data.astype(np.float64) / 255).astype(np.float32)
+        model = np.array([nvidia_sample(converted, u, v, "clamp") for u, v in coords])
+        record("tex.2d bilinear of a normalised uchar4 texture (NVIDIA's rule on t / 255)",
+               bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
+
+    def trilinear() -> None:
+        """tex.3d with a linear filter at coordinates off the 8-bit grid, raw, against the 3-D candidate of
+        NVIDIA's rule (fatkit leaves 3-D filtering to AMD's sampler until this is measured)."""
+        texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)
+        array = texture.CUDAarray(float4, 8, 4, 4)
+        array.copy_from(texels.reshape(4, 4, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModeLinear,
+                                      runtime.cudaReadModeElementType, normalizedCoords=1))
+        coords = np.array([[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)],
+                          dtype=np.float32)
+        out = cp.full((16, 4), np.nan, dtype=cp.float32)
+        module(CUBE.replace("{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
+               "tex3d").get_function("cube")((1,), (16,), (np.uint64(tex.ptr), cp.asarray(coords), out))
+        out = cp.asnumpy(out)
+        model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
+        record("tex.3d bilinear (the 3-D candidate of NVIDIA's rule)", bool(np.array_equal(out, model)),
+               coords=coords.tolist(), measured=out.tolist(), model=model.tolist())
+
+    def narrow_formats() -> None:
+        """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
+        cases = {"float1": (texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat),
+                            np.array([[1.5, -2.0], [3.0, 4.0]], np.float32), runtime.cudaReadModeElementType),
+                 "float2": (texture.ChannelFormatDescriptor(32, 32, 0, 0, runtime.cudaChannelFormatKindFloat),
+                            np.array([[1.5, -2.0, 5.0, 6.0], [3.0, 4.0, 7.0, 8.0]], np.float32),
+                            runtime.cudaReadModeElementType),
+                 "uchar1 normalised": (texture.ChannelFormatDescriptor(8, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned),
+                                       np.array([[51, 255], [0, 102]], np.uint8), runtime.cudaReadModeNormalizedFloat)}
+        for name, (descriptor, data, read_mode) in cases.items():
+            array = texture.CUDAarray(descriptor, 2, 2)
+            array.copy_from(data)
+            tex = texture.TextureObject(
+                texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+                texture.TextureDescriptor((modes["clamp"], modes["clamp"]), runtime.cudaFilterModePoint, read_mode,
+                                          normalizedCoords=1))
+            out = sample(TEX_2D, tex.ptr, [(0.75, 0.25)])[0]
+            channels = data.shape[1] // 2
+            present = data[0].reshape(2, channels)[1].astype(np.float64) / (255 if data.dtype == np.uint8 else 1)
+            model = np.array([*present, *[0.0] * (4 - channels)], dtype=np.float32)  # fatkit: absent reads 0
+            record(f"tex.2d of a {name} array texture (absent channels read 0)",
+                   bool(np.array_equal(out.view(np.uint32), model.view(np.uint32))), measured=out.tolist(),
+                   model=model.tolist())
+
+    def formatted_stores() -> None:
+        float1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindFloat)
+        uchar4 = texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned)
+        kernel = module(FORMATTED_STORE, "formatted").get_function("k")
+        values = np.array([[1.5, 2, 3, 4], [-0.0, 9, 9, 9], [np.inf, 0, 0, 0], [1e-40, 1, 1, 1]], np.float32)
+        surface, array = surface_array(float1, 4, 2, np.zeros((2, 4), np.float32))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(values)))
+        back = np.zeros((2, 4), np.float32)
+        array.copy_to(back)
+        record("sust.p into a float1 surface (x in samples; R kept, G/B/A dropped)",
+               back[1].view(np.uint32).tolist() == values[:, 0].view(np.uint32).tolist(), measured=back.tolist())
+        integers = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
+        surface, array = surface_array(uchar4, 4, 2, np.zeros((2, 16), np.uint8))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(integers)))
+        back = np.zeros((2, 16), np.uint8)
+        array.copy_to(back)
+        truncated = (integers & 0xFF).astype(np.uint8).reshape(-1).tolist()  # fatkit's emulator (AMD's store)
+        saturated = np.clip(integers, 0, 255).astype(np.uint8).reshape(-1).tolist()
+        record("sust.p into a uchar4 surface: .u32 values past 8 bits (truncated, as the emulator models AMD?)",
+               back[1].tolist() == truncated, measured=back[1].tolist(), truncated=truncated, saturated=saturated)
+
+    def reductions() -> None:
+        mask = (1 << 64) - 1
+        start = [[1 << 40, 0, 5, mask], [0, (-1 << 50) & mask, 1 << 62, 3], [7, 0, 1 << 63, 9]]
+        texels = np.array(start, dtype=np.uint64)
+        uint2 = texture.ChannelFormatDescriptor(32, 32, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+        surface, array = surface_array(uint2, 4, 3, texels.view(np.uint32).reshape(3, 8))
+        module(REDUCE_64, "reduce64").get_function("reduce")((1,), (32,), (np.uint64(surface.ptr),))
+        back = np.zeros((3, 8), np.uint32)
+        array.copy_to(back)
+        after = back.view(np.uint64).reshape(3, 4)
+        data = [(t * 0x0000000100000003) & mask for t in range(32)]
+        signed = [(5 - d) & mask for d in data]
+
+        def as_signed(v: int) -> int:
+            return v - (1 << 64) if v >> 63 else v
+
+        model = [[(start[0][i] + sum(data[t] for t in range(32) if t & 3 == i)) & mask for i in range(4)],
+                 [min(as_signed(start[1][i]), *(as_signed(signed[t]) for t in range(32) if t & 3 == i)) & mask
+                  for i in range(4)],
+                 [max(start[2][i], *(signed[t] for t in range(32) if t & 3 == i)) for i in range(4)]]
+        record("sured.b 64-bit add / signed min / unsigned max (.clamp) on a uint2 surface",
+               [[int(v) for v in row] for row in after] == model, measured=[[hex(int(v)) for v in row] for row in after],
+               model=[[hex(v) for v in row] for row in model])
+        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"), (runtime.cudaChannelFormatKindUnsigned,
+                                                                            "uint1")):
+            start32 = np.array([100, 100, 1, 10], dtype=np.int32)
+            array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
+                                      flags=runtime.cudaArraySurfaceLoadStore)
+            array.copy_from(start32)
+            surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
+            module(REDUCE_P, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
+            back = np.zeros(4, np.int32)
+            array.copy_to(back)
+            values = [3 - t for t in range(8)] if name == "int1" else [(3 - t) & 0xFFFFFFFF for t in range(8)]
+            model = [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
+            measured = back.tolist() if name == "int1" else back.view(np.uint32).tolist()
+            record(f"sured.p min/max/add.b32 on an {name} surface (signedness from the format)", measured == model,
+                   measured=measured, model=model)
+
+    def cube_maps(instruction: str, layered: bool, gather: bool = False) -> None:
+        size, cubes = (8, 1) if gather else (4, 2 if layered else 1)
+        texels = np.zeros((6 * cubes, size, size, 4), dtype=np.float32)
+        for layer in range(6 * cubes):
+            for row in range(size):
+                for column in range(size):
+                    texels[layer, row, column] = [layer, column, row, 1]
+        flags = runtime.cudaArrayCubemap | (runtime.cudaArrayLayered if layered else 0) | (8 if gather else 0)
+        array = texture.CUDAarray(float4, size, size, 6 * cubes, flags=flags)
+        array.copy_from(texels.reshape(6 * cubes, size, -1))
+        tex = texture.TextureObject(
+            texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
+            texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModePoint,
+                                      runtime.cudaReadModeElementType, normalizedCoords=1))
+        directions = cube_directions(24, size, 3, gather=gather)
+        cubes_of = [lane % cubes for lane in range(len(directions))]
+        coords = np.array([[*d, np.uint32(c).view(np.float32)] for d, c in zip(directions, cubes_of)], np.float32)
+        out = cp.full((len(directions), 4), np.nan, dtype=cp.float32)
+        module(CUBE.replace("{instruction}", instruction), "cube").get_function("cube")(
+            (1,), (len(directions),), (np.uint64(tex.ptr), cp.asarray(coords), out))
+        out = cp.asnumpy(out)
+        model = []
+        for (x, y, z), cube in zip(directions, cubes_of):
+            face, s, t = cube_face(x, y, z)
+            if gather:  # the blue channel: the row of each of the four texels
+                model.append(gather_order(texels[face], s, t, 2))
+            else:
+                model.append([cube * 6 + face, min(int(s * size), size - 1), min(int(t * size), size - 1), 1])
+        record(f"{instruction.split()[0]} (CUDA's face rule{', layer × 6 + face' if layered else ''})",
+               out.tolist() == model, directions=directions, measured=out.tolist(), model=model)
+
+    def queries() -> None:
+        """txq on a float4 array texture, suq on a uint1 surface; fatkit answers OpenCL's codes (CL_FLOAT 0x10DE,
+        CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
+        texture_only = QUERIES.replace("suq.channel_data_type.b32 %r4, [%rd1];", "mov.u32 %r4, 0;") \
+            .replace("suq.channel_order.b32 %r5, [%rd1];", "mov.u32 %r5, 0;")
+        surface_only = QUERIES
+        for line in ("txq.channel_data_type.b32 %r1", "txq.channel_order.b32 %r2", "txq.num_samples.b32 %r3"):
+            surface_only = surface_only.replace(line + ", [%rd1];", f"mov.u32 {line.split()[1]}, 0;")
+        tex, _array = array_texture(bilinear_texels(), "clamp")
+        out = cp.zeros(5, dtype=cp.uint32)
+        module(texture_only, "queries").get_function("k")((1,), (1,), (np.uint64(tex.ptr), out))
+        measured = cp.asnumpy(out)[:3].tolist()
+        record("txq.channel_data_type / channel_order / num_samples of a float4 array texture",
+               measured == [0x10DE, 0x10B5, 1], measured=[hex(v) for v in measured])
+        uint1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+        surface, _array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
+        out = cp.zeros(5, dtype=cp.uint32)
+        module(surface_only, "queries").get_function("k")((1,), (1,), (np.uint64(surface.ptr), out))
+        measured = cp.asnumpy(out)[3:].tolist()
+        record("suq.channel_data_type / channel_order of a uint1 surface", measured == [0x10DC, 0x10B0],
+               measured=[hex(v) for v in measured])
+
+    def offsets() -> None:
+        """tex.2d and tld4.g with a texel offset: as sampling at (u + ox / width, v + oy / height)."""
+        texels = bilinear_texels()
+        tex, _array = array_texture(texels, "clamp", gather=True)
+        coords = list(zip(BILINEAR_U, BILINEAR_V))
+        for ox, oy in ((1, -1), (-3, 2), (7, -8)):
+            moves = f"mov.u32 %r2, {ox};\n    mov.u32 %r3, {oy};\n    "
+            for name, instruction in (("tex.2d", TEX_2D), ("tld4.g", TLD4_G)):
+                out = sample(moves + instruction.replace("}];", "}], {%r2, %r3};"), tex.ptr, coords)
+                shifted = [(u + ox / 8, v + oy / 4) for u, v in coords]
+                model = np.array([nvidia_sample(texels, u, v, "clamp") if name == "tex.2d" else
+                                  gather_order(texels, u, v, 1) for u, v in shifted], dtype=np.float32)
+                record(f"{name} with offset ({ox}, {oy})", bool(np.array_equal(out, model)), measured=out.tolist())
+
+    # the cases most likely to fault the context (queries NVIDIA may not answer, tld4 of a cube map) last
+    attempt("tex.2d bilinear weights", weight_sweep)
+    attempt("offsets", offsets)
+    attempt("normalised bilinear", normalized_bilinear)
+    attempt("tex.3d bilinear", trilinear)
+    attempt("narrow formats", narrow_formats)
+    attempt("sust.p", formatted_stores)
+    attempt("sured 64-bit and .p", reductions)
+    attempt("tex.cube", lambda: cube_maps("tex.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
+                                          False))
+    attempt("tex.acube", lambda: cube_maps(
+        "tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];", True))
+    attempt("txq/suq channel queries", queries)
+    attempt("tld4.cube", lambda: cube_maps("tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
+                                           False, gather=True))
 
     if out_path is not None:
         out_path.write_text(json.dumps(records, indent=1))

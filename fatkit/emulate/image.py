@@ -4,11 +4,11 @@ descriptors: what translated textures and surfaces execute (fatkit/translate/low
 tinygrad's tables give these instructions no pseudocode and its decoder does not take MUBUF, so they are
 decoded here from the RDNA3 encoding and run by a model of the texture unit written from the descriptor
 layouts (docs/emulate.md, "Images"). The model covers what the translator emits on linear (swizzle mode 0),
-single-level images: loads, stores, 32-bit integer atomics and size queries of 1D/2D/3D/array images;
-level-0 sampling and gathers of
-1D/2D/2D-array images with point or bilinear filtering, wrap/mirror/clamp/border addressing and normalised
-or unnormalised coordinates. Anything else (tiled images, mip chains, cube maps, 3D sampling, anisotropy,
-16-bit data) is a FatkitError naming the instruction.
+single-level images: loads, stores, 32- and 64-bit integer atomics and size queries of 1D/2D/3D/array
+images; level-0 sampling and gathers of 1D/2D/2D-array images and cube maps (within a face) with point or
+bilinear filtering, wrap/mirror/clamp/border addressing and normalised or unnormalised coordinates. Anything
+else (tiled images, mip chains, filtering across a cube face's edge, 3D sampling, anisotropy, 16-bit data)
+is a FatkitError naming the instruction.
 """
 
 from __future__ import annotations
@@ -24,19 +24,27 @@ from fatkit.errors import FatkitError
 
 MIMG_ENCODING, MUBUF_ENCODING = 0b111100, 0b111000
 _LOAD, _STORE, _RESINFO, _SAMPLE_D, _SAMPLE_L, _SAMPLE_LZ, _GATHER4_LZ, _SAMPLE_D_G16 = 0, 6, 23, 28, 29, 31, 50, 57
-# 32-bit image atomics: opcode → (name, the new value from the old and the data, both as u32)
-_ATOMICS: dict[int, tuple[str, Callable[[int, int], int]]] = {
-    12: ("IMAGE_ATOMIC_ADD", lambda old, data: (old + data) & 0xFFFFFFFF),
-    14: ("IMAGE_ATOMIC_SMIN", lambda old, data: min(old - (old >> 31 << 32), data - (data >> 31 << 32)) & 0xFFFFFFFF),
-    15: ("IMAGE_ATOMIC_UMIN", min),
-    16: ("IMAGE_ATOMIC_SMAX", lambda old, data: max(old - (old >> 31 << 32), data - (data >> 31 << 32)) & 0xFFFFFFFF),
-    17: ("IMAGE_ATOMIC_UMAX", max),
-    18: ("IMAGE_ATOMIC_AND", lambda old, data: old & data),
-    19: ("IMAGE_ATOMIC_OR", lambda old, data: old | data),
+_SAMPLE_LZ_O, _GATHER4_LZ_O = 41, 54  # with a texel offset: one address register (packed x, y, z) first
+_OFFSET_FORMS = {_SAMPLE_LZ_O: _SAMPLE_LZ, _GATHER4_LZ_O: _GATHER4_LZ}
+def _signed(value: int, bits: int) -> int:
+    return value - (value >> (bits - 1) << bits)
+
+
+# image atomics, 32-bit (dmask 0x1) or 64-bit (dmask 0x3): opcode → (name, the new value from the old value,
+# the data and the width, all unsigned)
+_ATOMICS: dict[int, tuple[str, Callable[[int, int, int], int]]] = {
+    12: ("IMAGE_ATOMIC_ADD", lambda old, data, bits: (old + data) & ((1 << bits) - 1)),
+    14: ("IMAGE_ATOMIC_SMIN", lambda old, data, bits: min(_signed(old, bits), _signed(data, bits)) & ((1 << bits) - 1)),
+    15: ("IMAGE_ATOMIC_UMIN", lambda old, data, bits: min(old, data)),
+    16: ("IMAGE_ATOMIC_SMAX", lambda old, data, bits: max(_signed(old, bits), _signed(data, bits)) & ((1 << bits) - 1)),
+    17: ("IMAGE_ATOMIC_UMAX", lambda old, data, bits: max(old, data)),
+    18: ("IMAGE_ATOMIC_AND", lambda old, data, bits: old & data),
+    19: ("IMAGE_ATOMIC_OR", lambda old, data, bits: old | data),
 }
 _MIMG_NAMES = {_LOAD: "IMAGE_LOAD", _STORE: "IMAGE_STORE", _RESINFO: "IMAGE_GET_RESINFO", _SAMPLE_D: "IMAGE_SAMPLE_D",
                _SAMPLE_L: "IMAGE_SAMPLE_L", _SAMPLE_LZ: "IMAGE_SAMPLE_LZ", _GATHER4_LZ: "IMAGE_GATHER4_LZ",
-               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16", **{op: name for op, (name, _) in _ATOMICS.items()}}
+               _SAMPLE_D_G16: "IMAGE_SAMPLE_D_G16", _SAMPLE_LZ_O: "IMAGE_SAMPLE_LZ_O",
+               _GATHER4_LZ_O: "IMAGE_GATHER4_LZ_O", **{op: name for op, (name, _) in _ATOMICS.items()}}
 _FORMAT_LOADS = {0: 1, 1: 2, 2: 3, 3: 4}  # buffer_load_format_x … _xyzw: channels
 # the instruction's dim field: (name, coordinates, whether the last is an array layer)
 _DIMS = {0: ("1D", 1, False), 1: ("2D", 2, False), 2: ("3D", 3, False), 3: ("CUBE", 3, False),
@@ -93,12 +101,14 @@ class _Image:
         if _bits(words[3], 20, 5) != 0:
             raise FatkitError(f"{where()}: a tiled image (swizzle mode {_bits(words[3], 20, 5)}) is not modelled; "
                               "only linear ones are")
-        self.type = _bits(words[3], 28, 4)  # 8 1D, 9 2D, 10 3D, 12 1D array, 13 2D array
+        self.type = _bits(words[3], 28, 4)  # 8 1D, 9 2D, 10 3D, 11 cube, 12 1D array, 13 2D array
         word4 = _bits(words[4], 0, 13)
-        # dword 4: depth - 1 (3D), the last layer (arrays) or the row pitch - 1 (the others); an array's or a 3D
-        # image's rows are taken `width` texels apart (the pitch has no field of its own there)
-        self.depth = word4 + 1 if self.type in (10, 12, 13) else 1
-        self.pitch = self.width if self.type in (10, 12, 13) else _bits(words[4], 0, 14) + 1
+        # dword 4: depth - 1 (3D), the last layer (arrays; a cube map's last face, 6 a cube) or the row
+        # pitch - 1 (the others); an array's, a cube map's or a 3D image's rows are taken `width` texels apart
+        # (the pitch has no field of its own there)
+        layered = self.type in (10, 11, 12, 13)
+        self.depth = word4 + 1 if layered else 1
+        self.pitch = self.width if layered else _bits(words[4], 0, 14) + 1
         if self.type == 12:  # a 1D array's layers are its rows
             self.height = 1
 
@@ -192,10 +202,17 @@ class _ImageStep:
             raise FatkitError(f"{self.where()}: dimension {dim} (multisample) is not modelled")
         self.dim, self.coordinates, self.arrayed = _DIMS[dim]
         count = {_RESINFO: 1, _SAMPLE_L: self.coordinates + 1}.get(self.op, self.coordinates)
+        self.offset = self.op in _OFFSET_FORMS
+        if self.offset:
+            self.op, count = _OFFSET_FORMS[self.op], count + 1
         if self.op == _SAMPLE_D_G16:  # 16-bit gradients (h, then v), two a register, before the coordinates
             count = {1: 2, 2: 2, 3: 4}[self.coordinates - self.arrayed] + self.coordinates
+        integer_addresses = self.op in (_LOAD, _STORE, *_ATOMICS)
         if self.a16 and self.op != _RESINFO:
-            raise FatkitError(f"{self.where()}: 16-bit addresses are not modelled")
+            if not integer_addresses:
+                raise FatkitError(f"{self.where()}: 16-bit sampling coordinates are not modelled")
+            self.components = count  # 16-bit texel indices, two a register (the low half first)
+            count = (count + 1) // 2
         self.addresses = [self.vaddr]
         if self.nsa:
             extra = raw[8:8 + 4 * ((count - 1 + 3) // 4)]
@@ -224,7 +241,11 @@ class _ImageStep:
         w.pc += self.size
 
     def _address_values(self, w, lane: int) -> list[int]:
-        return [int(w.v[register][lane]) for register in self.addresses]
+        values = [int(w.v[register][lane]) for register in self.addresses]
+        if not self.a16 or self.op == _RESINFO:
+            return values
+        halves = [value >> shift & 0xFFFF for value in values for shift in (0, 16)][:self.components]
+        return [h - 0x10000 + (1 << 32) if h >> 15 else h for h in halves]  # sign-extended as 32-bit words
 
     def _write(self, w, lane: int, values: list[int]) -> None:
         for index, value in enumerate(values):
@@ -271,8 +292,8 @@ class _ImageStep:
 
     def _store(self, w, active, image: _Image) -> None:
         channels = [c for c in range(4) if self.dmask >> c & 1]
-        if channels != list(range(image.channels)):
-            raise FatkitError(f"{self.where()}: a store's channel mask 0x{self.dmask:x} must be the format's "
+        if channels[:image.channels] != list(range(image.channels)):  # data the format lacks is dropped
+            raise FatkitError(f"{self.where()}: a store's channel mask 0x{self.dmask:x} must hold the format's "
                               f"{image.channels} channels in this model")
         for lane in active:
             at = self._indices(w, lane, image)
@@ -286,24 +307,30 @@ class _ImageStep:
                                                             dtype=np.uint8).reshape(1, -1), self.where)
 
     def _atomic(self, w, active, image: _Image) -> None:
-        """One 32-bit read-modify-write a lane, in lane order; outside the image nothing happens (0 returned)."""
-        if image.bytes != 4 or image.kind not in ("uint", "sint") or self.dmask != 1:
-            raise FatkitError(f"{self.where()}: only 32-bit integer image atomics are modelled")
-        update = _ATOMICS[self.op][1]
+        """One read-modify-write a lane, in lane order, of a 32-bit element (dmask 0x1) or of a 64-bit one
+        (dmask 0x3: a two-channel 32-bit format, the low word first, as the data registers hold it); outside
+        the image nothing happens (0 returned)."""
+        words = {1: 1, 3: 2}.get(self.dmask)
+        if words is None or image.bytes != 4 * words or image.bits != 32 or image.kind not in ("uint", "sint"):
+            raise FatkitError(f"{self.where()}: only 32-bit integer image atomics on a 32-bit element and 64-bit "
+                              "ones on a two-channel 32-bit element are modelled")
+        update, size = _ATOMICS[self.op][1], 4 * words
         for lane in active:
             at = self._indices(w, lane, image)
             old = 0
             if at is not None:
                 address = np.array([image.address(*at)], dtype=np.uint64)
-                old = int.from_bytes(_memory(self.preparer).read(address, 4, self.where)[0].tobytes(), "little")
-                new = update(old, int(w.v[self.vdata][lane]))
-                _memory(self.preparer).write(address, 4, np.frombuffer(new.to_bytes(4, "little"), dtype=np.uint8)
-                                             .reshape(1, -1), self.where)
+                old = int.from_bytes(_memory(self.preparer).read(address, size, self.where)[0].tobytes(), "little")
+                data = sum(int(w.v[self.vdata + k][lane]) << (32 * k) for k in range(words))
+                new = update(old, data, 32 * words)
+                _memory(self.preparer).write(address, size, np.frombuffer(new.to_bytes(size, "little"),
+                                                                          dtype=np.uint8).reshape(1, -1), self.where)
             if self.returns:
-                w.v[self.vdata][lane] = old
+                for k in range(words):
+                    w.v[self.vdata + k][lane] = (old >> (32 * k)) & 0xFFFFFFFF
 
     def _sample(self, w, active, image: _Image, sampler: list[int]) -> None:
-        if self.dim in ("3D", "CUBE"):
+        if self.dim == "3D":
             raise FatkitError(f"{self.where()}: sampling a {self.dim} image is not modelled")
         if image.levels != 1:
             raise FatkitError(f"{self.where()}: mip chains are not modelled")
@@ -317,18 +344,39 @@ class _ImageStep:
                               "type or anisotropy) outside the model")
         integer = image.kind in ("uint", "sint")
         width, height, layers = image.size(self.dim)
-        two_d = self.coordinates - self.arrayed == 2
+        cube = self.dim == "CUBE"
+        two_d = self.coordinates - self.arrayed == 2 or cube
+        if cube:  # a face is addressed within its edges (the clamp fields do not apply)
+            modes, unnormalized = [_CLAMP_LAST_TEXEL, _CLAMP_LAST_TEXEL], 0
         for lane in active:
-            floats = [_f32(v) for v in self._address_values(w, lane)]
+            raw = self._address_values(w, lane)
+            offsets = [0, 0]
+            if self.offset:  # 6-bit signed texel offsets at bits 0 and 8, added in texel space
+                offsets = [_signed(_bits(raw[0], 8 * k, 6), 6) for k in range(2)]
+                raw = raw[1:]
+            floats = [_f32(v) for v in raw]
             if self.op == _SAMPLE_D_G16:  # the gradients come first; at one level they choose nothing
                 floats = floats[len(floats) - self.coordinates:]
             lod = floats[self.coordinates] if self.op == _SAMPLE_L else 0.0
             filter_mode = minify if lod > 0 else magnify
             s, t = floats[0], floats[1] if two_d else 0.5
             layer = 0
-            if self.arrayed:
+            if cube:  # (s, t) on the face in [1, 2]; the face index layer × 8 + face (v_cubeid's 0–5)
+                s, t = s - 1.0, t - 1.0
+                index = int(floats[2])
+                layer = index // 8 * 6 + index % 8
+                if not 0 <= layer < layers or index % 8 > 5:
+                    raise FatkitError(f"{self.where()}: cube face index {floats[2]} outside the image's "
+                                      f"{layers} faces")
+            elif self.arrayed:
                 layer = min(max(int(np.rint(floats[self.coordinates - 1])), 0), layers - 1)
             u, v = (s, t) if unnormalized else (s * width, t * (height if two_d else 1))
+            u, v = u + offsets[0], v + (offsets[1] if two_d else 0)
+            if cube and (self.op == _GATHER4_LZ or filter_mode and not integer) and not (
+                    0 <= math.floor(u - 0.5) and math.floor(u - 0.5) + 1 < width
+                    and 0 <= math.floor(v - 0.5) and math.floor(v - 0.5) + 1 < height):
+                raise FatkitError(f"{self.where()}: a footprint across a cube face's edge (seamless filtering "
+                                  "into the next face) is not modelled")
 
             def texel(i: int, j: int) -> list[float | int]:
                 x, y = _texel_index(i, width, modes[0]), _texel_index(j, height, modes[1]) if two_d else 0

@@ -5,10 +5,10 @@ the opcode no other row names), with its status:
 
 - `LOWERED`: lowering translates it (a handler of lower/ takes it; it may still refuse an operand or a
   modifier combination the ISA does not allow, naming it);
-- `REFUSED`: it cannot be translated, and the reason names the hardware or ABI that is missing;
-- `MISSING`: it could be translated and is not yet; the reason says what it needs.
+- `REFUSED`: it cannot be translated, and the reason names the hardware or ABI that is missing (a form
+  that could be translated and is not yet has no place here: it is lowered).
 
-`Lowering` refuses a REFUSED or MISSING form with the row's reason before any handler sees it, and lint
+`Lowering` refuses a REFUSED form with the row's reason before any handler sees it, and lint
 (hazards.py) reports the same rows with the same reasons, so the two cannot disagree. Each row carries a
 one-instruction `example` (in the registers `EXAMPLE_KERNEL` declares) that tests/test_translate_coverage.py
 lowers, so a row's status is checked against what lowering does.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-LOWERED, REFUSED, MISSING = "lowered", "refused", "missing"
+LOWERED, REFUSED = "lowered", "refused"
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Form:
     modifiers: tuple[str, ...]  # all present in an instruction → this form (the most modifiers win)
     status: str
     example: str | None  # one instruction (or a few) in EXAMPLE_KERNEL's registers; None: none stands alone
-    reason: str = ""  # REFUSED / MISSING: why
+    reason: str = ""  # REFUSED: why
 
 
 # The kernel every example is lowered in: registers of each kind, a shared and a global buffer, a label
@@ -59,9 +59,6 @@ EXAMPLE_KERNEL = """.version 8.7
     ret;
 }
 """
-
-_CHANNEL_CODES = ("HIP stores OpenCL's channel data type and order codes in the texture object (words 8 and 9), "
-                  "not CUDA's; needs a map from those codes to the source language's")
 
 FORMS: tuple[Form, ...] = (
     # 9.7.1 integer arithmetic (the floating-point forms of add/sub/mul/mad/div/abs/neg/min/max too)
@@ -155,25 +152,34 @@ FORMS: tuple[Form, ...] = (
     Form("tensormap", (), LOWERED, "tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;"),
     # 9.7.10 texture, 9.7.11 surface
     Form("tex", (), LOWERED, "tex.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];"),
+    Form("tex", ("acube",), LOWERED, "tex.acube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%r2, %f6, %f7, %f8}];"),
+    Form("tex", ("2dms",), LOWERED, "tex.2dms.v4.s32.s32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %r7, %r8, %r9}];"),
+    Form("tex", ("a2dms",), LOWERED, "tex.a2dms.v4.u32.s32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %r7, %r8, %r9}];"),
+    Form("tex", ("f16x2",), LOWERED, "tex.2d.v2.f16x2.f32 {%r2, %r3}, [%rd1, {%f6, %f7}], {%r4, %r5};"),
+    Form("tex", ("f16",), LOWERED, "tex.level.a1d.v4.f16.f32 {%h2, %h3, %h4, %h5}, [%rd1, {%r2, %f6}], %f7;"),
+    Form("tex", ("grad", "cube"), LOWERED, "tex.grad.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, "
+         "[%rd1, {%f6, %f7, %f8, %f9}], {%f10, %f11, %f12, %f13}, {%f14, %f15, %f16, %f17};"),
     Form("tld4", (), LOWERED, "tld4.r.2d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7}];"),
+    Form("tld4", ("cube",), LOWERED, "tld4.b.cube.v4.f32.f32 {%f2, %f3, %f4, %f5}, [%rd1, {%f6, %f7, %f8, %f9}];"),
+    Form("tld4", ("acube",), LOWERED, "tld4.a.acube.v4.u32.f32 {%r2, %r3, %r4, %r5}, [%rd1, {%r6, %f7, %f8, %f9}];"),
     Form("txq", (), LOWERED, "txq.width.b32 %r2, [%rd1];"),
-    Form("txq", ("channel_data_type",), MISSING, "txq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
-    Form("txq", ("channel_order",), MISSING, "txq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
-    Form("txq", ("num_samples",), MISSING, "txq.num_samples.b32 %r2, [%rd1];",
-         "multisample textures: HIP creates none (its texture objects are over arrays and linear memory), so "
-         "there is no sample count to read"),
+    Form("txq", ("channel_data_type",), LOWERED, "txq.channel_data_type.b32 %r2, [%rd1];"),
+    Form("txq", ("channel_order",), LOWERED, "txq.channel_order.b32 %r2, [%rd1];"),
+    Form("txq", ("num_samples",), LOWERED, "txq.num_samples.b32 %r2, [%rd1];"),
     Form("istypep", (), REFUSED, "istypep.texref %p2, %rd1;",
          "a HIP texture, sampler or surface object is a bare address of its descriptors, tagged with no type: "
          "nothing in it tells the three apart"),
     Form("suld", (), LOWERED, "suld.b.1d.b32.trap {%r2}, [%rd1, {%r3}];"),
     Form("sust", (), LOWERED, "sust.b.1d.b32.trap [%rd1, {%r3}], {%r2};"),
-    Form("sust", ("p",), MISSING, "sust.p.1d.v4.b32.trap [%rd1, {%r3}], {%r2, %r3, %r4, %r5};",
-         "formatted surface stores convert through the surface's format by rules PTX gives per format; needs "
-         "those conversions matched against the image store's"),
+    Form("sust", ("p",), LOWERED, "sust.p.1d.v4.b32.trap [%rd1, {%r3}], {%r2, %r3, %r4, %r5};"),
     Form("sured", (), LOWERED, "sured.b.add.1d.u32.trap [%rd1, {%r3}], %r2;"),
+    Form("sured", ("u64",), LOWERED, "sured.b.max.2d.u64.clamp [%rd1, {%r3, %r4}], %rd2;"),
+    Form("sured", ("s64",), LOWERED, "sured.b.min.1d.s64.zero [%rd1, {%r3}], %rd2;"),
+    Form("sured", ("p",), LOWERED, "sured.p.min.1d.b32.trap [%rd1, {%r3}], %r2;"),
+    Form("sured", ("p", "b64"), LOWERED, "sured.p.max.3d.b64.zero [%rd1, {%r3, %r4, %r5, %r6}], %rd2;"),
     Form("suq", (), LOWERED, "suq.width.b32 %r2, [%rd1];"),
-    Form("suq", ("channel_data_type",), MISSING, "suq.channel_data_type.b32 %r2, [%rd1];", _CHANNEL_CODES),
-    Form("suq", ("channel_order",), MISSING, "suq.channel_order.b32 %r2, [%rd1];", _CHANNEL_CODES),
+    Form("suq", ("channel_data_type",), LOWERED, "suq.channel_data_type.b32 %r2, [%rd1];"),
+    Form("suq", ("channel_order",), LOWERED, "suq.channel_order.b32 %r2, [%rd1];"),
     # 9.7.12 control flow
     Form("bra", (), LOWERED, "@%p1 bra DONE;\n    add.u32 %r2, %r2, 1;\nDONE:"),
     Form("brx", (), LOWERED, "TARGETS: .branchtargets ONE, TWO;\n    brx.idx %r2, TARGETS;\nONE:\nTWO:"),
@@ -211,10 +217,12 @@ FORMS: tuple[Form, ...] = (
     Form("stmatrix", (), LOWERED, "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r2};"),
     Form("movmatrix", (), LOWERED, "movmatrix.sync.aligned.m8n8.trans.b16 %r2, %r3;"),
     # 9.7.15 warpgroup-level matrix multiply-accumulate
-    Form("wgmma", (), MISSING, "wgmma.fence.sync.aligned;",
-         "warpgroup MMA (sm_90a): four warps multiply together, their A/B operands read asynchronously through "
-         "shared-memory matrix descriptors with NVIDIA's core-matrix swizzles; AMD's MFMA/WMMA work per wave "
-         "with other fragment layouts, and fatkit does not emulate warpgroup MMA yet"),
+    Form("wgmma", (), REFUSED, "wgmma.fence.sync.aligned;",
+         "warpgroup MMA (sm_90a): four warps multiply together, wgmma.mma_async reading its A/B operands "
+         "asynchronously from shared memory through matrix descriptors (NVIDIA's core-matrix layouts and "
+         "swizzles) while the warps run on, and wgmma.wait_group fencing them; AMD's matrix instructions "
+         "(MFMA/WMMA) are per wave and synchronous, taking their operands from the wave's own VGPRs, with no "
+         "shared-memory operand path or warpgroup form"),
     # 9.7.16 TensorCore 5th generation
     Form("tcgen05", (), REFUSED, "tcgen05.fence::before_thread_sync;",
          "fifth-generation tensor-core instructions (sm_100a) compute in Tensor Memory, 256 KiB per SM "
@@ -271,6 +279,6 @@ def form_of(opcode: str, modifiers: tuple[str, ...]) -> Form | None:
 
 
 def refusal(opcode: str, modifiers: tuple[str, ...]) -> str | None:
-    """Why the translator does not translate this instruction form (a REFUSED or MISSING row), else None."""
+    """Why the translator does not translate this instruction form (a REFUSED row), else None."""
     form = form_of(opcode, modifiers)
     return form.reason if form is not None and form.status != LOWERED else None
