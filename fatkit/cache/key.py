@@ -25,7 +25,8 @@ from fatkit.translate.targets.ids import TargetId
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
 TRANSLATOR_ABI = 4  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics;
-# 4: textures read absent channels as 0 and filter bilinearly as NVIDIA does (docs/runtime.md)
+# 4: textures read absent channels as 0 and filter bilinearly as NVIDIA does (docs/runtime.md), TMA copies as an
+# H200 does them, launch-given cluster shapes in a hidden kernarg, m8n8k4 .f16-D sums as ptxas computes them
 
 
 @dataclass(frozen=True)
