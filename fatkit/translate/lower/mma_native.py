@@ -77,31 +77,32 @@ def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
 
 
-def _mfma_plan(lw, form: Form) -> Plan:
+def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition) -> list[ir.Value]:
+    """The PTX D words of A·B on the 4x4x4 16-block MFMA (module docstring): the native result's lanes moved
+    by DPP row shifts."""
     eight_bit = form.a in ("s8", "u8")
-    steps = []
-    for s in range(form.k // 4):  # 4 k per instruction
-        # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
-        # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
-        def k(lane, s, word):
-            t = (s % 4) ^ ((lane >> 3) & 1)
-            return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
+    per = 4 if eight_bit else 2  # elements of a k unit: one PTX register word
+    units = form.k // per
 
-        # B's words: blocks 2m and 2m+1 need the same, so the even blocks hold those of step s & ~2 and the
-        # odd ones those of step s | 2, and each instruction takes them from one of the two (CBSZ 1, ABID
-        # bit 1 of s; pairing s with s ^ 2, not s ^ 1, keeps the block bit and h on two bits of t)
-        def paired(lane, s=s):
-            return (s & ~2) | ((lane >> 2) & 1) << 1
-        words = (0,) if eight_bit else (0, 1)
-        first = [("b", lambda lane, w=w, paired=paired: (k(lane, paired(lane), w), 4 * (lane >> 4) + (lane & 3)))
-                 for w in words]
-        second = [("p", lambda lane, w=w, s=s: (lane & 15, k(lane, s, w))) for w in words]
-        steps.append((first, second))
-    result = {}
-    for lane in range(WARP):
-        for i in range(4):
-            result[lane & 15, 4 * (lane >> 4) + i] = (lane, i)
-    module = lw.builder.module
+    def row(lane):  # the PTX A row of block row lane % 4 (and D register lane % 4) in lane's block
+        return 4 * (lane >> 4 & 1) + 2 * (lane >> 3 & 1) + (lane >> 1 & 1) + 8 * (lane & 1)
+
+    def column(lane):  # the PTX B column of block column lane % 4
+        return 2 * (lane & 3) + (lane >> 2 & 1)
+
+    # unit u = 2β + e + 4w: the block pair's A rows for k unit u sit in block β of the pair, in its A word (e, w)
+    tiers = range(units // 4)
+    a_keys = [(e, w) for w in tiers for e in (0, 1)]
+    a_places = [lambda lane, e=e, w=w: (row(lane), per * (2 * (lane >> 2 & 1) + e + 4 * w)) for e, w in a_keys]
+    a_words = _paired([_word(lw, "p", where["p"], place) for place in a_places], where["p"], a_places, "p")
+    b_keys = [(beta, e, w) for w in tiers for beta in (0, 1) for e in (0, 1)]
+    b_words = [_word(lw, "b", where["b"], lambda lane, u=2 * beta + e + 4 * w: (per * u, column(lane)))
+               for beta, e, w in b_keys]
+    gather = Gather(lw, warp, registers)
+    gather.fetch(a_words + b_words)
+    a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
+    b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
+    module, b = lw.builder.module, lw.builder
     if eight_bit:
         accumulator, operand, name = ir.VectorType(I32, 4), I32, "llvm.amdgcn.mfma.i32.4x4x4i8"
     elif form.a == "f16":
@@ -109,12 +110,35 @@ def _mfma_plan(lw, form: Form) -> Plan:
     else:
         accumulator, operand, name = ir.VectorType(F32, 4), ir.VectorType(I16, 4), "llvm.amdgcn.mfma.f32.4x4x4bf16.1k"
     function = _declare(module, name, accumulator, [operand, operand, accumulator, I32, I32, I32])
-    zero = ir.Constant(I32, 0)
+    # an instruction takes 4 k: two units of 2 (w = 0, 1) or one of 4
+    instructions = ([(beta, e, (0, 1)) for beta in (0, 1) for e in (0, 1)] if not eight_bit else
+                    [(beta, e, (w,)) for w in tiers for beta in (0, 1) for e in (0, 1)])
+    total = ir.Constant(accumulator, None)
+    for beta, e, ws in instructions:
+        first = _pack(b, [a_values[e, w] for w in ws], operand)
+        second = _pack(b, [b_values[beta, e, w] for w in ws], operand)
+        total = b.call(function, [first, second, total, ir.Constant(I32, 1), ir.Constant(I32, beta), ir.Constant(I32, 0)])
+    native = [b.bitcast(b.extract_element(total, ir.Constant(I32, i)), I32) for i in range(4)]
+    # PTX D register (h, p) = D[g + 8h][2t + p] sits in the lane whose bit 2 is p (block column parity), in the
+    # register whose block row holds g + 8h: this lane's where g0 = p, else the lane 4 away in the same row of
+    # 16, which a DPP row shift fetches into the banks (lanes 4–7 and 12–15 of a row, or 0–3 and 8–11) whose
+    # g0 is not p, the others keeping their own
+    dpp = _declare(module, "llvm.amdgcn.update.dpp.i32", I32, [I32, I32, I32, I32, I32, I1])
+    register = {row(i): i for i in range(4)}  # block row → register, for the rows g0 + 8h of lanes 0–3
+    words = []
+    for r in range(4):
+        h, p = r >> 1, r & 1
+        own, other = native[register[p + 8 * h]], native[register[1 - p + 8 * h]]
+        control, banks = (_ROW_SHL_4, _BANKS_LOW) if p else (_ROW_SHR_4, _BANKS_HIGH)
+        words.append(b.call(dpp, [own, other, ir.Constant(I32, control), ir.Constant(I32, 15),
+                                  ir.Constant(I32, banks), ir.Constant(I1, 1)]))
+    return words
 
-    def call(b, step, first, second, acc):
-        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, ir.Constant(I32, 1),
-                                 ir.Constant(I32, step >> 1 & 1), zero])
-    return Plan(call, accumulator, steps, result, ir.Constant(accumulator, None))
+
+# DPP controls: lane i of a row of 16 reads lane i + 4 (row_shl:4) or i − 4 (row_shr:4); bank masks: the
+# lanes of a row whose bit 2 is 0 (banks 0 and 2) or 1 (banks 1 and 3)
+_ROW_SHL_4, _ROW_SHR_4 = 0x104, 0x114
+_BANKS_LOW, _BANKS_HIGH = 0b0101, 0b1010
 
 
 def _wmma_plan(lw, form: Form) -> Plan:
@@ -162,8 +186,9 @@ def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tupl
     """A's registers with those of rows g and g+8 (registers 2m and 2m+1) exchanged in the odd thread columns,
     and where each element is then: in thread column t, register r holds the row half (r mod 2) XOR (t mod 2)."""
     b = lw.builder
-    odd = b.trunc(warp.lane, I1)
-    swapped = [b.select(odd, words[r ^ 1], words[r]) for r in range(len(words))]
+    # as `Gather.element` compares the thread column's parity (lane & 1 == 0), so that both use one mask
+    even = b.icmp_unsigned("==", b.and_(warp.lane, ir.Constant(I32, 1)), ir.Constant(I32, 0))
+    swapped = [b.select(even, words[r], words[r ^ 1]) for r in range(len(words))]
     return swapped, {place: (lane, register ^ (lane & 1), position)
                      for place, (lane, register, position) in where.items()}
 
@@ -223,25 +248,9 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-@handles("mma")
-def mma(lw, ins):
-    """Native where the target and form allow it (module docstring), else lower/mma.py's arithmetic (sm90's
-    model under `native`)."""
-    form = portable._form(lw, ins)
-    cores = getattr(lw.target, "id", None)
-    cores = cores.matrix_cores if cores is not None else None
-    if getattr(lw.callees, "mma_numerics", "sm90") != "native" or not native_form(form, cores):
-        return portable.mma(lw, ins)
-    d, a, b, c = lw.operands(ins, 4)
-    bits = portable._INPUT_BITS[form.a]
-    a_fragment, b_fragment = portable._a_fragment(form.m, form.k, bits), portable._b_fragment(form.k, bits)
-    c_fragment = portable._c_fragment(form.m, form.c)
-    registers = {"a": portable._read_fragment(lw, a, a_fragment, "A"),
-                 "b": portable._read_fragment(lw, b, b_fragment, "B")}
-    plan = (_mfma_plan if cores == "mfma" else _wmma_plan)(lw, form)
-    where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
-    warp = WarpPosition(lw)
-    registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
+def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment) -> list[ir.Value]:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
+    plan = _wmma_plan(lw, form)
     steps = []
     for step in plan.steps:
         operands = []
@@ -262,15 +271,39 @@ def mma(lw, ins):
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
-    elements = c_fragment.registers
     result_sources = [_source(lw, "n", where_result, lambda lane, i=i: c_fragment.place(lane, i))
-                      for i in range(elements)]
+                      for i in range(c_fragment.registers)]
     out = Gather(lw, warp, {"n": native})
     out.fetch(result_sources)
+    return [out.element(source, 32) for source in result_sources]
+
+
+@handles("mma")
+def mma(lw, ins):
+    """Native where the target and form allow it (module docstring), else lower/mma.py's arithmetic (sm90's
+    model under `native`)."""
+    form = portable._form(lw, ins)
+    cores = getattr(lw.target, "id", None)
+    cores = cores.matrix_cores if cores is not None else None
+    if getattr(lw.callees, "mma_numerics", "sm90") != "native" or not native_form(form, cores):
+        return portable.mma(lw, ins)
+    d, a, b, c = lw.operands(ins, 4)
+    bits = portable._INPUT_BITS[form.a]
+    a_fragment, b_fragment = portable._a_fragment(form.m, form.k, bits), portable._b_fragment(form.k, bits)
+    c_fragment = portable._c_fragment(form.m, form.c)
+    registers = {"a": portable._read_fragment(lw, a, a_fragment, "A"),
+                 "b": portable._read_fragment(lw, b, b_fragment, "B")}
+    warp = WarpPosition(lw)
+    where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
+    registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
+    if cores == "mfma":
+        products = _mfma_products(lw, form, registers, where, warp)
+    else:
+        products = _wmma_products(lw, form, registers, where, warp, c_fragment)
+    builder = lw.builder
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
     d_words = []
-    for source, c_word in zip(result_sources, c_words):
-        product = out.element(source, 32)
+    for product, c_word in zip(products, c_words):
         if form.d == "f32":
             total = builder.fadd(builder.bitcast(product, F32), builder.bitcast(c_word, F32))
             d_words.append(builder.bitcast(total, I32))
