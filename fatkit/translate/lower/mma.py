@@ -230,10 +230,12 @@ def _lane_function(table: list[int]) -> tuple[int, tuple[int, ...]] | None:
     return constant, vectors
 
 
-def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]]) -> ir.Value:
+def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]], scale: int = 0) -> ir.Value:
     """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance. The
     constant's bits that no lane bit reaches are added last, so that functions differing only there share
-    one computation (and the target can fold the constant into an address offset)."""
+    one computation (and the target can fold the constant into an address offset). `scale`: the bits are
+    moved `scale` further up and the result shifted down at the end, which a target that addresses lanes
+    by lane << `scale` (ds_bpermute: 2) folds away, each bit then moved once."""
     constant, vectors = function
     reached = 0
     for vector in vectors:
@@ -247,14 +249,15 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
             bit = builder.and_(builder.lshr(lane, ir.Constant(I32, i)), ir.Constant(I32, 1))
             terms.append(builder.mul(bit, ir.Constant(I32, vector)))
             continue
-        distance = vector.bit_length() - 1 - i
+        distance = vector.bit_length() - 1 - i + scale
         shifts[distance] = shifts.get(distance, 0) | 1 << i
     for distance, mask in sorted(shifts.items()):
-        bits = builder.and_(lane, ir.Constant(I32, mask))
         if distance > 0:
-            bits = builder.shl(bits, ir.Constant(I32, distance))
+            bits = builder.and_(builder.shl(lane, ir.Constant(I32, distance)), ir.Constant(I32, mask << distance))
         elif distance < 0:
-            bits = builder.lshr(bits, ir.Constant(I32, -distance))
+            bits = builder.lshr(builder.and_(lane, ir.Constant(I32, mask)), ir.Constant(I32, -distance))
+        else:
+            bits = builder.and_(lane, ir.Constant(I32, mask))
         terms.append(bits)
     if not terms:
         return ir.Constant(I32, constant)
@@ -263,7 +266,9 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
         result = builder.xor(result, term)
     flipped, apart = constant & reached, constant & ~reached
     if flipped:
-        result = builder.xor(result, ir.Constant(I32, flipped))
+        result = builder.xor(result, ir.Constant(I32, flipped << scale))
+    if scale:
+        result = builder.lshr(result, ir.Constant(I32, scale))
     return builder.add(result, ir.Constant(I32, apart)) if apart else result
 
 
@@ -311,7 +316,11 @@ class Gather:
             value = self.registers[operand][register]
             exchange = warp.lane_call(lambda target: target.exchange(builder, value, members))
             for function in functions:
-                lane = builder.add(warp.base, _emit_lane(builder, warp.lane, function))
+                # from the hardware lane, its warp bit (wave64) kept in place: one mask with the lane bits
+                # that stay, where adding the warp's base lane afterwards would cost two operations
+                constant, vectors = function
+                in_wave = (constant, vectors + (WARP,)) if warp.wave.width > WARP else function
+                lane = _emit_lane(builder, warp.hardware_lane, in_wave, scale=2)
                 self.words[operand, register, function] = exchange.read(builder, lane, uniform=False)
 
     def element(self, source: Source | Choice, bits: int) -> ir.Value:
