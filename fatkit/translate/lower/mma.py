@@ -275,6 +275,15 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
 LaneFunction = tuple[int, tuple[int, ...]]
 
 
+def _apply(function: LaneFunction, lane: int) -> int:
+    """`function`'s value at PTX lane `lane`."""
+    constant, vectors = function
+    for i, vector in enumerate(vectors):
+        if lane >> i & 1:
+            constant ^= vector
+    return constant
+
+
 @dataclass(frozen=True)
 class Source:
     """Where an element a lane needs lives: `register` of operand `operand` ("a", "b" or "e", the sparse
@@ -300,8 +309,11 @@ class Gather:
     until the next one (the host and the emulated wave64 reuse one buffer), so every read a register
     needs is made right after its exchange: `fetch` is given all sources first."""
 
-    def __init__(self, lw: Lowering, warp: WarpPosition, registers: dict[str, list[ir.Value]]):
-        self.lw, self.warp, self.registers = lw, warp, registers
+    def __init__(self, lw: Lowering, warp: WarpPosition, registers: dict[str, list[ir.Value]],
+                 lanes: Callable[[Callable[[int], bool]], ir.Value] | None = None):
+        """`lanes`, where given, makes the predicate of a PTX-lane test (true in the lanes it holds for) more
+        cheaply than comparing the lane's index."""
+        self.lw, self.warp, self.registers, self.lanes = lw, warp, registers, lanes
         self.words: dict[tuple[str, int, LaneFunction], ir.Value] = {}
 
     def fetch(self, sources) -> None:
@@ -330,7 +342,11 @@ class Gather:
             values = [self.element(alternative, bits) for alternative in source.sources]
             value = values[-1]
             for n in range(len(values) - 2, -1, -1):
-                value = b.select(b.icmp_unsigned("==", index, ir.Constant(I32, n)), values[n], value)
+                if self.lanes is not None:
+                    chosen = self.lanes(lambda lane, n=n: _apply(source.selector, lane) == n)
+                else:
+                    chosen = b.icmp_unsigned("==", index, ir.Constant(I32, n))
+                value = b.select(chosen, values[n], value)
             return value
         word = self.words[source.operand, source.register, source.function]
         return _element(self.lw, word, source.position, bits)

@@ -98,7 +98,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     b_keys = [(beta, e, w) for w in tiers for beta in (0, 1) for e in (0, 1)]
     b_words = [_word(lw, "b", where["b"], lambda lane, u=2 * beta + e + 4 * w: (per * u, column(lane)))
                for beta, e, w in b_keys]
-    gather = Gather(lw, warp, registers)
+    gather = Gather(lw, warp, registers, _lanes(lw, warp))
     gather.fetch(a_words + b_words)
     a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
     b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
@@ -182,12 +182,30 @@ def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
     return ir.Constant(accumulator, [ir.Constant(element, 0)] * 4 + [ir.Constant(element, ir.Undefined)] * 4)
 
 
+def _lanes(lw, warp: WarpPosition) -> Callable[[Callable[[int], bool]], ir.Value] | None:
+    """The predicate of a PTX-lane test as a constant wave mask (llvm.amdgcn.inverse.ballot: lane i takes bit i),
+    one scalar move where comparing the lane id costs two vector operations; None at wave64, where a 64-bit
+    constant takes two moves (measured: two instructions more per mma)."""
+    wave = warp.wave.width
+    if wave != WARP:
+        return None
+    function = _declare(lw.builder.module, f"llvm.amdgcn.inverse.ballot.i{wave}", I1, [warp.wave])
+
+    def lanes(test: Callable[[int], bool]) -> ir.Value:
+        mask = sum(1 << lane for lane in range(wave) if test(lane % WARP))
+        return lw.builder.call(function, [ir.Constant(warp.wave, mask)])
+    return lanes
+
+
 def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tuple[list[ir.Value], dict]:
     """A's registers with those of rows g and g+8 (registers 2m and 2m+1) exchanged in the odd thread columns,
     and where each element is then: in thread column t, register r holds the row half (r mod 2) XOR (t mod 2)."""
     b = lw.builder
-    # as `Gather.element` compares the thread column's parity (lane & 1 == 0), so that both use one mask
-    even = b.icmp_unsigned("==", b.and_(warp.lane, ir.Constant(I32, 1)), ir.Constant(I32, 0))
+    lanes = _lanes(lw, warp)
+    if lanes is not None:
+        even = lanes(lambda lane: lane & 1 == 0)
+    else:  # as `Gather.element` compares the thread column's parity (lane & 1 == 0): one mask for both
+        even = b.icmp_unsigned("==", b.and_(warp.lane, ir.Constant(I32, 1)), ir.Constant(I32, 0))
     swapped = [b.select(even, words[r], words[r ^ 1]) for r in range(len(words))]
     return swapped, {place: (lane, register ^ (lane & 1), position)
                      for place, (lane, register, position) in where.items()}
@@ -261,7 +279,7 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
                 sources = _paired(sources, where[operand], [place for _, place in words], operand)
             operands.append(sources)
         steps.append(operands)
-    gather = Gather(lw, warp, registers)
+    gather = Gather(lw, warp, registers, _lanes(lw, warp))
     gather.fetch([source for step in steps for words in step for source in words])
     builder = lw.builder
     accumulator = plan.initial
@@ -273,7 +291,7 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, lambda lane, i=i: c_fragment.place(lane, i))
                       for i in range(c_fragment.registers)]
-    out = Gather(lw, warp, {"n": native})
+    out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
     out.fetch(result_sources)
     return [out.element(source, 32) for source in result_sources]
 
