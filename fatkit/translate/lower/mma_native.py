@@ -193,7 +193,11 @@ def _lanes(lw, warp: WarpPosition) -> Callable[[Callable[[int], bool]], ir.Value
 
     def lanes(test: Callable[[int], bool]) -> ir.Value:
         mask = sum(1 << lane for lane in range(wave) if test(lane % WARP))
-        return lw.builder.call(function, [ir.Constant(warp.wave, mask)])
+        # a mask and its complement as one (lane 0 outside it), so that selects on either share VCC and pair up
+        # as dual-issued v_dual_cndmask
+        flipped = mask & 1
+        predicate = lw.builder.call(function, [ir.Constant(warp.wave, mask ^ ((1 << wave) - 1) if flipped else mask)])
+        return lw.builder.not_(predicate) if flipped else predicate
     return lanes
 
 
