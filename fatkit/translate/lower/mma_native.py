@@ -1,33 +1,36 @@
 """`--mma-numerics native`: mma.sync on the target's matrix instructions (MFMA on gfx90a/gfx942/gfx950, WMMA on
 gfx11), with the lane movement derived from the two sides' fragment layouts.
 
-A plan says, for every register word of every native instruction's operands, which element of the PTX
-fragments it starts with (`Placement`); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine
-function of the executing lane) and register it is read from, and `Gather` moves it (ds_bpermute). Words
-pair up: a native word holds consecutive k (2 f16/bf16, 4 8-bit) exactly as a PTX word does, which
-`_word` checks. The result goes back the same way: each PTX D element is read from the native result word
-the plan's `result` table names. C is added afterwards in the PTX layout (f32: one rounding; s32: wrapped or
-saturated with `.satfinite`), since moving it into the native layout would cost as much as moving D out.
+Each native operand word names the element of the PTX fragments it starts with (a placement: lane → (row,
+column)); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine function of the executing lane)
+and register it is read from, and `Gather` moves it (ds_bpermute). A native word holds consecutive k (2
+f16/bf16, 4 8-bit) exactly as a PTX word does, which `_word` checks. C is added afterwards in the PTX layout
+(f32: one rounding; s32: wrapped or saturated with `.satfinite`): moving it into the native layout would cost
+as much as the additions (measured). Lane predicates of the selects are constant wave masks at wave32 (one
+s_mov, `_lanes`).
 
 MFMA, wave64 (two warps to a wave). The 4x4x4 16-block instructions keep the warps apart: block b is
 hardware lanes 4b–4b+3, so warp w's data only meet in its own blocks 8w–8w+7, and a warp whose partner is
-inactive or elsewhere computes the same. Lane L of a block supplies row L%4 of the block's A (4 k) and
-column L%4 of its B, and receives column L%4 of D (register i: row i). The plan computes D transposed:
-the block's A rows are PTX B columns 4C+i, its B columns PTX A rows 4R+l, for the warp's tile (R, C) =
-(b mod 4, b div 4) (b = L div 4 within the warp); so lane L ends with PTX D row L mod 16, columns 4C..4C+3.
-Step s takes the k of PTX thread column t = s XOR h, h = 1 for the rows 8-15 ({2t, 2t+1, 2t+8, 2t+9} for
-f16: four instructions chained through the accumulator; the 8-bit forms: 4 consecutive k per step): with A's
-registers of rows g and g+8 swapped in the odd thread columns (`_swapped`), every lane then reads the same
-register in a step. (Of the six ways to give the block's three bits to R and C this one needs the fewest
-instructions for the lanes' addresses, measured.) Blocks 2m and 2m+1 (the same C and h) need the same B
-words, so one read serves two steps: the even blocks' lanes get step s's, the odd blocks' step s ^ 2's, and
-each instruction broadcasts one block of the pair (CBSZ 1, ABID).
+inactive or elsewhere computes the same. Lane j of a block supplies row j of the block's A (4 k) and column j
+of its B, and receives column j of D (register i: row i). D is computed as it is (not transposed), laid out
+so that no lane movement but one DPP row shift is left: in the warp's block b = 4·b2 + 2·b1 + b0 (lane bits
+4, 3, 2), column j is PTX column 2j + b0 and row i is PTX row 4·b2 + 2·b1 + (i div 2) + 8·(i mod 2). So PTX D
+register (h, p) of thread (g, t) is in the lane whose bit 2 is p, i.e. its own lane where g's bit 0 is p and
+else the lane 4 away in its row of 16: one `v_mov_b32_dpp` row_shl/row_shr:4 whose bank mask enables only
+the lanes whose bit 2 is not p, the others keeping their own register (`update.dpp`'s old value). Blocks b
+and b ^ 1 have the same rows, so each instruction broadcasts the A of one block of the pair (CBSZ 1, ABID):
+k unit u = 2β + e + 4w (a unit: one PTX word of k, u mod 4 its thread column) sits in block β's A word (e,
+w), so 4 reads give the 8 A words. A row's halves g and g + 8 are two registers of one PTX lane, which two
+lanes of a block want in one read: with A's registers of rows g and g + 8 swapped in the odd thread columns
+(`_swapped`) the words (0, w) and (1, w) take the same two reads, a select by the row half sorting them
+(`_paired`). B's 8 words come through 8 reads from one address (the unit in the offset).
 
 WMMA, wave32 (one warp). The 16x16x16 instruction wants A's row L%16 and B's column L%16 with all 16 k in
-lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed again:
-the WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A
-row c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t
-in two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows.
+lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed: the
+WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A row
+c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t in
+two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows; the
+result goes back through the reads the `result` table names.
 
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
 in docs/numerics.md); integer forms are exact, as the PTX ISA defines them.
@@ -51,7 +54,7 @@ Placement = Callable[[int], "tuple[int, int] | None"]
 
 @dataclass(frozen=True)
 class Plan:
-    """The native instructions of one mma form on one kind of matrix core."""
+    """The WMMA instructions of one mma form."""
 
     # (builder, step, first operand's words, second's, accumulator) → the instruction's result
     call: Callable[[ir.IRBuilder, int, list[ir.Value], list[ir.Value], ir.Value], ir.Value]
