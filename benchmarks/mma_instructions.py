@@ -1,5 +1,6 @@
 """Static cost of one mma.sync on AMD targets: the instructions one mma adds to a kernel, with `--mma-numerics
-native` (MFMA/WMMA) against `sm90` (the portable path, the anchor), measured in the same run.
+native` (gfx942 MFMA, gfx1100 and gfx1201 WMMA) against `sm90` (the portable path, the anchor), measured in
+the same run.
 
 Each form runs in a kernel where every thread loads its A, B, C registers, runs the mma and stores D; the
 same kernel with the mma replaced by `mov`s of C to D is the baseline. The count is that of the disassembly
@@ -31,7 +32,7 @@ FORMS = [  # (instruction, registers of A, B, C/D)
     ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", (4, 2, 4)),
     ("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32", (2, 1, 4)),
 ]
-TARGETS = ("gfx942", "gfx1100")
+TARGETS = ("gfx942", "gfx1100", "gfx1201")
 
 
 def kernel(instruction: str | None, counts: tuple[int, int, int], copies: int = 1) -> str:

@@ -449,13 +449,13 @@ def native_bound(k: int, c: Fraction, products: list[Fraction]) -> Fraction:
 
 
 @pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
-@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100", "gfx1201"])
 @pytest.mark.parametrize("form", NATIVE, ids=lambda f: "-".join(x for x in f if x))
 def test_native_mma(form, target, special, request):
     """`native` numerics on the emulated MFMA/WMMA: integer forms bit for bit, f32 ones within the bound
     (NaN where IEEE arithmetic gives NaN, an infinity where it or an overflow does); two warps and a third
     one (at wave64 the second wave holds one warp). gfx942's MFMA multiplies signed 8-bit integers only:
-    its u8 forms take the portable path."""
+    its u8 forms take the portable path; on gfx1201 the 8-bit forms do (exact all the same)."""
     shape, dtype, atype, btype, ctype, extra = form
     if target == "gfx942" and (atype, btype, extra) == ("u8", "u8", "satfinite"):
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
@@ -522,7 +522,8 @@ def test_native_leaves_other_forms_to_sm90(form, target):
 
 
 @pytest.mark.parametrize("target,instruction", [("gfx942", "v_mfma_f32_4x4x4_16b_f16"),
-                                                ("gfx1100", "v_wmma_f32_16x16x16_f16")])
+                                                ("gfx1100", "v_wmma_f32_16x16x16_f16"),
+                                                ("gfx1201", "v_wmma_f32_16x16x16_f16")])
 def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     disassembly = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path)

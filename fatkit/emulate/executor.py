@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -1148,6 +1148,8 @@ class Preparer:
         op = MATRIX_OPS.get(name)
         if op is None:
             raise FatkitError(f"{name}: this matrix instruction is not modelled")
+        if self.arch == "rdna4" and op.layout == "rdna3":  # gfx12's WMMA of the same name: its own lane layout
+            op = replace(op, layout="rdna4")
         if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "blgp")):
             raise FatkitError(f"{name}: AccVGPR operands and the BLGP modifier are not modelled")
         broadcast = (getattr(inst, "cbsz", 0), getattr(inst, "abid", 0))
@@ -1169,7 +1171,7 @@ class Preparer:
             else:
                 raise FatkitError(f"{name}: operand {operand} encoding {offset} is not modelled")
         vdst = inst.vdst.offset - 256
-        wmma = op.layout == "rdna3"
+        wmma = op.layout != "cdna"
 
         def run(w):
             active = w.exec_bool

@@ -66,10 +66,13 @@ class Plan:
 
 def native_form(form: Form, matrix_cores: str | None) -> bool:
     """Whether `form` runs on `matrix_cores` (TargetId.matrix_cores) here."""
-    if form.sparse or form.d not in ("f32", "s32") or form.c != form.d or matrix_cores not in ("mfma", "wmma11"):
+    if form.sparse or form.d not in ("f32", "s32") or form.c != form.d or \
+            matrix_cores not in ("mfma", "wmma11", "wmma12"):
         return False
     if form.a in ("f16", "bf16"):
         return form.shape == "m16n8k16" and form.b == form.a
+    if matrix_cores == "wmma12":  # its 8-bit operand layout is not modelled by fatkit.emulate yet
+        return False
     if form.a in ("s8", "u8") and form.b in ("s8", "u8"):
         signed = form.a == "s8" and form.b == "s8"
         return form.shape in ("m16n8k16", "m16n8k32") and (signed or matrix_cores == "wmma11")
@@ -144,17 +147,25 @@ _ROW_SHL_4, _ROW_SHR_4 = 0x104, 0x114
 _BANKS_LOW, _BANKS_HIGH = 0b0101, 0b1010
 
 
-def _wmma_plan(lw, form: Form) -> Plan:
+def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
     per = 4 if eight_bit else 2
     steps = []
-    for base in range(0, form.k, 16):
+    if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
+        def k12(lane, q):
+            return 4 * (lane >> 4) + 2 * (q & 1) + 8 * (q >> 1)
+        first = [("b", lambda lane, q=q: (k12(lane, q), _pi(2 * (lane & 3) + (lane >> 3 & 1)))) for q in range(4)]
+        second = [("p", lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
+        steps.append((first, second))
+    for base in range(0, form.k if not gfx12 else 0, 16):
         first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
         second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
-        for i in range(4):  # rows 2i + h < 8 of the transposed result; the rest repeat them
+        # gfx11: rows 2i + h < 8 of the transposed result (the rest repeat them); gfx12: rows 8h + i, i < 4,
+        # laid out alike: row 8h + i is column π(2i + h)
+        for i in range(4):
             result[lane & 15, _pi(2 * i + (lane >> 4))] = (lane, i)
     module = lw.builder.module
     if eight_bit:
@@ -169,8 +180,9 @@ def _wmma_plan(lw, form: Form) -> Plan:
                                      ir.Constant(I1, 0)])
         return Plan(integer_call, accumulator, steps, result, _half_zero(accumulator))
     half = F16 if form.a == "f16" else I16
-    operand, accumulator = ir.VectorType(half, 16), ir.VectorType(F32, 8)
-    name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
+    count = 8 if gfx12 else 16
+    operand, accumulator = ir.VectorType(half, count), ir.VectorType(F32, 8)
+    name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v{count}{'f16' if form.a == 'f16' else 'i16'}"
     function = _declare(module, name, accumulator, [operand, operand, accumulator])
 
     def call(b, step, first, second, acc):
@@ -275,7 +287,7 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
 
 def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment) -> list[ir.Value]:
     """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
-    plan = _wmma_plan(lw, form)
+    plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
     steps = []
     for step in plan.steps:
         operands = []
