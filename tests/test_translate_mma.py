@@ -451,16 +451,12 @@ def native_bound(k: int, c: Fraction, products: list[Fraction]) -> Fraction:
 @pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100", "gfx1201"])
 @pytest.mark.parametrize("form", NATIVE, ids=lambda f: "-".join(x for x in f if x))
-def test_native_mma(form, target, special, request):
+def test_native_mma(form, target, special):
     """`native` numerics on the emulated MFMA/WMMA: integer forms bit for bit, f32 ones within the bound
     (NaN where IEEE arithmetic gives NaN, an infinity where it or an overflow does); two warps and a third
-    one (at wave64 the second wave holds one warp). gfx942's MFMA multiplies signed 8-bit integers only:
-    its u8 forms take the portable path; on gfx1201 the 8-bit forms do (exact all the same)."""
+    one (at wave64 the second wave holds one warp). gfx942's MFMA multiplies signed bytes: its u8 forms add
+    the top bits' products 256 times; on gfx1201 the 8-bit forms take the portable path (exact all the same)."""
     shape, dtype, atype, btype, ctype, extra = form
-    if target == "gfx942" and (atype, btype, extra) == ("u8", "u8", "satfinite"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "fatkit bug of the portable path (also with --mma-numerics exact): on gfx942 u8·u8 .satfinite "
-            "clamps a sum that LLVM narrowed to 32 bits (0x7fffffff where a negative c + Σ is due)")))
     m, k = SHAPES[shape]
     rng = random.Random(zlib.crc32(repr((form, target, special)).encode()))
     threads = 96

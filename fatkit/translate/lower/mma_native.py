@@ -74,8 +74,7 @@ def native_form(form: Form, matrix_cores: str | None) -> bool:
     if matrix_cores == "wmma12":  # its 8-bit operand layout is not modelled by fatkit.emulate yet
         return False
     if form.a in ("s8", "u8") and form.b in ("s8", "u8"):
-        signed = form.a == "s8" and form.b == "s8"
-        return form.shape in ("m16n8k16", "m16n8k32") and (signed or matrix_cores == "wmma11")
+        return form.shape in ("m16n8k16", "m16n8k32")
     return False
 
 
@@ -119,11 +118,30 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     # an instruction takes 4 k: two units of 2 (w = 0, 1) or one of 4
     instructions = ([(beta, e, (0, 1)) for beta in (0, 1) for e in (0, 1)] if not eight_bit else
                     [(beta, e, (w,)) for w in tiers for beta in (0, 1) for e in (0, 1)])
-    total = ir.Constant(accumulator, None)
-    for beta, e, ws in instructions:
-        first = _pack(b, [a_values[e, w] for w in ws], operand)
-        second = _pack(b, [b_values[beta, e, w] for w in ws], operand)
-        total = b.call(function, [first, second, total, ir.Constant(I32, 1), ir.Constant(I32, beta), ir.Constant(I32, 0)])
+    # the MFMA multiplies signed bytes: a u8 byte x is its s8 reading + 256·(x ≥ 128), so with the bytes'
+    # top bits as 0/1 bytes (`_tops`) A·B = Σ over the products of s8 readings and top bits, each weighted 256
+    # per top operand, summed by Horner's rule through the accumulator (exact: |A·B| < 2^21)
+    tops = {"a": form.a == "u8", "b": form.b == "u8"}
+    a_tops = {key: _tops(b, value) for key, value in a_values.items()} if tops["a"] else {}
+    b_tops = {key: _tops(b, value) for key, value in b_values.items()} if tops["b"] else {}
+    chains = [[(a_tops, b_tops)] if tops["a"] and tops["b"] else [],
+              [(a_tops, b_values)] * tops["a"] + [(a_values, b_tops)] * tops["b"],
+              [(a_values, b_values)]]
+    zero = ir.Constant(accumulator, [ir.Constant(accumulator.element, 0)] * 4)
+    total = zero
+    started = False
+    for chain in chains:
+        if not chain:
+            continue
+        if started:
+            total = b.shl(total, ir.Constant(accumulator, [ir.Constant(I32, 8)] * 4))
+        for first_values, second_values in chain:
+            for beta, e, ws in instructions:
+                first = _pack(b, [first_values[e, w] for w in ws], operand)
+                second = _pack(b, [second_values[beta, e, w] for w in ws], operand)
+                total = b.call(function, [first, second, total, ir.Constant(I32, 1), ir.Constant(I32, beta),
+                                          ir.Constant(I32, 0)])
+                started = True
     native = [b.bitcast(b.extract_element(total, ir.Constant(I32, i)), I32) for i in range(4)]
     # PTX D register (h, p) = D[g + 8h][2t + p] sits in the lane whose bit 2 is p (block column parity), in the
     # register whose block row holds g + 8h: this lane's where g0 = p, else the lane 4 away in the same row of
@@ -139,6 +157,11 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
         words.append(b.call(dpp, [own, other, ir.Constant(I32, control), ir.Constant(I32, 15),
                                   ir.Constant(I32, banks), ir.Constant(I1, 1)]))
     return words
+
+
+def _tops(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
+    """The top bit of each byte of `word` as a byte 0 or 1."""
+    return b.and_(b.lshr(word, ir.Constant(I32, 7)), ir.Constant(I32, 0x01010101))
 
 
 # DPP controls: lane i of a row of 16 reads lane i + 4 (row_shl:4) or i − 4 (row_shr:4); bank masks: the
