@@ -1,5 +1,5 @@
 """`--mma-numerics native`: mma.sync on the target's matrix instructions (MFMA on gfx90a/gfx942/gfx950, WMMA on
-gfx11), with the lane movement derived from the two sides' fragment layouts.
+gfx11 and gfx12), with the lane movement derived from the two sides' fragment layouts.
 
 Each native operand word names the element of the PTX fragments it starts with (a placement: lane → (row,
 column)); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine function of the executing lane)
@@ -30,10 +30,13 @@ lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register
 WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A row
 c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t in
 two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows; the
-result goes back through the reads the `result` table names.
+result goes back through the reads the `result` table names. gfx12's WMMA gives each half of the wave half
+the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) without repeating, and D[8·(L/16) + i][L%16]
+in register i: the same plan with rows 8h + i (i < 4) as the rows 2i + h above, half the words to read.
 
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
-in docs/numerics.md); integer forms are exact, as the PTX ISA defines them.
+in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
+a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
 """
 
 from __future__ import annotations
