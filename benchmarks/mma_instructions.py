@@ -28,6 +28,7 @@ from fatkit.translate.pipeline import Options, translate  # noqa: E402
 FORMS = [  # (instruction, registers of A, B, C/D)
     ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4)),
     ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", (4, 2, 4)),
+    ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", (4, 2, 2)),
     ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", (4, 2, 4)),
     ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", (4, 2, 4)),
     ("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32", (2, 1, 4)),

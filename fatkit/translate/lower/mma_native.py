@@ -5,8 +5,8 @@ Each native operand word names the element of the PTX fragments it starts with (
 column)); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine function of the executing lane)
 and register it is read from, and `Gather` moves it (ds_bpermute). A native word holds consecutive k (2
 f16/bf16, 4 8-bit) exactly as a PTX word does, which `_word` checks. C is added afterwards in the PTX layout
-(f32: one rounding; s32: wrapped or saturated with `.satfinite`): moving it into the native layout would cost
-as much as the additions (measured). Lane predicates of the selects are constant wave masks at wave32 (one
+(f32: one rounding; f16: c widened, the f32 sum rounded to f16 once; s32: wrapped or saturated with
+`.satfinite`): moving it into the native layout would cost more than the additions (measured). Lane predicates of the selects are constant wave masks at wave32 (one
 s_mov, `_lanes`).
 
 MFMA, wave64 (two warps to a wave). The 4x4x4 16-block instructions keep the warps apart: block b is
@@ -69,10 +69,10 @@ class Plan:
 
 def native_form(form: Form, matrix_cores: str | None) -> bool:
     """Whether `form` runs on `matrix_cores` (TargetId.matrix_cores) here."""
-    if form.sparse or form.d not in ("f32", "s32") or form.c != form.d or \
+    if form.sparse or form.d not in ("f32", "f16", "s32") or form.c != form.d or \
             matrix_cores not in ("mfma", "wmma11", "wmma12"):
         return False
-    if form.a in ("f16", "bf16"):
+    if form.a in ("f16", "bf16"):  # f16 accumulators: the f32 product and sum, rounded to f16 once
         return form.shape == "m16n8k16" and form.b == form.a
     if matrix_cores == "wmma12":  # its 8-bit operand layout is not modelled by fatkit.emulate yet
         return False
@@ -354,6 +354,7 @@ def mma(lw, ins):
     bits = portable._INPUT_BITS[form.a]
     a_fragment, b_fragment = portable._a_fragment(form.m, form.k, bits), portable._b_fragment(form.k, bits)
     c_fragment = portable._c_fragment(form.m, form.c)
+    elements = portable._c_fragment(form.m, "f32")  # one word per D element, in the order of C's elements
     registers = {"a": portable._read_fragment(lw, a, a_fragment, "A"),
                  "b": portable._read_fragment(lw, b, b_fragment, "B")}
     warp = WarpPosition(lw)
@@ -362,9 +363,18 @@ def mma(lw, ins):
     if cores == "mfma":
         products = _mfma_products(lw, form, registers, where, warp)
     else:
-        products = _wmma_products(lw, form, registers, where, warp, c_fragment)
+        products = _wmma_products(lw, form, registers, where, warp, elements)
     builder = lw.builder
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
+    if form.d == "f16":
+        halves = [builder.bitcast(portable._element(lw, word, j, 16), F16) for word in c_words for j in (0, 1)]
+        sums = [builder.fptrunc(builder.fadd(builder.bitcast(product, F32), builder.fpext(half, F32)), F16)
+                for product, half in zip(products, halves)]
+        bits = [builder.zext(builder.bitcast(value, I16), I32) for value in sums]
+        portable._write_words(lw, d, c_fragment, [builder.or_(bits[2 * r], builder.shl(bits[2 * r + 1],
+                                                                                       ir.Constant(I32, 16)))
+                                                  for r in range(c_fragment.registers)])
+        return
     d_words = []
     for product, c_word in zip(products, c_words):
         if form.d == "f32":
