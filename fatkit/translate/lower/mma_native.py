@@ -32,7 +32,8 @@ c; the half of the result with r ≥ 8 repeats the other. π places columns 2t a
 two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows; the
 result goes back through the reads the `result` table names. gfx12's WMMA gives each half of the wave half
 the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) without repeating, and D[8·(L/16) + i][L%16]
-in register i: the same plan with rows 8h + i (i < 4) as the rows 2i + h above, half the words to read.
+in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above, PTX B column `_row12(h, i)`
+(chosen for the fewest operations in B's read address), half the words to read.
 
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
 in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
@@ -173,6 +174,12 @@ _ROW_SHL_4, _ROW_SHR_4 = 0x104, 0x114
 _BANKS_LOW, _BANKS_HIGH = 0b0101, 0b1010
 
 
+def _row12(half: int, i: int) -> int:
+    """gfx12: the PTX B column in WMMA row 8·half + i (i < 4; rows i ≥ 4 repeat i − 4): columns 2t and 2t + 1
+    of thread t in the half t div 2, registers 2·(t mod 2) and the next (the fewest moves for B's words)."""
+    return 4 * half + 2 * (i >> 1) + (i & 1)
+
+
 def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
     per = 4 if eight_bit else 2
@@ -180,7 +187,7 @@ def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
     if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
         def k12(lane, q):
             return 4 * (lane >> 4) + 2 * (q & 1) + 8 * (q >> 1)
-        first = [("b", lambda lane, q=q: (k12(lane, q), _pi(2 * (lane & 3) + (lane >> 3 & 1)))) for q in range(4)]
+        first = [("b", lambda lane, q=q: (k12(lane, q), _row12(lane >> 3 & 1, lane & 3))) for q in range(4)]
         second = [("p", lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
         steps.append((first, second))
     for base in range(0, form.k if not gfx12 else 0, 16):
@@ -192,7 +199,7 @@ def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
         # gfx11: rows 2i + h < 8 of the transposed result (the rest repeat them); gfx12: rows 8h + i, i < 4,
         # laid out alike: row 8h + i is column π(2i + h)
         for i in range(4):
-            result[lane & 15, _pi(2 * i + (lane >> 4))] = (lane, i)
+            result[lane & 15, _row12(lane >> 4, i) if gfx12 else _pi(2 * i + (lane >> 4))] = (lane, i)
     module = lw.builder.module
     if eight_bit:
         accumulator, operand = ir.VectorType(I32, 8), ir.VectorType(I32, 4)
