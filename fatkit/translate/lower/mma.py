@@ -34,6 +34,7 @@ the canonical NaN. f64 forms are an IEEE fma chain in ascending k order, startin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from llvmlite import ir
@@ -284,6 +285,11 @@ def _apply(function: LaneFunction, lane: int) -> int:
     return constant
 
 
+def _selects(function: LaneFunction, index: int, lane: int) -> bool:
+    """Whether `function` gives `index` at PTX lane `lane`."""
+    return _apply(function, lane) == index
+
+
 @dataclass(frozen=True)
 class Source:
     """Where an element a lane needs lives: `register` of operand `operand` ("a", "b" or "e", the sparse
@@ -343,7 +349,7 @@ class Gather:
             value = values[-1]
             for n in range(len(values) - 2, -1, -1):
                 if self.lanes is not None:
-                    chosen = self.lanes(lambda lane, n=n: _apply(source.selector, lane) == n)
+                    chosen = self.lanes(partial(_selects, source.selector, n))
                 else:
                     chosen = b.icmp_unsigned("==", index, ir.Constant(I32, n))
                 value = b.select(chosen, values[n], value)

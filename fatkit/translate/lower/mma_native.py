@@ -43,6 +43,7 @@ a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from llvmlite import ir
@@ -105,8 +106,9 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     a_places = [lambda lane, e=e, w=w: (row(lane), per * (2 * (lane >> 2 & 1) + e + 4 * w)) for e, w in a_keys]
     a_words = _paired([_word(lw, "p", where["p"], place) for place in a_places], where["p"], a_places, "p")
     b_keys = [(beta, e, w) for w in tiers for beta in (0, 1) for e in (0, 1)]
-    b_words = [_word(lw, "b", where["b"], lambda lane, u=2 * beta + e + 4 * w: (per * u, column(lane)))
-               for beta, e, w in b_keys]
+    def b_place(unit: int, lane: int) -> tuple[int, int]:
+        return per * unit, column(lane)
+    b_words = [_word(lw, "b", where["b"], partial(b_place, 2 * beta + e + 4 * w)) for beta, e, w in b_keys]
     gather = Gather(lw, warp, registers, _lanes(lw, warp))
     gather.fetch(a_words + b_words)
     a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
@@ -221,6 +223,11 @@ def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
     def call(b, step, first, second, acc):
         return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc])
     return Plan(call, accumulator, steps, result, _half_zero(accumulator))
+
+
+def _element_place(place: Callable[[int, int], tuple[int, int]], i: int, lane: int) -> tuple[int, int]:
+    """`place(lane, i)`: element i of a fragment in `lane`."""
+    return place(lane, i)
 
 
 def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
@@ -341,7 +348,7 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
-    result_sources = [_source(lw, "n", where_result, lambda lane, i=i: c_fragment.place(lane, i))
+    result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
     out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
     out.fetch(result_sources)
