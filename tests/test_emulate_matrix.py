@@ -1,4 +1,4 @@
-"""fatkit.emulate's MFMA (gfx942) and WMMA (gfx1100) instructions: an LLVM IR kernel calls the intrinsic on
+"""fatkit.emulate's MFMA (gfx942) and WMMA (gfx1100, gfx1201) instructions: an LLVM IR kernel calls the intrinsic on
 registers loaded per lane, and the result is checked against a model written here from the lane layouts of
 AMD's matrix instruction calculator (independently of fatkit/emulate/semantics.py) with exact arithmetic."""
 
@@ -24,11 +24,14 @@ INSTRUCTIONS = {
     "wmma.f32.16x16x16.f16": ("gfx1100", 32, ("<16 x half>", 8), ("<8 x float>", 8)),
     "wmma.f32.16x16x16.bf16": ("gfx1100", 32, ("<16 x i16>", 8), ("<8 x float>", 8)),
     "wmma.i32.16x16x16.iu8": ("gfx1100", 32, ("<4 x i32>", 4), ("<8 x i32>", 8)),
+    "wmma.f32.16x16x16.f16@gfx12": ("gfx1201", 32, ("<8 x half>", 4), ("<8 x float>", 8)),
+    "wmma.f32.16x16x16.bf16@gfx12": ("gfx1201", 32, ("<8 x i16>", 4), ("<8 x float>", 8)),
 }
 
 
 def _kernel_ir(name: str, signed: tuple[int, int] = (1, 1), broadcast: tuple[int, int] = (0, 0)) -> str:
     _, _, (ab, ab_regs), (cd, cd_regs) = INSTRUCTIONS[name]
+    name, gfx12 = name.removesuffix("@gfx12"), name.endswith("@gfx12")
     words = f"<{ab_regs} x i32>" if ab_regs > 1 else "i32"
     c_words = f"<{cd_regs} x i32>"
     if name.startswith("mfma"):
@@ -40,7 +43,8 @@ def _kernel_ir(name: str, signed: tuple[int, int] = (1, 1), broadcast: tuple[int
         call = (f"call {cd} @llvm.amdgcn.{name}.v8i32.v4i32(i1 {signed[0]}, {ab} %a, i1 {signed[1]}, {ab} %b, "
                 f"{cd} %c, i1 0)")
     else:
-        suffix = ".v8f32." + ("v16f16" if "f16" in name.split(".")[-1] and "bf16" not in name else "v16i16")
+        count = 8 if gfx12 else 16
+        suffix = f".v8f32.v{count}" + ("f16" if "f16" in name.split(".")[-1] and "bf16" not in name else "i16")
         declaration = f"{cd} @llvm.amdgcn.{name}{suffix}({ab}, {ab}, {cd})"
         call = f"call {cd} @llvm.amdgcn.{name}{suffix}({ab} %a, {ab} %b, {cd} %c)"
     load = ("%{0}w = load {1}, ptr addrspace(1) %{0}p\n  %{0} = bitcast {1} %{0}w to {2}")
@@ -86,6 +90,9 @@ def _run(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, signed=(1, 1), 
 #                           D[i][j] in lane j+16(i div 4), register i mod 4.
 #   gfx11 WMMA 16x16x16:    A[i][k] in lanes i and i+16, element k; B[k][j] in lanes j and j+16;
 #                           D[i][j] in lane j+16(i mod 2), register i div 2.
+#   gfx12 WMMA 16x16x16:    A[i][k] in lane i for k 0-3 and 8-11 (elements 0-3, 4-7), lane i+16 for k 4-7
+#                           and 12-15; B[k][j] alike in lanes j, j+16; D[i][j] in lane j+16(i div 8),
+#                           register i mod 8.
 
 def _places(name: str):
     """(blocks, m, k, a_place(block, i, k) → (lane, element), d_place(block, i, j) → (lane, register))."""
@@ -93,6 +100,9 @@ def _places(name: str):
         return 16, 4, 4, lambda bl, i, k: (4 * bl + i, k), lambda bl, i, j: (4 * bl + j, i)
     if name.startswith("mfma"):
         return 1, 16, 16, lambda bl, i, k: (i + 16 * (k // 4), k % 4), lambda bl, i, j: (j + 16 * (i // 4), i % 4)
+    if name.endswith("@gfx12"):
+        return (1, 16, 16, lambda bl, i, k: (i + 16 * (k // 4 % 2), k % 4 + 4 * (k // 8)),
+                lambda bl, i, j: (j + 16 * (i // 8), i % 8))
     return 1, 16, 16, lambda bl, i, k: (i, k), lambda bl, i, j: (j + 16 * (i % 2), i // 2)
 
 
@@ -150,7 +160,7 @@ def _inputs(name: str):
         b = halves((lanes, ab_regs, 2))
         a, b = (x[..., 0] | x[..., 1] << 16 for x in (a, b))
         c = (RNG.standard_normal((lanes, cd_regs)) * 4).astype(np.float32).view(np.uint32)
-    if name.startswith("wmma"):  # A and B repeat in lanes 16-31
+    if name.startswith("wmma") and not name.endswith("@gfx12"):  # gfx11: A and B repeat in lanes 16-31
         a[16:], b[16:] = a[:16], b[:16]
     return a.astype(np.uint32), b.astype(np.uint32), c
 

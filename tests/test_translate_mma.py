@@ -448,19 +448,20 @@ def native_bound(k: int, c: Fraction, products: list[Fraction]) -> Fraction:
     return Fraction(k + 1, 1 << 24) * (abs(c) + sum(abs(p) for p in products))
 
 
+# gfx1201 runs its 8-bit forms on the portable path, which test_dense_mma_* check
+NATIVE_CASES = [pytest.param(form, target, id="-".join([x for x in form if x] + [target]))
+                for target in ("gfx942", "gfx1100", "gfx1201") for form in NATIVE
+                if target != "gfx1201" or form[2] in ("f16", "bf16")]
+
+
 @pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
-@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
-@pytest.mark.parametrize("form", NATIVE, ids=lambda f: "-".join(x for x in f if x))
-def test_native_mma(form, target, special, request):
+@pytest.mark.parametrize("form,target", NATIVE_CASES)
+def test_native_mma(form, target, special):
     """`native` numerics on the emulated MFMA/WMMA: integer forms bit for bit, f32 ones within the bound
     (NaN where IEEE arithmetic gives NaN, an infinity where it or an overflow does); two warps and a third
-    one (at wave64 the second wave holds one warp). gfx942's MFMA multiplies signed 8-bit integers only:
-    its u8 forms take the portable path."""
+    one (at wave64 the second wave holds one warp). gfx942's MFMA multiplies signed bytes: its u8 forms add
+    the top bits' products 256 times; gfx1201 runs its f16/bf16 forms natively."""
     shape, dtype, atype, btype, ctype, extra = form
-    if target == "gfx942" and (atype, btype, extra) == ("u8", "u8", "satfinite"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "fatkit bug of the portable path (also with --mma-numerics exact): on gfx942 u8·u8 .satfinite "
-            "clamps a sum that LLVM narrowed to 32 bits (0x7fffffff where a negative c + Σ is due)")))
     m, k = SHAPES[shape]
     rng = random.Random(zlib.crc32(repr((form, target, special)).encode()))
     threads = 96
@@ -502,9 +503,60 @@ def test_native_mma(form, target, special, request):
                     assert abs(Fraction(value) - exact) <= bound, where
 
 
+F16_MAX_ROUNDED = 65520  # the least magnitude that rounds to an f16 infinity
+
+
+def _f16_half_ulp(value: float) -> Fraction:
+    """Half an f16 ulp at `value` (subnormal spacing below 2^-14)."""
+    exponent = max(math.frexp(abs(value))[1] - 1, -14) if value else -14
+    return Fraction(2) ** (exponent - 11)
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100", "gfx1201"])
+def test_native_mma_f16_accumulator(target, special):
+    """m16n8k16 .f16.f16.f16.f16 under `native`: the matrix core's f32 sum of the products and c, rounded to
+    f16 once, lies within docs/numerics.md's f32 bound plus half an f16 ulp of the exact c + Σ a·b; an f16
+    overflow is an infinity, NaN where IEEE arithmetic gives one; three warps."""
+    rng = random.Random(zlib.crc32(repr(("f16 accumulator", target, special)).encode()))
+    threads, k = 96, 16
+    a = [[_word("f16", rng, special) for _ in range(4)] for _ in range(threads)]
+    b = [[_word("f16", rng, special) for _ in range(2)] for _ in range(threads)]
+    c = [[_accumulator_word("f16", rng, special) for _ in range(2)] for _ in range(threads)]
+    got = run_mma(_instruction("m16n8k16", "f16", "f16", "f16", "f16", ""), a, b, c, 2, (32,) * 4, target=target,
+                  numerics="native")
+    for first in range(0, threads, WARP):
+        A = {a_place("m16n8k16", "f16", lane, i): decode("f16", v) for lane in range(WARP)
+             for i, v in enumerate(_elements(a[first + lane], "f16"))}
+        B = {b_place("m16n8k16", "f16", lane, i): decode("f16", v) for lane in range(WARP)
+             for i, v in enumerate(_elements(b[first + lane], "f16"))}
+        for lane in range(WARP):
+            values = [decode("f16", v) for v in _elements(got[first + lane], "f16")]
+            for i, c_bits in enumerate(_elements(c[first + lane], "f16")):
+                row, col = c_place(16, lane, i)
+                value, c_value = values[i], decode("f16", c_bits)
+                where = f"thread {first + lane} d{i}: {value!r}"
+                pairs = [(A[row, kk], B[kk, col]) for kk in range(k)]
+                ieee = c_value + math.fsum(x * y for x, y in pairs) if all(
+                    math.isfinite(x) and math.isfinite(y) for x, y in pairs) and math.isfinite(c_value) else \
+                    c_value + sum(x * y for x, y in pairs)
+                if math.isnan(ieee):
+                    assert math.isnan(value), where
+                    continue
+                if math.isinf(ieee):  # an infinite input (finite products cannot reach an f32 infinity)
+                    assert value == ieee, where
+                    continue
+                exact = Fraction(c_value) + sum(Fraction(x) * Fraction(y) for x, y in pairs)
+                bound = native_bound(k, Fraction(c_value), [Fraction(x) * Fraction(y) for x, y in pairs])
+                if math.isinf(value):
+                    assert (exact if value > 0 else -exact) + bound >= F16_MAX_ROUNDED, where
+                else:
+                    assert abs(Fraction(value) - exact) <= bound + _f16_half_ulp(value), where
+
+
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
 @pytest.mark.parametrize("form", [("m16n8k8", "f32", "f16", "f16", "f32", ""),
-                                  ("m16n8k16", "f16", "f16", "f16", "f16", ""),
+                                  ("m16n8k8", "f16", "f16", "f16", "f16", ""),
                                   ("m16n8k8", "f32", "tf32", "tf32", "f32", "")],
                          ids=lambda f: "-".join(x for x in f if x))
 def test_native_leaves_other_forms_to_sm90(form, target):
@@ -522,7 +574,8 @@ def test_native_leaves_other_forms_to_sm90(form, target):
 
 
 @pytest.mark.parametrize("target,instruction", [("gfx942", "v_mfma_f32_4x4x4_16b_f16"),
-                                                ("gfx1100", "v_wmma_f32_16x16x16_f16")])
+                                                ("gfx1100", "v_wmma_f32_16x16x16_f16"),
+                                                ("gfx1201", "v_wmma_f32_16x16x16_f16")])
 def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     disassembly = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path)

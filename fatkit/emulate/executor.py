@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -1107,7 +1107,8 @@ class Preparer:
                     d = inst.sdst.offset
                 puts.append(self.mask_put(d))
             elif out == "D0":
-                puts.append(self.vdst_put(inst, kind, bits["d"], opsel, clamp and dwidth, dwidth))
+                lanes = self.dpp_enabled(inst) if "_DPP" in kind else None
+                puts.append(self.vdst_put(inst, kind, bits["d"], opsel, clamp and dwidth, dwidth, lanes))
             elif out == "VCC":
                 d = inst.sdst.offset if vop3sd else 106
                 puts.append(self.mask_put(d))
@@ -1147,6 +1148,8 @@ class Preparer:
         op = MATRIX_OPS.get(name)
         if op is None:
             raise FatkitError(f"{name}: this matrix instruction is not modelled")
+        if self.arch == "rdna4" and op.layout == "rdna3":  # gfx12's WMMA of the same name: its own lane layout
+            op = replace(op, layout="rdna4")
         if any(getattr(inst, bits, 0) for bits in ("acc", "acc_cd", "blgp")):
             raise FatkitError(f"{name}: AccVGPR operands and the BLGP modifier are not modelled")
         broadcast = (getattr(inst, "cbsz", 0), getattr(inst, "abid", 0))
@@ -1168,7 +1171,7 @@ class Preparer:
             else:
                 raise FatkitError(f"{name}: operand {operand} encoding {offset} is not modelled")
         vdst = inst.vdst.offset - 256
-        wmma = op.layout == "rdna3"
+        wmma = op.layout != "cdna"
 
         def run(w):
             active = w.exec_bool
@@ -1297,7 +1300,8 @@ class Preparer:
                 w.swrite(d, 1, v)
         return put
 
-    def vdst_put(self, inst, kind, bits, opsel, clamp, dwidth):
+    def vdst_put(self, inst, kind, bits, opsel, clamp, dwidth, lanes=None):
+        """The destination VGPR's writer; `lanes` (DPP's row and bank masks) leaves the others as they were."""
         idx, count = inst.vdst.offset - 256, max(1, bits // 32)
         if "_SDWA" in kind:
             return self.sdwa_put(inst, idx)
@@ -1316,7 +1320,7 @@ class Preparer:
             elif bits == 16:
                 old = w.v[idx].astype(object)
                 v = (old & 0xFFFF) | ((v & 0xFFFF) << 16) if hi else (old & 0xFFFF0000) | (v & 0xFFFF)
-            w.vwrite(idx, count, v, w.exec_bool)
+            w.vwrite(idx, count, v, w.exec_bool if lanes is None else w.exec_bool & lanes)
         return put
 
     def packed_source(self, inst, getter, i, obits, name, neg_is_operand: bool = False):
@@ -1385,8 +1389,8 @@ class Preparer:
             lane = np.where(ids >= 32, 31, -1)
         else:
             raise FatkitError(f"{name}: DPP control 0x{ctrl:x} is not modelled")
-        row_mask, bank_mask, bound_zero = inst.row_mask, inst.bank_mask, inst.bc
-        enabled = ((row_mask >> (ids >> 4)) & 1).astype(bool) & ((bank_mask >> ((ids >> 2) & 3)) & 1).astype(bool)
+        bound_zero = inst.bc
+        enabled = self.dpp_enabled(inst)
         fetch_ok = lane >= 0
         safe = np.where(fetch_ok, lane, 0)
 
@@ -1401,6 +1405,13 @@ class Preparer:
             raise FatkitError(f"{name}: DPP with bound_ctrl off (invalid lanes keep the destination) is not "
                               "modelled")
         return read
+
+    def dpp_enabled(self, inst) -> np.ndarray:
+        """The lanes DPP's row_mask (rows of 16) and bank_mask (lanes 4b–4b+3 of each row) enable: the others keep
+        their destination."""
+        ids = np.arange(self.lanes)
+        rows = ((inst.row_mask >> (ids >> 4)) & 1).astype(bool)
+        return rows & ((inst.bank_mask >> ((ids >> 2) & 3)) & 1).astype(bool)
 
     def sdwa_source(self, inst, getter, i, name):
         sel = getattr(inst, f"src{i}_sel", 6)

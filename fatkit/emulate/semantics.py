@@ -223,7 +223,7 @@ class MatrixOp:
     blocks: int
     element: str  # "f16", "bf16", "i8" (signed), "iu8" (signedness from the NEG bits)
     accumulator: str  # "f32" or "i32"
-    layout: str  # "cdna" (gfx9 MFMA, wave64) or "rdna3" (gfx11 WMMA, wave32)
+    layout: str  # "cdna" (gfx9 MFMA, wave64), "rdna3" (gfx11 WMMA, wave32) or "rdna4" (gfx12 WMMA, wave32)
 
     @property
     def element_bits(self) -> int:
@@ -231,7 +231,7 @@ class MatrixOp:
 
     @property
     def input_registers(self) -> int:
-        lanes = 64 if self.layout == "cdna" else 16
+        lanes = {"cdna": 64, "rdna3": 16, "rdna4": 32}[self.layout]
         return self.m * self.k * self.blocks * self.element_bits // (32 * lanes)
 
     @property
@@ -243,6 +243,11 @@ class MatrixOp:
         if self.layout == "rdna3":  # lanes 16-31 hold the same as lanes 0-15
             per = 32 // self.element_bits
             return index, k // per, (k % per) * self.element_bits
+        if self.layout == "rdna4":  # 16-bit elements: k 0-3 and 8-11 in lanes 0-15, 4-7 and 12-15 in 16-31
+            if self.element_bits != 16:
+                raise FatkitError(f"the gfx12 WMMA layout of {self.element} operands is not modelled")
+            held = (k & 3) + 4 * (k >> 3)  # the lane's k index
+            return index + 16 * (k >> 2 & 1), held // 2, (held % 2) * 16
         per_lane = max(1, self.m * self.k * self.blocks // 64)  # k values one lane holds
         lane = self.m * block + index
         if self.m * self.blocks < 64:
@@ -254,6 +259,8 @@ class MatrixOp:
         """(lane, register) of D[i][j] of `block`."""
         if self.layout == "rdna3":
             return 16 * (i % 2) + j, i // 2
+        if self.layout == "rdna4":
+            return 16 * (i // 8) + j, i % 8
         if self.m == 4:
             return 4 * block + j, i
         if self.m == 16 and self.blocks == 1:

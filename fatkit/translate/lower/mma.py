@@ -34,6 +34,7 @@ the canonical NaN. f64 forms are an IEEE fma chain in ascending k order, startin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from llvmlite import ir
@@ -230,10 +231,12 @@ def _lane_function(table: list[int]) -> tuple[int, tuple[int, ...]] | None:
     return constant, vectors
 
 
-def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]]) -> ir.Value:
+def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple[int, ...]], scale: int = 0) -> ir.Value:
     """The source lane of `function` for PTX lane `lane` (i32): bits moved by shifts, grouped by distance. The
     constant's bits that no lane bit reaches are added last, so that functions differing only there share
-    one computation (and the target can fold the constant into an address offset)."""
+    one computation (and the target can fold the constant into an address offset). `scale`: the bits are
+    moved `scale` further up and the result shifted down at the end, which a target that addresses lanes
+    by lane << `scale` (ds_bpermute: 2) folds away, each bit then moved once."""
     constant, vectors = function
     reached = 0
     for vector in vectors:
@@ -247,14 +250,15 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
             bit = builder.and_(builder.lshr(lane, ir.Constant(I32, i)), ir.Constant(I32, 1))
             terms.append(builder.mul(bit, ir.Constant(I32, vector)))
             continue
-        distance = vector.bit_length() - 1 - i
+        distance = vector.bit_length() - 1 - i + scale
         shifts[distance] = shifts.get(distance, 0) | 1 << i
     for distance, mask in sorted(shifts.items()):
-        bits = builder.and_(lane, ir.Constant(I32, mask))
         if distance > 0:
-            bits = builder.shl(bits, ir.Constant(I32, distance))
+            bits = builder.and_(builder.shl(lane, ir.Constant(I32, distance)), ir.Constant(I32, mask << distance))
         elif distance < 0:
-            bits = builder.lshr(bits, ir.Constant(I32, -distance))
+            bits = builder.lshr(builder.and_(lane, ir.Constant(I32, mask)), ir.Constant(I32, -distance))
+        else:
+            bits = builder.and_(lane, ir.Constant(I32, mask))
         terms.append(bits)
     if not terms:
         return ir.Constant(I32, constant)
@@ -263,11 +267,27 @@ def _emit_lane(builder: ir.IRBuilder, lane: ir.Value, function: tuple[int, tuple
         result = builder.xor(result, term)
     flipped, apart = constant & reached, constant & ~reached
     if flipped:
-        result = builder.xor(result, ir.Constant(I32, flipped))
+        result = builder.xor(result, ir.Constant(I32, flipped << scale))
+    if scale:
+        result = builder.lshr(result, ir.Constant(I32, scale))
     return builder.add(result, ir.Constant(I32, apart)) if apart else result
 
 
 LaneFunction = tuple[int, tuple[int, ...]]
+
+
+def _apply(function: LaneFunction, lane: int) -> int:
+    """`function`'s value at PTX lane `lane`."""
+    constant, vectors = function
+    for i, vector in enumerate(vectors):
+        if lane >> i & 1:
+            constant ^= vector
+    return constant
+
+
+def _selects(function: LaneFunction, index: int, lane: int) -> bool:
+    """Whether `function` gives `index` at PTX lane `lane`."""
+    return _apply(function, lane) == index
 
 
 @dataclass(frozen=True)
@@ -295,8 +315,11 @@ class Gather:
     until the next one (the host and the emulated wave64 reuse one buffer), so every read a register
     needs is made right after its exchange: `fetch` is given all sources first."""
 
-    def __init__(self, lw: Lowering, warp: WarpPosition, registers: dict[str, list[ir.Value]]):
-        self.lw, self.warp, self.registers = lw, warp, registers
+    def __init__(self, lw: Lowering, warp: WarpPosition, registers: dict[str, list[ir.Value]],
+                 lanes: Callable[[Callable[[int], bool]], ir.Value] | None = None):
+        """`lanes`, where given, makes the predicate of a PTX-lane test (true in the lanes it holds for) more
+        cheaply than comparing the lane's index."""
+        self.lw, self.warp, self.registers, self.lanes = lw, warp, registers, lanes
         self.words: dict[tuple[str, int, LaneFunction], ir.Value] = {}
 
     def fetch(self, sources) -> None:
@@ -311,7 +334,11 @@ class Gather:
             value = self.registers[operand][register]
             exchange = warp.lane_call(lambda target: target.exchange(builder, value, members))
             for function in functions:
-                lane = builder.add(warp.base, _emit_lane(builder, warp.lane, function))
+                # from the hardware lane, its warp bit (wave64) kept in place: one mask with the lane bits
+                # that stay, where adding the warp's base lane afterwards would cost two operations
+                constant, vectors = function
+                in_wave = (constant, vectors + (WARP,)) if warp.wave.width > WARP else function
+                lane = _emit_lane(builder, warp.hardware_lane, in_wave, scale=2)
                 self.words[operand, register, function] = exchange.read(builder, lane, uniform=False)
 
     def element(self, source: Source | Choice, bits: int) -> ir.Value:
@@ -321,7 +348,11 @@ class Gather:
             values = [self.element(alternative, bits) for alternative in source.sources]
             value = values[-1]
             for n in range(len(values) - 2, -1, -1):
-                value = b.select(b.icmp_unsigned("==", index, ir.Constant(I32, n)), values[n], value)
+                if self.lanes is not None:
+                    chosen = self.lanes(partial(_selects, source.selector, n))
+                else:
+                    chosen = b.icmp_unsigned("==", index, ir.Constant(I32, n))
+                value = b.select(chosen, values[n], value)
             return value
         word = self.words[source.operand, source.register, source.function]
         return _element(self.lw, word, source.position, bits)

@@ -1,41 +1,49 @@
 """`--mma-numerics native`: mma.sync on the target's matrix instructions (MFMA on gfx90a/gfx942/gfx950, WMMA on
-gfx11), with the lane movement derived from the two sides' fragment layouts.
+gfx11 and gfx12), with the lane movement derived from the two sides' fragment layouts.
 
-A plan says, for every register word of every native instruction's operands, which element of the PTX
-fragments it starts with (`Placement`); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine
-function of the executing lane) and register it is read from, and `Gather` moves it (ds_bpermute). Words
-pair up: a native word holds consecutive k (2 f16/bf16, 4 8-bit) exactly as a PTX word does, which
-`_word` checks. The result goes back the same way: each PTX D element is read from the native result word
-the plan's `result` table names. C is added afterwards in the PTX layout (f32: one rounding; s32: wrapped or
-saturated with `.satfinite`), since moving it into the native layout would cost as much as moving D out.
+Each native operand word names the element of the PTX fragments it starts with (a placement: lane → (row,
+column)); lower/mma.py's `_source` turns that into the PTX lane (a bit-affine function of the executing lane)
+and register it is read from, and `Gather` moves it (ds_bpermute). A native word holds consecutive k (2
+f16/bf16, 4 8-bit) exactly as a PTX word does, which `_word` checks. C is added afterwards in the PTX layout
+(f32: one rounding; f16: c widened, the f32 sum rounded to f16 once; s32: wrapped or saturated with
+`.satfinite`): moving it into the native layout would cost more than the additions (measured). Lane predicates of the selects are constant wave masks at wave32 (one
+s_mov, `_lanes`).
 
 MFMA, wave64 (two warps to a wave). The 4x4x4 16-block instructions keep the warps apart: block b is
 hardware lanes 4b–4b+3, so warp w's data only meet in its own blocks 8w–8w+7, and a warp whose partner is
-inactive or elsewhere computes the same. Lane L of a block supplies row L%4 of the block's A (4 k) and
-column L%4 of its B, and receives column L%4 of D (register i: row i). The plan computes D transposed:
-the block's A rows are PTX B columns 4C+i, its B columns PTX A rows 4R+l, for the warp's tile (R, C) =
-(b mod 4, b div 4) (b = L div 4 within the warp); so lane L ends with PTX D row L mod 16, columns 4C..4C+3.
-Step s takes the k of PTX thread column t = s XOR h, h = 1 for the rows 8-15 ({2t, 2t+1, 2t+8, 2t+9} for
-f16: four instructions chained through the accumulator; the 8-bit forms: 4 consecutive k per step): with A's
-registers of rows g and g+8 swapped in the odd thread columns (`_swapped`), every lane then reads the same
-register in a step. (Of the six ways to give the block's three bits to R and C this one needs the fewest
-instructions for the lanes' addresses, measured.) Blocks 2m and 2m+1 (the same C and h) need the same B
-words, so one read serves two steps: the even blocks' lanes get step s's, the odd blocks' step s ^ 2's, and
-each instruction broadcasts one block of the pair (CBSZ 1, ABID).
+inactive or elsewhere computes the same. Lane j of a block supplies row j of the block's A (4 k) and column j
+of its B, and receives column j of D (register i: row i). D is computed as it is (not transposed), laid out
+so that no lane movement but one DPP row shift is left: in the warp's block b = 4·b2 + 2·b1 + b0 (lane bits
+4, 3, 2), column j is PTX column 2j + b0 and row i is PTX row 4·b2 + 2·b1 + (i div 2) + 8·(i mod 2). So PTX D
+register (h, p) of thread (g, t) is in the lane whose bit 2 is p, i.e. its own lane where g's bit 0 is p and
+else the lane 4 away in its row of 16: one `v_mov_b32_dpp` row_shl/row_shr:4 whose bank mask enables only
+the lanes whose bit 2 is not p, the others keeping their own register (`update.dpp`'s old value). Blocks b
+and b ^ 1 have the same rows, so each instruction broadcasts the A of one block of the pair (CBSZ 1, ABID):
+k unit u = 2β + e + 4w (a unit: one PTX word of k, u mod 4 its thread column) sits in block β's A word (e,
+w), so 4 reads give the 8 A words. A row's halves g and g + 8 are two registers of one PTX lane, which two
+lanes of a block want in one read: with A's registers of rows g and g + 8 swapped in the odd thread columns
+(`_swapped`) the words (0, w) and (1, w) take the same two reads, a select by the row half sorting them
+(`_paired`). B's 8 words come through 8 reads from one address (the unit in the offset).
 
 WMMA, wave32 (one warp). The 16x16x16 instruction wants A's row L%16 and B's column L%16 with all 16 k in
-lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed again:
-the WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A
-row c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t
-in two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows.
+lane L (lanes 16–31 repeating 0–15) and gives D[2i + L/16][L%16] in register i. Computed transposed: the
+WMMA A's row r is the PTX B column π(r mod 8), π(x) = 2(x mod 4) + x div 4, its B's column c the PTX A row
+c; the half of the result with r ≥ 8 repeats the other. π places columns 2t and 2t+1 of every thread t in
+two result registers chosen by t div 2, which is the fewest a layout with one column per lane allows; the
+result goes back through the reads the `result` table names. gfx12's WMMA gives each half of the wave half
+the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) without repeating, and D[8·(L/16) + i][L%16]
+in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above, PTX B column `_row12(h, i)`
+(chosen for the fewest operations in B's read address), half the words to read.
 
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
-in docs/numerics.md); integer forms are exact, as the PTX ISA defines them.
+in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
+a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from llvmlite import ir
@@ -51,7 +59,7 @@ Placement = Callable[[int], "tuple[int, int] | None"]
 
 @dataclass(frozen=True)
 class Plan:
-    """The native instructions of one mma form on one kind of matrix core."""
+    """The WMMA instructions of one mma form."""
 
     # (builder, step, first operand's words, second's, accumulator) → the instruction's result
     call: Callable[[ir.IRBuilder, int, list[ir.Value], list[ir.Value], ir.Value], ir.Value]
@@ -63,13 +71,15 @@ class Plan:
 
 def native_form(form: Form, matrix_cores: str | None) -> bool:
     """Whether `form` runs on `matrix_cores` (TargetId.matrix_cores) here."""
-    if form.sparse or form.d not in ("f32", "s32") or form.c != form.d or matrix_cores not in ("mfma", "wmma11"):
+    if form.sparse or form.d not in ("f32", "f16", "s32") or form.c != form.d or \
+            matrix_cores not in ("mfma", "wmma11", "wmma12"):
         return False
-    if form.a in ("f16", "bf16"):
+    if form.a in ("f16", "bf16"):  # f16 accumulators: the f32 product and sum, rounded to f16 once
         return form.shape == "m16n8k16" and form.b == form.a
+    if matrix_cores == "wmma12":  # its 8-bit operand layout is not modelled by fatkit.emulate yet
+        return False
     if form.a in ("s8", "u8") and form.b in ("s8", "u8"):
-        signed = form.a == "s8" and form.b == "s8"
-        return form.shape in ("m16n8k16", "m16n8k32") and (signed or matrix_cores == "wmma11")
+        return form.shape in ("m16n8k16", "m16n8k32")
     return False
 
 
@@ -77,31 +87,33 @@ def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
 
 
-def _mfma_plan(lw, form: Form) -> Plan:
+def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition) -> list[ir.Value]:
+    """The PTX D words of A·B on the 4x4x4 16-block MFMA (module docstring): the native result's lanes moved
+    by DPP row shifts."""
     eight_bit = form.a in ("s8", "u8")
-    steps = []
-    for s in range(form.k // 4):  # 4 k per instruction
-        # the block's k: those of PTX thread column t = s XOR h (h: the block's half of the rows), so that
-        # every lane reads register s mod 2 (and that of the next k) of the swapped A ("p", `_swapped`)
-        def k(lane, s, word):
-            t = (s % 4) ^ ((lane >> 3) & 1)
-            return 4 * t + 16 * (s // 4) if eight_bit else 2 * t + 8 * word
+    per = 4 if eight_bit else 2  # elements of a k unit: one PTX register word
+    units = form.k // per
 
-        # B's words: blocks 2m and 2m+1 need the same, so the even blocks hold those of step s & ~2 and the
-        # odd ones those of step s | 2, and each instruction takes them from one of the two (CBSZ 1, ABID
-        # bit 1 of s; pairing s with s ^ 2, not s ^ 1, keeps the block bit and h on two bits of t)
-        def paired(lane, s=s):
-            return (s & ~2) | ((lane >> 2) & 1) << 1
-        words = (0,) if eight_bit else (0, 1)
-        first = [("b", lambda lane, w=w, paired=paired: (k(lane, paired(lane), w), 4 * (lane >> 4) + (lane & 3)))
-                 for w in words]
-        second = [("p", lambda lane, w=w, s=s: (lane & 15, k(lane, s, w))) for w in words]
-        steps.append((first, second))
-    result = {}
-    for lane in range(WARP):
-        for i in range(4):
-            result[lane & 15, 4 * (lane >> 4) + i] = (lane, i)
-    module = lw.builder.module
+    def row(lane):  # the PTX A row of block row lane % 4 (and D register lane % 4) in lane's block
+        return 4 * (lane >> 4 & 1) + 2 * (lane >> 3 & 1) + (lane >> 1 & 1) + 8 * (lane & 1)
+
+    def column(lane):  # the PTX B column of block column lane % 4
+        return 2 * (lane & 3) + (lane >> 2 & 1)
+
+    # unit u = 2β + e + 4w: the block pair's A rows for k unit u sit in block β of the pair, in its A word (e, w)
+    tiers = range(units // 4)
+    a_keys = [(e, w) for w in tiers for e in (0, 1)]
+    a_places = [lambda lane, e=e, w=w: (row(lane), per * (2 * (lane >> 2 & 1) + e + 4 * w)) for e, w in a_keys]
+    a_words = _paired([_word(lw, "p", where["p"], place) for place in a_places], where["p"], a_places, "p")
+    b_keys = [(beta, e, w) for w in tiers for beta in (0, 1) for e in (0, 1)]
+    def b_place(unit: int, lane: int) -> tuple[int, int]:
+        return per * unit, column(lane)
+    b_words = [_word(lw, "b", where["b"], partial(b_place, 2 * beta + e + 4 * w)) for beta, e, w in b_keys]
+    gather = Gather(lw, warp, registers, _lanes(lw, warp))
+    gather.fetch(a_words + b_words)
+    a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
+    b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
+    module, b = lw.builder.module, lw.builder
     if eight_bit:
         accumulator, operand, name = ir.VectorType(I32, 4), I32, "llvm.amdgcn.mfma.i32.4x4x4i8"
     elif form.a == "f16":
@@ -109,26 +121,87 @@ def _mfma_plan(lw, form: Form) -> Plan:
     else:
         accumulator, operand, name = ir.VectorType(F32, 4), ir.VectorType(I16, 4), "llvm.amdgcn.mfma.f32.4x4x4bf16.1k"
     function = _declare(module, name, accumulator, [operand, operand, accumulator, I32, I32, I32])
-    zero = ir.Constant(I32, 0)
+    # an instruction takes 4 k: two units of 2 (w = 0, 1) or one of 4
+    instructions = ([(beta, e, (0, 1)) for beta in (0, 1) for e in (0, 1)] if not eight_bit else
+                    [(beta, e, (w,)) for w in tiers for beta in (0, 1) for e in (0, 1)])
+    # the MFMA multiplies signed bytes: a u8 byte x is its s8 reading + 256·(x ≥ 128), so with the bytes'
+    # top bits as 0/1 bytes (`_tops`) A·B = Σ over the products of s8 readings and top bits, each weighted 256
+    # per top operand, summed by Horner's rule through the accumulator (exact: |A·B| < 2^21)
+    tops = {"a": form.a == "u8", "b": form.b == "u8"}
+    a_tops = {key: _tops(b, value) for key, value in a_values.items()} if tops["a"] else {}
+    b_tops = {key: _tops(b, value) for key, value in b_values.items()} if tops["b"] else {}
+    chains = [[(a_tops, b_tops)] if tops["a"] and tops["b"] else [],
+              [(a_tops, b_values)] * tops["a"] + [(a_values, b_tops)] * tops["b"],
+              [(a_values, b_values)]]
+    zero = ir.Constant(accumulator, [ir.Constant(accumulator.element, 0)] * 4)
+    total = zero
+    started = False
+    for chain in chains:
+        if not chain:
+            continue
+        if started:
+            total = b.shl(total, ir.Constant(accumulator, [ir.Constant(I32, 8)] * 4))
+        for first_values, second_values in chain:
+            for beta, e, ws in instructions:
+                first = _pack(b, [first_values[e, w] for w in ws], operand)
+                second = _pack(b, [second_values[beta, e, w] for w in ws], operand)
+                total = b.call(function, [first, second, total, ir.Constant(I32, 1), ir.Constant(I32, beta),
+                                          ir.Constant(I32, 0)])
+                started = True
+    native = [b.bitcast(b.extract_element(total, ir.Constant(I32, i)), I32) for i in range(4)]
+    # PTX D register (h, p) = D[g + 8h][2t + p] sits in the lane whose bit 2 is p (block column parity), in the
+    # register whose block row holds g + 8h: this lane's where g0 = p, else the lane 4 away in the same row of
+    # 16, which a DPP row shift fetches into the banks (lanes 4–7 and 12–15 of a row, or 0–3 and 8–11) whose
+    # g0 is not p, the others keeping their own
+    dpp = _declare(module, "llvm.amdgcn.update.dpp.i32", I32, [I32, I32, I32, I32, I32, I1])
+    register = {row(i): i for i in range(4)}  # block row → register, for the rows g0 + 8h of lanes 0–3
+    words = []
+    for r in range(4):
+        h, p = r >> 1, r & 1
+        own, other = native[register[p + 8 * h]], native[register[1 - p + 8 * h]]
+        control, banks = (_ROW_SHL_4, _BANKS_LOW) if p else (_ROW_SHR_4, _BANKS_HIGH)
+        words.append(b.call(dpp, [own, other, ir.Constant(I32, control), ir.Constant(I32, 15),
+                                  ir.Constant(I32, banks), ir.Constant(I1, 1)]))
+    return words
 
-    def call(b, step, first, second, acc):
-        return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc, ir.Constant(I32, 1),
-                                 ir.Constant(I32, step >> 1 & 1), zero])
-    return Plan(call, accumulator, steps, result, ir.Constant(accumulator, None))
+
+def _tops(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
+    """The top bit of each byte of `word` as a byte 0 or 1."""
+    return b.and_(b.lshr(word, ir.Constant(I32, 7)), ir.Constant(I32, 0x01010101))
 
 
-def _wmma_plan(lw, form: Form) -> Plan:
+# DPP controls: lane i of a row of 16 reads lane i + 4 (row_shl:4) or i − 4 (row_shr:4); bank masks: the
+# lanes of a row whose bit 2 is 0 (banks 0 and 2) or 1 (banks 1 and 3)
+_ROW_SHL_4, _ROW_SHR_4 = 0x104, 0x114
+_BANKS_LOW, _BANKS_HIGH = 0b0101, 0b1010
+
+
+def _row12(half: int, i: int) -> int:
+    """gfx12: the PTX B column in WMMA row 8·half + i (i < 4; rows i ≥ 4 repeat i − 4): columns 2t and 2t + 1
+    of thread t in the half t div 2, registers 2·(t mod 2) and the next (the fewest moves for B's words)."""
+    return 4 * half + 2 * (i >> 1) + (i & 1)
+
+
+def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
     per = 4 if eight_bit else 2
     steps = []
-    for base in range(0, form.k, 16):
+    if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
+        def k12(lane, q):
+            return 4 * (lane >> 4) + 2 * (q & 1) + 8 * (q >> 1)
+        first = [("b", lambda lane, q=q: (k12(lane, q), _row12(lane >> 3 & 1, lane & 3))) for q in range(4)]
+        second = [("p", lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
+        steps.append((first, second))
+    for base in range(0, form.k if not gfx12 else 0, 16):
         first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
         second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
-        for i in range(4):  # rows 2i + h < 8 of the transposed result; the rest repeat them
-            result[lane & 15, _pi(2 * i + (lane >> 4))] = (lane, i)
+        # gfx11: rows 2i + h < 8 of the transposed result (the rest repeat them); gfx12: rows 8h + i, i < 4,
+        # laid out alike: row 8h + i is column π(2i + h)
+        for i in range(4):
+            result[lane & 15, _row12(lane >> 4, i) if gfx12 else _pi(2 * i + (lane >> 4))] = (lane, i)
     module = lw.builder.module
     if eight_bit:
         accumulator, operand = ir.VectorType(I32, 8), ir.VectorType(I32, 4)
@@ -142,13 +215,19 @@ def _wmma_plan(lw, form: Form) -> Plan:
                                      ir.Constant(I1, 0)])
         return Plan(integer_call, accumulator, steps, result, _half_zero(accumulator))
     half = F16 if form.a == "f16" else I16
-    operand, accumulator = ir.VectorType(half, 16), ir.VectorType(F32, 8)
-    name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v16{'f16' if form.a == 'f16' else 'i16'}"
+    count = 8 if gfx12 else 16
+    operand, accumulator = ir.VectorType(half, count), ir.VectorType(F32, 8)
+    name = f"llvm.amdgcn.wmma.f32.16x16x16.{form.a}.v8f32.v{count}{'f16' if form.a == 'f16' else 'i16'}"
     function = _declare(module, name, accumulator, [operand, operand, accumulator])
 
     def call(b, step, first, second, acc):
         return b.call(function, [_pack(b, first, operand), _pack(b, second, operand), acc])
     return Plan(call, accumulator, steps, result, _half_zero(accumulator))
+
+
+def _element_place(place: Callable[[int, int], tuple[int, int]], i: int, lane: int) -> tuple[int, int]:
+    """`place(lane, i)`: element i of a fragment in `lane`."""
+    return place(lane, i)
 
 
 def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
@@ -158,12 +237,35 @@ def _half_zero(accumulator: ir.VectorType) -> ir.Constant:
     return ir.Constant(accumulator, [ir.Constant(element, 0)] * 4 + [ir.Constant(element, ir.Undefined)] * 4)
 
 
+def _lanes(lw, warp: WarpPosition) -> Callable[[Callable[[int], bool]], ir.Value] | None:
+    """The predicate of a PTX-lane test as a constant wave mask (llvm.amdgcn.inverse.ballot: lane i takes bit i),
+    one scalar move where comparing the lane id costs two vector operations; None at wave64, where a 64-bit
+    constant takes two moves (measured: two instructions more per mma)."""
+    wave = warp.wave.width
+    if wave != WARP:
+        return None
+    function = _declare(lw.builder.module, f"llvm.amdgcn.inverse.ballot.i{wave}", I1, [warp.wave])
+
+    def lanes(test: Callable[[int], bool]) -> ir.Value:
+        mask = sum(1 << lane for lane in range(wave) if test(lane % WARP))
+        # a mask and its complement as one (lane 0 outside it), so that selects on either share VCC and pair up
+        # as dual-issued v_dual_cndmask
+        flipped = mask & 1
+        predicate = lw.builder.call(function, [ir.Constant(warp.wave, mask ^ ((1 << wave) - 1) if flipped else mask)])
+        return lw.builder.not_(predicate) if flipped else predicate
+    return lanes
+
+
 def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tuple[list[ir.Value], dict]:
     """A's registers with those of rows g and g+8 (registers 2m and 2m+1) exchanged in the odd thread columns,
     and where each element is then: in thread column t, register r holds the row half (r mod 2) XOR (t mod 2)."""
     b = lw.builder
-    odd = b.trunc(warp.lane, I1)
-    swapped = [b.select(odd, words[r ^ 1], words[r]) for r in range(len(words))]
+    lanes = _lanes(lw, warp)
+    if lanes is not None:
+        even = lanes(lambda lane: lane & 1 == 0)
+    else:  # as `Gather.element` compares the thread column's parity (lane & 1 == 0): one mask for both
+        even = b.icmp_unsigned("==", b.and_(warp.lane, ir.Constant(I32, 1)), ir.Constant(I32, 0))
+    swapped = [b.select(even, words[r], words[r ^ 1]) for r in range(len(words))]
     return swapped, {place: (lane, register ^ (lane & 1), position)
                      for place, (lane, register, position) in where.items()}
 
@@ -223,6 +325,36 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
+def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment) -> list[ir.Value]:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
+    plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
+    steps = []
+    for step in plan.steps:
+        operands = []
+        for words in step:
+            sources = [_word(lw, operand, where[operand], place) for operand, place in words]
+            operand = words[0][0]
+            if all(o == operand for o, _ in words):
+                sources = _paired(sources, where[operand], [place for _, place in words], operand)
+            operands.append(sources)
+        steps.append(operands)
+    gather = Gather(lw, warp, registers, _lanes(lw, warp))
+    gather.fetch([source for step in steps for words in step for source in words])
+    builder = lw.builder
+    accumulator = plan.initial
+    for step, (first, second) in enumerate(steps):
+        accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
+                                [gather.element(s, 32) for s in second], accumulator)
+    count = plan.accumulator.count
+    native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
+    where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
+    result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
+                      for i in range(c_fragment.registers)]
+    out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
+    out.fetch(result_sources)
+    return [out.element(source, 32) for source in result_sources]
+
+
 @handles("mma")
 def mma(lw, ins):
     """Native where the target and form allow it (module docstring), else lower/mma.py's arithmetic (sm90's
@@ -236,41 +368,29 @@ def mma(lw, ins):
     bits = portable._INPUT_BITS[form.a]
     a_fragment, b_fragment = portable._a_fragment(form.m, form.k, bits), portable._b_fragment(form.k, bits)
     c_fragment = portable._c_fragment(form.m, form.c)
+    elements = portable._c_fragment(form.m, "f32")  # one word per D element, in the order of C's elements
     registers = {"a": portable._read_fragment(lw, a, a_fragment, "A"),
                  "b": portable._read_fragment(lw, b, b_fragment, "B")}
-    plan = (_mfma_plan if cores == "mfma" else _wmma_plan)(lw, form)
-    where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
     warp = WarpPosition(lw)
+    where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
     registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
-    steps = []
-    for step in plan.steps:
-        operands = []
-        for words in step:
-            sources = [_word(lw, operand, where[operand], place) for operand, place in words]
-            operand = words[0][0]
-            if all(o == operand for o, _ in words):
-                sources = _paired(sources, where[operand], [place for _, place in words], operand)
-            operands.append(sources)
-        steps.append(operands)
-    gather = Gather(lw, warp, registers)
-    gather.fetch([source for step in steps for words in step for source in words])
+    if cores == "mfma":
+        products = _mfma_products(lw, form, registers, where, warp)
+    else:
+        products = _wmma_products(lw, form, registers, where, warp, elements)
     builder = lw.builder
-    accumulator = plan.initial
-    for step, (first, second) in enumerate(steps):
-        accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
-                                [gather.element(s, 32) for s in second], accumulator)
-    count = plan.accumulator.count
-    native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
-    where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
-    elements = c_fragment.registers
-    result_sources = [_source(lw, "n", where_result, lambda lane, i=i: c_fragment.place(lane, i))
-                      for i in range(elements)]
-    out = Gather(lw, warp, {"n": native})
-    out.fetch(result_sources)
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
+    if form.d == "f16":
+        halves = [builder.bitcast(portable._element(lw, word, j, 16), F16) for word in c_words for j in (0, 1)]
+        sums = [builder.fptrunc(builder.fadd(builder.bitcast(product, F32), builder.fpext(half, F32)), F16)
+                for product, half in zip(products, halves)]
+        bits = [builder.zext(builder.bitcast(value, I16), I32) for value in sums]
+        portable._write_words(lw, d, c_fragment, [builder.or_(bits[2 * r], builder.shl(bits[2 * r + 1],
+                                                                                       ir.Constant(I32, 16)))
+                                                  for r in range(c_fragment.registers)])
+        return
     d_words = []
-    for source, c_word in zip(result_sources, c_words):
-        product = out.element(source, 32)
+    for product, c_word in zip(products, c_words):
         if form.d == "f32":
             total = builder.fadd(builder.bitcast(product, F32), builder.bitcast(c_word, F32))
             d_words.append(builder.bitcast(total, I32))
