@@ -146,38 +146,79 @@ def f32_ties_away(value: Fraction) -> np.float32:
     return np.float32(math.copysign(float(steps * unit), value))
 
 
-def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str, weight_rounding=np.rint) -> np.ndarray:
+def nvidia_fraction(position: float) -> tuple[int, int]:
+    """A filter position's texel below and its fraction in 256ths, rounded to nearest with ties up (the
+    H200: every fourth x of the 1024-position sweep is a tie, and all went up)."""
+    low = math.floor(position)
+    return low, math.floor((position - low) * 256 + 0.5)
+
+
+def nvidia_weights(alpha: int, beta: int) -> list[int]:
+    """NVIDIA's four bilinear weights in 256ths, of texels (i, j), (i+1, j), (i, j+1), (i+1, j+1), from the
+    fractions α, β in 256ths: only αβ is rounded (to nearest, ties up); the others are what keeps each
+    axis's pair summing to its fraction: α − w11, β − w11, 256 − α − β + w11 (fitted: all 1024 lanes of the
+    H200's weight sweep, whose texels make the result the weights themselves)."""
+    corner = math.floor(alpha * beta / 256 + 0.5)
+    return [256 - alpha - beta + corner, alpha - corner, beta - corner, corner]
+
+
+def nvidia_blend(weights: list[int], values: list[float]) -> np.float32:
+    """Σ weight/256 · texel rounded once to f32, ties away from zero; texels of weight 0 take no part (an
+    H200 returns -0 for a -0 texel of weight 1 beside +0 texels of weight 0)."""
+    terms = [(w, v) for w, v in zip(weights, values) if w]
+    total = sum(Fraction(w, 256) * Fraction(float(v)) for w, v in terms)
+    if total == 0:
+        return np.float32(-0.0 if all(math.copysign(1.0, float(v)) < 0 for _w, v in terms) else 0.0)
+    return f32_ties_away(total)
+
+
+def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str) -> np.ndarray:
     """Bilinear tex.2d of a (H, W, C) float texture at normalised (u, v) as NVIDIA's texture unit computes it
-    (every value of textures_h200.json): the fractions α, β of x = u·W − 0.5 and y = v·H − 0.5 rounded to 8
-    bits, each of the weights (1−α)(1−β), α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum
-    of the four texels rounded once to f32, ties away from zero. How ties of the two 8-bit roundings go is
-    not settled by the recorded data: `weight_rounding` (default ties to even, np.rint)."""
+    (every float lookup of textures_h200.json, 1 124 lanes: the four addressing modes, coordinates off the
+    8-bit grid, texel offsets, the weight sweep): the fractions of x = u·W − 0.5 and y = v·H − 0.5 to 8 bits
+    (`nvidia_fraction`), the weights of `nvidia_weights`, and `nvidia_blend`'s one rounding of the sum."""
     height, width = texels.shape[:2]
-    x, y = float(np.float32(u)) * width - 0.5, float(np.float32(v)) * height - 0.5
-    i, j = math.floor(x), math.floor(y)
-    alpha, beta = weight_rounding((x - i) * 256) / 256, weight_rounding((y - j) * 256) / 256
-    weights = [weight_rounding(w * 256) / 256 for w in ((1 - alpha) * (1 - beta), alpha * (1 - beta), (1 - alpha) * beta,
-                                                alpha * beta)]
+    i, alpha = nvidia_fraction(float(np.float32(u)) * width - 0.5)
+    j, beta = nvidia_fraction(float(np.float32(v)) * height - 0.5)
+    weights = nvidia_weights(alpha, beta)
     corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
-    return np.array([f32_ties_away(sum(Fraction(float(w)) * Fraction(float(t[c])) for w, t in zip(weights, corners)))
-                     for c in range(texels.shape[2])], dtype=np.float32)
+    return np.array([nvidia_blend(weights, [t[c] for t in corners]) for c in range(texels.shape[2])],
+                    dtype=np.float32)
+
+
+def nvidia_sample_unorm8(texels: np.ndarray, u: float, v: float, address: str) -> np.ndarray:
+    """Bilinear tex.2d of an 8-bit UNORM texture (texels: the integers) read as normalised floats, as an H200
+    does it (16 lanes × 4 channels of textures_h200.json): the weights of `nvidia_sample`, each texel taken
+    as the 16-bit value 257·t, the weighted sum rounded to the nearest integer N (no tie was measured; ties up
+    here), and the result N / 65535 in f32 (a 16-bit UNORM value, not the f32 sum of t / 255)."""
+    height, width = texels.shape[:2]
+    i, alpha = nvidia_fraction(float(np.float32(u)) * width - 0.5)
+    j, beta = nvidia_fraction(float(np.float32(v)) * height - 0.5)
+    weights = nvidia_weights(alpha, beta)
+    corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
+    sums = [sum(Fraction(w * 257 * int(t[c]), 256) for w, t in zip(weights, corners)) for c in range(texels.shape[2])]
+    return np.array([np.float32(math.floor(s + Fraction(1, 2)) / 65535) for s in sums], dtype=np.float32)
 
 
 def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
-    """NVIDIA's rule carried to a (D, H, W, C) texture, clamp addressing: three 8-bit fractions, each of the
-    eight products rounded to 8 bits, one rounding of the sum (ties away from zero). A candidate, not yet
-    measured: the H200 case "tex.3d bilinear" tells."""
+    """NVIDIA's 2-D rule carried to a (D, H, W, C) texture, clamp addressing: three fractions of
+    `nvidia_fraction`, each of the four x-y weights of `nvidia_weights` split by the z fraction (the upper
+    share rounded to nearest, ties up), one rounding of the sum. A candidate that does NOT fit: of the 16
+    lanes of the 2026-12-02 H200 run, 6 match to the bit and 10 differ by up to 0.0285 (texels in [-4, 4]),
+    more than any choice of rounding per axis, of fraction bits (4–8) or of the 3-D weight split
+    (per-product, inclusion–exclusion) explains; fatkit leaves 3-D filtering to AMD's sampler."""
     depth, height, width = texels.shape[:3]
-    positions = [float(np.float32(c)) * n - 0.5 for c, n in ((u, width), (v, height), (w, depth))]
-    lows = [math.floor(p) for p in positions]
-    fractions = [np.rint((p - low) * 256) / 256 for p, low in zip(positions, lows)]
-    total = [Fraction(0)] * texels.shape[3]
-    for corner in range(8):
-        bits = [(corner >> axis) & 1 for axis in range(3)]
-        weight = np.rint(np.prod([f if bit else 1 - f for f, bit in zip(fractions, bits)]) * 256) / 256
-        x, y, z = (min(max(low + bit, 0), n - 1) for low, bit, n in zip(lows, bits, (width, height, depth)))
-        total = [t + Fraction(float(weight)) * Fraction(float(texels[z, y, x, c])) for c, t in enumerate(total)]
-    return np.array([f32_ties_away(t) for t in total], dtype=np.float32)
+    (i, alpha), (j, beta), (k, gamma) = (nvidia_fraction(float(np.float32(c)) * n - 0.5)
+                                         for c, n in ((u, width), (v, height), (w, depth)))
+    weights, corners = [], []
+    for (di, dj), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, beta)):
+        upper = math.floor(planar * gamma / 256 + 0.5)
+        for dk, weight in ((0, planar - upper), (1, upper)):
+            weights.append(weight)
+            corners.append(texels[min(max(k + dk, 0), depth - 1), min(max(j + dj, 0), height - 1),
+                                  min(max(i + di, 0), width - 1)])
+    return np.array([nvidia_blend(weights, [t[c] for t in corners]) for c in range(texels.shape[3])],
+                    dtype=np.float32)
 
 
 def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
@@ -451,8 +492,8 @@ def _run(out_path: Path | None) -> int:
     def weight_sweep() -> None:
         """NVIDIA's bilinear weights themselves: texels (i, j, i·j, T) on a 2 × 2 texture give (w10 + w11,
         w01 + w11, w11, the blend of T) at x = 2u - 0.5 = k/1024 (a tie of the 8-bit rounding every fourth k)
-        and y from a scrambled k; clamp addressing; against NVIDIA's rule with each tie rule of the 8-bit
-        roundings."""
+        and y from a scrambled k; clamp addressing; against NVIDIA's rule (`nvidia_sample`, fitted to this
+        case's 2026-12-02 run)."""
         grid = np.zeros((2, 2, 4), dtype=np.float32)
         for j in range(2):
             for i in range(2):
@@ -461,17 +502,14 @@ def _run(out_path: Path | None) -> int:
         ks = range(1024)
         coords = [(0.25 + k / 2048, 0.25 + (k * 389 % 1024) / 2048) for k in ks]
         out = np.concatenate([sample(TEX_2D, tex.ptr, coords[n:n + 256]) for n in range(0, 1024, 256)])
-        fits = {}
-        for name, rounding in (("ties to even", np.rint), ("ties up", lambda z: np.floor(z + 0.5)),
-                               ("ties down", lambda z: np.ceil(z - 0.5))):
-            model = np.array([nvidia_sample(grid, u, v, "clamp", rounding) for u, v in coords])
-            fits[name] = int(np.count_nonzero(np.any(out != model, axis=1)))
-        record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule, per tie rule)",
-               fits["ties to even"] == 0, mismatches=fits, coords=coords, measured=out.tolist())
+        model = np.array([nvidia_sample(grid, u, v, "clamp") for u, v in coords])
+        differing = int(np.count_nonzero(np.any(out != model, axis=1)))
+        record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule)", differing == 0,
+               differing=differing, coords=coords, measured=out.tolist())
 
     def normalized_bilinear() -> None:
-        """Bilinear filtering of a uchar4 texture read as normalised floats: whether NVIDIA applies its rule to
-        the converted texels (t / 255 as f32), as fatkit does, or weighs the 8-bit values first."""
+        """Bilinear filtering of a uchar4 texture read as normalised floats, against `nvidia_sample_unorm8`
+        (fitted to the 2026-12-02 run of this case: a 16-bit UNORM result)."""
         data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)
         array = texture.CUDAarray(texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned),
                                   8, 4)
@@ -482,9 +520,8 @@ def _run(out_path: Path | None) -> int:
                                       runtime.cudaReadModeNormalizedFloat, normalizedCoords=1))
         coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
         out = sample(TEX_2D, tex.ptr, coords)
-        converted = (data.astype(np.float64) / 255).astype(np.float32)
-        model = np.array([nvidia_sample(converted, u, v, "clamp") for u, v in coords])
-        record("tex.2d bilinear of a normalised uchar4 texture (NVIDIA's rule on t / 255)",
+        model = np.array([nvidia_sample_unorm8(data, u, v, "clamp") for u, v in coords])
+        record("tex.2d bilinear of a normalised uchar4 texture (a 16-bit UNORM blend of 257·t)",
                bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
 
     def trilinear() -> None:
