@@ -348,10 +348,11 @@ def tex(lw, ins):
                   dtype)
 
 
-# NVIDIA's bilinear filtering (fitted to an H200, verification/textures_h200.json: every recorded value): the
-# fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits, each of the four weights (1−α)(1−β),
-# α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum of the texels rounded once to f32, ties
-# away from zero. AMD's texture unit weighs with its own precision, so for the dimensions below a bilinear
+# NVIDIA's bilinear filtering (fitted to an H200, verification/textures_h200.json: every float lookup, 1 124
+# lanes, to the bit): the fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits (nearest, ties
+# up), the weight αβ of texel (i+1, j+1) rounded to 8 bits the same way and the other three by difference
+# (α − αβ, β − αβ, 1 − α − β + αβ), and the weighted sum of the texels of non-zero weight rounded once to f32,
+# ties away from zero. AMD's texture unit weighs with its own precision, so for the dimensions below a bilinear
 # sampler's lookup is done here: the four texels (two in 1-D) point-sampled at their centres through the
 # same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
@@ -390,8 +391,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         if axis < len(offsets):
             position = b.fadd(position, b.sitofp(offsets[axis], F32))
         low = lw.intrinsic("llvm.floor", [position])
-        step = lw.intrinsic("llvm.roundeven", [b.fmul(b.fsub(position, low), ir.Constant(F32, _WEIGHT_SCALE))])
-        fractions.append(b.fmul(step, ir.Constant(F32, 1 / _WEIGHT_SCALE)))
+        fractions.append(_nearest_ties_up(lw, b.fsub(position, low)))
         lows.append(low)
         size_values.append(size)
     point = b.insert_element(sampler, b.and_(word2, ir.Constant(I32, ~_FILTER_BITS & 0xFFFFFFFF)),
@@ -412,17 +412,19 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
     else:
         alpha, beta = fractions
-        products = [b.fmul(b.fsub(one, alpha), b.fsub(one, beta)), b.fmul(alpha, b.fsub(one, beta)),
-                    b.fmul(b.fsub(one, alpha), beta), b.fmul(alpha, beta)]  # exact: 16 fractional bits
+        corner = _nearest_ties_up(lw, b.fmul(alpha, beta))  # αβ exact: 16 fractional bits
         corners = [(0, 0), (1, 0), (0, 1), (1, 1)]
-        weights = [b.fmul(lw.intrinsic("llvm.roundeven", [b.fmul(w, ir.Constant(F32, _WEIGHT_SCALE))]),
-                          ir.Constant(F32, 1 / _WEIGHT_SCALE)) for w in products]
+        # only αβ is rounded; each axis's pair of weights still sums to its fraction (all exact in f32)
+        weights = [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
+                   corner]
     texels = [texel(corner) for corner in corners]
     filtered = []
     for channel in range(4):
-        total = ir.Constant(F64, 0.0)
+        total = ir.Constant(F64, -0.0)  # a sum of -0 texels stays -0, as NVIDIA's does
         for weight, values in zip(weights, texels):
-            total = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
+            term = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
+            # a texel of weight 0 takes no part (not even as 0 · Inf or as +0 beside a -0)
+            total = b.select(b.fcmp_ordered("==", weight, ir.Constant(F32, 0.0)), total, term)
         filtered.append(_f32_ties_away(lw, total))
     filtered_end = b.block
     b.branch(following)
@@ -435,6 +437,17 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         phi.add_incoming(sampled_channels[channel], sampled_end)
         out.append(phi)
     return out
+
+
+def _nearest_ties_up(lw: Lowering, value: ir.Value) -> ir.Value:
+    """A value in [0, 1] (f32) to the nearest 256th, ties up, as NVIDIA rounds its filter fractions and
+    weights (floor and the remainder, not floor(v + 0.5): that sum may round in f32)."""
+    b = lw.builder
+    scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
+    steps = lw.intrinsic("llvm.floor", [scaled])
+    up = b.fcmp_ordered(">=", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
+    steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
+    return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
 
 
 def _f32_ties_away(lw: Lowering, value: ir.Value) -> ir.Value:
