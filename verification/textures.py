@@ -268,6 +268,16 @@ FORMATTED_STORE = """.version 8.0
 """
 
 
+# sust.p into 8-bit integer surfaces: values past 8 bits both ways (an H200 stores them into uchar4 as
+# unsigned_saturated: 300 → 255, -5 → 255)
+SATURATED_STORES = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
+
+
+def unsigned_saturated(values: np.ndarray, bits: int) -> list[int]:
+    """The .b32 values as .u32, saturated to `bits` (NVIDIA's sust.p into an unsigned integer channel)."""
+    return np.minimum(values.view(np.uint32), (1 << bits) - 1).reshape(-1).tolist()
+
+
 REDUCE_64 = """.version 8.1
 .target sm_80
 .address_size 64
@@ -579,15 +589,20 @@ def _run(out_path: Path | None) -> int:
         array.copy_to(back)
         record("sust.p into a float1 surface (x in samples; R kept, G/B/A dropped)",
                back[1].view(np.uint32).tolist() == values[:, 0].view(np.uint32).tolist(), measured=back.tolist())
-        integers = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
         surface, array = surface_array(uchar4, 4, 2, np.zeros((2, 16), np.uint8))
-        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(integers)))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(SATURATED_STORES)))
         back = np.zeros((2, 16), np.uint8)
         array.copy_to(back)
-        truncated = (integers & 0xFF).astype(np.uint8).reshape(-1).tolist()  # fatkit's emulator (AMD's store)
-        saturated = np.clip(integers, 0, 255).astype(np.uint8).reshape(-1).tolist()
-        record("sust.p into a uchar4 surface: .u32 values past 8 bits (truncated, as the emulator models AMD?)",
-               back[1].tolist() == truncated, measured=back[1].tolist(), truncated=truncated, saturated=saturated)
+        record("sust.p into a uchar4 surface: .u32 values past 8 bits saturate (as .u32, to 255)",
+               back[1].tolist() == unsigned_saturated(SATURATED_STORES, 8), measured=back[1].tolist())
+        char4 = texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindSigned)
+        surface, array = surface_array(char4, 4, 2, np.zeros((2, 16), np.int8))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(SATURATED_STORES)))
+        back = np.zeros((2, 16), np.int8)
+        array.copy_to(back)
+        model = np.clip(SATURATED_STORES, -128, 127).reshape(-1).tolist()  # fatkit: as .s32 to [-128, 127]
+        record("sust.p into a char4 surface: .s32 values past 8 bits saturate (as .s32, to [-128, 127])",
+               back[1].tolist() == model, measured=back[1].tolist(), model=model)
 
     def reductions() -> None:
         mask = (1 << 64) - 1

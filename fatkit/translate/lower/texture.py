@@ -746,12 +746,13 @@ def sust(lw, ins):
     """sust.b.geom[.vec].btype.mode [s, c], a: raw elements stored, one image channel per element;
     sust.p.geom[.vec].b32.mode: the R, G, B, A values, converted to the surface's format by the image store
     (as .f32 for UNORM/SNORM/FLOAT formats, .u32/.s32 for UINT/SINT, the PTX rule), channels the format
-    lacks ignored."""
+    lacks ignored; integers saturate to an 8- or 16-bit channel's range first (`_saturated`)."""
     operands = lw.operands(ins, 2)
     rsrc, coords, dim, dtype, count, channels = _surface_access(lw, ins, operands[0])
     items = _items(lw, operands[1], "source")
     if len(items) != count:
         raise lw.fail(f"expected {count} source registers")
+    kind = _channel_type(lw, _object(lw, operands[0])) if "p" in ins.modifiers else None
     words: list[ir.Value] = []
     for item in items:
         value = lw.read(item, dtype)
@@ -760,11 +761,46 @@ def sust(lw, ins):
                                                                       I32)]
         else:
             words.append(value if dtype == "b32" else lw.builder.zext(value, I32))
+    if kind is not None:
+        words = [_saturated(lw, word, kind) for word in words]
     data = ir.Constant(_V4F32, ir.Undefined)
     for index, word in enumerate(words):
         data = lw.builder.insert_element(data, lw.builder.bitcast(word, F32), ir.Constant(I32, index))
     _call(lw, f"llvm.amdgcn.image.store.{dim}.v4f32.i32", ir.VoidType(),
           [data, ir.Constant(I32, (1 << channels) - 1), *coords, rsrc, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+
+# HSA's channel types of 8- and 16-bit integer channels → the range sust.p saturates to (unsigned: the
+# register as .u32, as an H200 stores 0xFFFFFFFB as 255 into a uchar4 surface; signed: as .s32)
+_UNSIGNED_LIMITS = {11: 0xFF, 12: 0xFFFF}  # UNSIGNED_INT8, UNSIGNED_INT16
+_SIGNED_LIMITS = {8: (-0x80, 0x7F), 9: (-0x8000, 0x7FFF)}  # SIGNED_INT8, SIGNED_INT16
+
+
+def _channel_type(lw: Lowering, pointer: ir.Value) -> ir.Value:
+    """HIP's channel-type word (HSA's enumeration) of a texture or surface object."""
+    b = lw.builder
+    return b.load(b.gep(pointer, [ir.Constant(I64, 4 * CHANNEL_DATA_TYPE_WORD)], source_etype=I8), typ=I32, align=4)
+
+
+def _saturated(lw: Lowering, word: ir.Value, kind: ir.Value) -> ir.Value:
+    """A sust.p integer clamped to the channel's range when the channel is 8 or 16 bits wide (NVIDIA saturates
+    where AMD's format conversion keeps the low bits, as the emulator models it); other formats unchanged."""
+    b = lw.builder
+
+    def by_kind(table: dict[int, int], otherwise: int) -> ir.Value:
+        chosen: ir.Value = ir.Constant(I32, otherwise)
+        for code, limit in table.items():
+            chosen = b.select(b.icmp_unsigned("==", kind, ir.Constant(I32, code)), ir.Constant(I32, limit), chosen)
+        return chosen
+
+    upper = by_kind(_UNSIGNED_LIMITS, 0xFFFFFFFF)
+    unsigned = b.select(b.icmp_unsigned(">", word, upper), upper, word)
+    low = by_kind({code: limits[0] & 0xFFFFFFFF for code, limits in _SIGNED_LIMITS.items()}, 0x80000000)
+    high = by_kind({code: limits[1] for code, limits in _SIGNED_LIMITS.items()}, 0x7FFFFFFF)
+    above = b.select(b.icmp_signed(">", word, high), high, word)
+    signed = b.select(b.icmp_signed("<", above, low), low, above)
+    is_signed = b.or_(*(b.icmp_unsigned("==", kind, ir.Constant(I32, code)) for code in _SIGNED_LIMITS))
+    return b.select(is_signed, signed, unsigned)
 
 
 # sured's operation and type → the image atomic's, and the element's bytes (sured.b)
@@ -821,7 +857,7 @@ def sured(lw, ins):
         atomic(_REDUCTIONS[operation, ctype] if not formatted else operation)
         return
     b = lw.builder
-    kind = b.load(b.gep(pointer, [ir.Constant(I64, 4 * CHANNEL_DATA_TYPE_WORD)], source_etype=I8), typ=I32, align=4)
+    kind = _channel_type(lw, pointer)
     signed = b.or_(b.icmp_unsigned("==", kind, ir.Constant(I32, _SIGNED_CHANNEL_TYPES[0])),
                    b.or_(*(b.icmp_unsigned("==", kind, ir.Constant(I32, t)) for t in _SIGNED_CHANNEL_TYPES[1:])))
     signed_block = lw.function.append_basic_block("sured_signed")
