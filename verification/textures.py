@@ -249,6 +249,21 @@ QUERIES = """.version 8.0
 }
 """
 
+QUERY = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    {query}.b32 %r1, [%rd1];
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
 FORMATTED_STORE = """.version 8.0
 .target sm_80
 .address_size 64
@@ -318,6 +333,33 @@ REDUCE_P = """.version 8.0
 """
 
 
+# the same reductions at addresses ptxas cannot prove uniform (x = (tid >> 3) + 1 …: 1, 2, 3 for 8 lanes), so
+# each lane's value reaches the surface (SURED per lane); at the constant addresses of REDUCE_P, ptxas 13
+# first reduces the warp's values with REDUX.MIN/MAX, which compare unsigned, then issues one SURED.MIN/
+# MAX.SD32 (nvdisasm of ptxas -arch=sm_90): the H200's [100, 0, 1, 38] on an int1 surface is that
+# composition, not the surface's rule
+REDUCE_P_LANES = REDUCE_P.replace(
+    "    sured.p.min.1d.b32.trap [%rd1, {1}], %r2;\n    sured.p.max.1d.b32.trap [%rd1, {2}], %r2;\n"
+    "    sured.p.add.1d.b32.trap [%rd1, {3}], %r1;",
+    "    shr.u32 %r3, %r1, 3;\n    add.u32 %r4, %r3, 1;\n    add.u32 %r5, %r3, 2;\n    add.u32 %r6, %r3, 3;\n"
+    "    sured.p.min.1d.b32.trap [%rd1, {%r4}], %r2;\n    sured.p.max.1d.b32.trap [%rd1, {%r5}], %r2;\n"
+    "    sured.p.add.1d.b32.trap [%rd1, {%r6}], %r1;")
+REDUCE_P_START = [100, 100, 1, 10]
+
+
+def sured_p_model(signed: bool, aggregated: bool) -> list[int]:
+    """Elements 0–3 after REDUCE_P (`aggregated`: ptxas's unsigned warp REDUX first) or REDUCE_P_LANES on 8
+    lanes, the surface comparing signed or unsigned; as .u32 bit patterns."""
+    values = [(3 - t) & 0xFFFFFFFF for t in range(8)]
+    smallest, largest = ([min(values)], [max(values)]) if aggregated else (values, values)
+
+    def key(v: int) -> int:
+        return v - (1 << 32) if signed and v >> 31 else v
+
+    return [REDUCE_P_START[0], min([REDUCE_P_START[1], *smallest], key=key),
+            max([REDUCE_P_START[2], *largest], key=key), REDUCE_P_START[3] + sum(range(8))]
+
+
 def cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
     """CUDA's cube-map rule (the programming guide's cubemap table): the major axis's face and that face's
     (s, t) in [0, 1]."""
@@ -373,6 +415,9 @@ def cube_directions(count: int, size: int, seed: int, gather: bool = False) -> l
 
 # ------------------------------------------------------------------------------------------- on the GPU
 
+# cudaMalloc3DArray's flags (CUDA's driver_types.h; cupy's runtime module names only cudaArraySurfaceLoadStore)
+CUDA_ARRAY_LAYERED, CUDA_ARRAY_CUBEMAP, CUDA_ARRAY_TEXTURE_GATHER = 0x01, 0x04, 0x08
+
 def _run(out_path: Path | None) -> int:
     import cupy as cp
     from cupy.cuda import runtime, texture
@@ -390,7 +435,7 @@ def _run(out_path: Path | None) -> int:
     def array_texture(texels: np.ndarray, address: str, linear_filter: bool = True, gather: bool = False):
         height, width = texels.shape[:2]
         # tld4 (tex2Dgather) needs an array made for gathers (cudaArrayTextureGather)
-        array = texture.CUDAarray(float4, width, height, flags=8 if gather else 0)
+        array = texture.CUDAarray(float4, width, height, flags=CUDA_ARRAY_TEXTURE_GATHER if gather else 0)
         array.copy_from(np.ascontiguousarray(texels).reshape(height, -1))  # rows of width x 4 values
         resource = texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)
         description = texture.TextureDescriptor(
@@ -627,21 +672,28 @@ def _run(out_path: Path | None) -> int:
         record("sured.b 64-bit add / signed min / unsigned max (.clamp) on a uint2 surface",
                [[int(v) for v in row] for row in after] == model, measured=[[hex(int(v)) for v in row] for row in after],
                model=[[hex(v) for v in row] for row in model])
-        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"), (runtime.cudaChannelFormatKindUnsigned,
-                                                                            "uint1")):
-            start32 = np.array([100, 100, 1, 10], dtype=np.int32)
-            array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
-                                      flags=runtime.cudaArraySurfaceLoadStore)
-            array.copy_from(start32)
-            surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
-            module(REDUCE_P, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
-            back = np.zeros(4, np.int32)
-            array.copy_to(back)
-            values = [3 - t for t in range(8)] if name == "int1" else [(3 - t) & 0xFFFFFFFF for t in range(8)]
-            model = [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
-            measured = back.tolist() if name == "int1" else back.view(np.uint32).tolist()
-            record(f"sured.p min/max/add.b32 on an {name} surface (signedness from the format)", measured == model,
-                   measured=measured, model=model)
+        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"),
+                           (runtime.cudaChannelFormatKindUnsigned, "uint1")):
+            for kernel_text, aggregated in ((REDUCE_P_LANES, False), (REDUCE_P, True)):
+                start = np.array(REDUCE_P_START, dtype=np.int32 if name == "int1" else np.uint32)
+                array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
+                                          flags=runtime.cudaArraySurfaceLoadStore)
+                array.copy_from(start)
+                surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
+                module(kernel_text, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
+                back = np.zeros(4, start.dtype)
+                array.copy_to(back)
+                measured = back.view(np.uint32).tolist()
+                if aggregated:  # the explanation: ptxas's unsigned REDUX, then the surface's own comparison
+                    record(f"sured.p min/max/add.b32 at uniform addresses on an {name} surface (ptxas's unsigned "
+                           "warp REDUX, then the surface: signed, or as the format)",
+                           measured in (sured_p_model(True, True), sured_p_model(name == "int1", True)),
+                           measured=measured, signed=sured_p_model(True, True),
+                           as_format=sured_p_model(name == "int1", True))
+                else:  # fatkit's rule: the comparison the format's signedness says (ptxas emits .SD32 always)
+                    record(f"sured.p min/max/add.b32 per lane on an {name} surface (signedness from the format)",
+                           measured == sured_p_model(name == "int1", False), measured=measured,
+                           model=sured_p_model(name == "int1", False), signed=sured_p_model(True, False))
 
     def cube_maps(instruction: str, layered: bool, gather: bool = False) -> None:
         size, cubes = (8, 1) if gather else (4, 2 if layered else 1)
@@ -650,7 +702,7 @@ def _run(out_path: Path | None) -> int:
             for row in range(size):
                 for column in range(size):
                     texels[layer, row, column] = [layer, column, row, 1]
-        flags = runtime.cudaArrayCubemap | (runtime.cudaArrayLayered if layered else 0) | (8 if gather else 0)
+        flags = CUDA_ARRAY_CUBEMAP | (CUDA_ARRAY_LAYERED if layered else 0) | (CUDA_ARRAY_TEXTURE_GATHER if gather else 0)
         array = texture.CUDAarray(float4, size, size, 6 * cubes, flags=flags)
         array.copy_from(texels.reshape(6 * cubes, size, -1))
         tex = texture.TextureObject(
@@ -675,26 +727,25 @@ def _run(out_path: Path | None) -> int:
                out.tolist() == model, directions=directions, measured=out.tolist(), model=model)
 
     def queries() -> None:
-        """txq on a float4 array texture, suq on a uint1 surface; fatkit answers OpenCL's codes (CL_FLOAT 0x10DE,
-        CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
-        texture_only = QUERIES.replace("suq.channel_data_type.b32 %r4, [%rd1];", "mov.u32 %r4, 0;") \
-            .replace("suq.channel_order.b32 %r5, [%rd1];", "mov.u32 %r5, 0;")
-        surface_only = QUERIES
-        for line in ("txq.channel_data_type.b32 %r1", "txq.channel_order.b32 %r2", "txq.num_samples.b32 %r3"):
-            surface_only = surface_only.replace(line + ", [%rd1];", f"mov.u32 {line.split()[1]}, 0;")
-        tex, _array = array_texture(bilinear_texels(), "clamp")
-        out = cp.zeros(5, dtype=cp.uint32)
-        module(texture_only, "queries").get_function("k")((1,), (1,), (np.uint64(tex.ptr), out))
-        measured = cp.asnumpy(out)[:3].tolist()
-        record("txq.channel_data_type / channel_order / num_samples of a float4 array texture",
-               measured == [0x10DE, 0x10B5, 1], measured=[hex(v) for v in measured])
+        """txq on a float4 array texture, suq on a uint1 surface, one query a kernel (the 2026-12-02 run's one
+        kernel of all five failed to load: CUDA_ERROR_NOT_FOUND, named symbol not found; ptxas reads these
+        queries from a driver table, `.nv.unified.texrefDescSize`); fatkit answers OpenCL's codes (CL_FLOAT
+        0x10DE, CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
+        tex, _tex_array = array_texture(bilinear_texels(), "clamp")
         uint1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
-        surface, _array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
-        out = cp.zeros(5, dtype=cp.uint32)
-        module(surface_only, "queries").get_function("k")((1,), (1,), (np.uint64(surface.ptr), out))
-        measured = cp.asnumpy(out)[3:].tolist()
-        record("suq.channel_data_type / channel_order of a uint1 surface", measured == [0x10DC, 0x10B0],
-               measured=[hex(v) for v in measured])
+        surface, _surface_array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
+        expected = {"txq.channel_data_type": 0x10DE, "txq.channel_order": 0x10B5, "txq.num_samples": 1,
+                    "suq.channel_data_type": 0x10DC, "suq.channel_order": 0x10B0}
+        for query, value in expected.items():
+            def one(query: str = query, value: int = value) -> None:
+                text = QUERY.replace("{query}", query)
+                handle = tex.ptr if query.startswith("txq") else surface.ptr
+                out = cp.zeros(1, dtype=cp.uint32)
+                module(text, "query").get_function("k")((1,), (1,), (np.uint64(handle), out))
+                measured = int(cp.asnumpy(out)[0])
+                record(f"{query} of a {'float4 array texture' if query.startswith('txq') else 'uint1 surface'}",
+                       measured == value, measured=hex(measured), fatkit=hex(value))
+            attempt(query, one)
 
     def offsets() -> None:
         """tex.2d and tld4.g with a texel offset: as sampling at (u + ox / width, v + oy / height)."""
@@ -722,7 +773,7 @@ def _run(out_path: Path | None) -> int:
                                           False))
     attempt("tex.acube", lambda: cube_maps(
         "tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];", True))
-    attempt("txq/suq channel queries", queries)
+    queries()
     attempt("tld4.cube", lambda: cube_maps("tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
                                            False, gather=True))
 
