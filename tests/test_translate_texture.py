@@ -287,6 +287,39 @@ def test_bilinear_weights_off_the_8_bit_grid_reproduce_the_h200():
         assert float(np.max(np.abs(model - out))) == recorded, name
 
 
+def test_bilinear_weights_of_the_h200_sweep_to_the_bit():
+    """The H200's 1024-lane weight sweep (texels (i, j, i·j, T) on a 2 × 2 texture make the result the weights;
+    every fourth x a tie of the 8-bit rounding): the translated kernel returns what the H200 measured."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.2d bilinear weights at x = k/1024"))
+    grid = np.zeros((2, 2, 4), dtype=np.float32)
+    for j in range(2):
+        for i in range(2):
+            grid[j, i] = [i, j, i * j, (1.0, 3.0, 7.0, 15.0)[2 * j + i]]
+    obj = _texture_object(grid, _FLOAT32x4, _SEL_XYZW)
+    kernel = program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100")
+    measured = np.array(record["measured"], dtype=np.float32)
+    for start in range(0, 1024, 256):
+        coords = np.array(record["coords"][start:start + 256], dtype=np.float32)
+        out = np.full((256, 4), np.nan, dtype=np.float32)
+        kernel.launch("sample", [obj, coords.reshape(-1), out], block=(256, 1, 1))
+        np.testing.assert_array_equal(out, measured[start:start + 256], err_msg=f"lanes {start}…")
+
+
+def test_bilinear_unorm8_blends_to_16_bits_as_the_h200_did():
+    """A uchar4 texture read as normalised floats (HSA UNORM_INT8): the H200's 64 values, which are N / 65535
+    (not the f32 blend of t / 255, which differs by up to 460 ulp)."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.2d bilinear of a normalised uchar4 texture"))
+    data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)  # the H200 run's texels
+    coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
+    obj = _texture_object(data, 42, _SEL_XYZW, channel_type=2)  # 8_8_8_8 UNORM
+    out = np.full((16, 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100").launch(
+        "sample", [obj, np.array(coords, dtype=np.float32).reshape(-1), out], block=(16, 1, 1))
+    assert out.view(np.uint32).tolist() == np.array(record["measured"], dtype=np.float32).view(np.uint32).tolist()
+    expected = np.array([textures.nvidia_sample_unorm8(data, u, v, "clamp") for u, v in coords])
+    assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+
+
 def test_point_filtering_is_the_hardware_sample():
     """A point sampler keeps the one hardware sample (no size query, no weights)."""
     texels = textures.bilinear_texels()

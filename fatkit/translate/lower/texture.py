@@ -327,7 +327,7 @@ def tex(lw, ins):
     suffix = ".o" if offsets else ""
     packed = [_packed_offset(lw, offsets)] if offsets else []
     if mode == "lz" and dim in _NVIDIA_FILTERED:  # bilinear filtering as NVIDIA's texture units weigh it
-        channels = _nvidia_bilinear(lw, dim, coords, offsets, rsrc, sampler,
+        channels = _nvidia_bilinear(lw, dim, coords, offsets, rsrc, sampler, _channel_type(lw, pointer),
                                     lambda: _call(lw, f"llvm.amdgcn.image.sample.lz{suffix}.{dim}.v4f32.f32",
                                                   _V4F32, [dmask, *packed, *coords, rsrc, sampler, *_TAIL]))
         _write_texels(lw, operands[0], _absent_channels_zero(lw, channels,
@@ -358,13 +358,16 @@ def tex(lw, ins):
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
 _NVIDIA_FILTERED = ("1d", "2d", "1darray", "2darray")
 _WEIGHT_SCALE = 256.0  # 8 fractional bits
+_UNORM_INT8 = 2  # HSA's channel type (HIP's query word 8)
 _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
 
 
 def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: list[ir.Value], rsrc: ir.Value,
-                     sampler: ir.Value, hardware) -> list[ir.Value]:
+                     sampler: ir.Value, channel_type: ir.Value, hardware) -> list[ir.Value]:
     """The four f32 channels of a level-0 lookup: NVIDIA's bilinear filter when the S# filters bilinearly
-    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights)."""
+    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). An 8-bit
+    UNORM texture (HIP's channel-type word: UNORM_INT8) blends as NVIDIA's does, to a 16-bit UNORM value:
+    N = Σ weight · 257·t rounded to nearest (ties up: none measured), N / 65535 in f32."""
     b = lw.builder
     word0, word2 = (b.extract_element(sampler, ir.Constant(I32, i)) for i in (0, 2))
     bilinear = b.icmp_unsigned("==", b.and_(b.lshr(word2, ir.Constant(I32, 20)), ir.Constant(I32, 3)),
@@ -418,6 +421,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         weights = [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
                    corner]
     texels = [texel(corner) for corner in corners]
+    unorm8 = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _UNORM_INT8))
     filtered = []
     for channel in range(4):
         total = ir.Constant(F64, -0.0)  # a sum of -0 texels stays -0, as NVIDIA's does
@@ -425,7 +429,14 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
             term = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
             # a texel of weight 0 takes no part (not even as 0 · Inf or as +0 beside a -0)
             total = b.select(b.fcmp_ordered("==", weight, ir.Constant(F32, 0.0)), total, term)
-        filtered.append(_f32_ties_away(lw, total))
+        # UNORM8: each texel t / 255 back to t, as 257·t (16 bits); the sum exact in f64
+        wide = ir.Constant(F64, 0.0)
+        for weight, values in zip(weights, texels):
+            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), ir.Constant(F64, 255.0))])
+            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, ir.Constant(F64, 257.0)), wide])
+        steps = lw.intrinsic("llvm.floor", [b.fadd(wide, ir.Constant(F64, 0.5))])
+        sixteen = b.fptrunc(b.fdiv(steps, ir.Constant(F64, 65535.0)), F32)
+        filtered.append(b.select(unorm8, sixteen, _f32_ties_away(lw, total)))
     filtered_end = b.block
     b.branch(following)
 
