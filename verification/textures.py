@@ -6,9 +6,11 @@ run on NVIDIA's texture units with CUDA texture and surface objects, against the
 The model (`ptx_sample`, `gather_order`) is the PTX ISA's texturing: the nearest texel, or bilinear filtering
 of the four texels around (x - 0.5, y - 0.5) with weights of `weight_bits` fractional bits, under the
 clamp/wrap/mirror/border addressing modes; tld4 returns one component of those four texels in the order
-(-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` is how an H200 filters, fitted to the records of the
-2026-12-02 run (both 8-bit roundings, of the fractions and of the four weights, and one rounding of the sum,
-ties away from zero); the translated kernels filter that way. Cases check, each printing what it measured:
+(-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` (float textures) and `nvidia_sample_unorm8` are how an
+H200 filters, fitted to the bit to every filtered lane of the 2026-12-02 run (fractions in 256ths, ties up;
+only αβ rounded, the other weights by difference; one rounding of the sum, ties away from zero; UNORM8 to a
+16-bit UNORM value); the translated kernels filter that way. tex.3d's filter is recorded but not fitted
+(`nvidia_sample_3d`: 10 of 16 lanes differ, by up to 0.0285). Cases check, each printing what it measured:
 
 - bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
@@ -16,13 +18,16 @@ ties away from zero); the translated kernels filter that way. Cases check, each 
 - tex1Dfetch of a one-channel float linear texture (what the channels it lacks read, and an index past it);
 - suld .clamp past the edge and sust .zero past it;
 - the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
-  positions, raw, for fitting NVIDIA's fixed-point rule;
+  positions (every fourth a tie of the 8-bit rounding), against NVIDIA's rule;
 - what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
   normalised uchar4 texture; tex.3d's filter (raw, against the 3-D candidate of NVIDIA's rule);
-- sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
-- sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
+- sust.p into float1, uchar4 and char4 surfaces (x in samples; integers past 8 bits saturate: uchar4 as .u32,
+  measured; char4 as .s32, fatkit's guess);
+- sured.b 64-bit add/min/max on a uint2 surface; sured.p min/max/add on int1 and uint1 surfaces, per lane
+  (addresses ptxas cannot prove uniform) and at constant addresses (ptxas's unsigned warp REDUX first);
 - tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
-- txq/suq channel_data_type, channel_order and txq.num_samples (fatkit answers OpenCL's codes).
+- txq/suq channel_data_type, channel_order and txq.num_samples, one kernel each (fatkit answers OpenCL's
+  codes).
 Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
 
