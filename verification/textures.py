@@ -707,7 +707,8 @@ def _run(out_path: Path | None) -> int:
             for row in range(size):
                 for column in range(size):
                     texels[layer, row, column] = [layer, column, row, 1]
-        flags = CUDA_ARRAY_CUBEMAP | (CUDA_ARRAY_LAYERED if layered else 0) | (CUDA_ARRAY_TEXTURE_GATHER if gather else 0)
+        # no cudaArrayTextureGather: CUDA allows it on 2-D arrays only (tld4.cube is PTX's, CUDA C has no cube gather)
+        flags = CUDA_ARRAY_CUBEMAP | (CUDA_ARRAY_LAYERED if layered else 0)
         array = texture.CUDAarray(float4, size, size, 6 * cubes, flags=flags)
         array.copy_from(texels.reshape(6 * cubes, size, -1))
         tex = texture.TextureObject(
