@@ -570,20 +570,30 @@ def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
         assert int(after[2, i]) == max(int(texels[2, i]), *(signed[t] for t in lanes))
 
 
+@pytest.mark.parametrize("kernel", ["REDUCE_P", "REDUCE_P_LANES"])
 @pytest.mark.parametrize("code, channel_type", [(21, 10), (20, 13)])  # 32-bit SINT (SIGNED_INT32), UINT
-def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(code, channel_type):
-    """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add): signed on a
-    SINT surface, unsigned (-4 is 0xFFFFFFFC) on a UINT one."""
-    texels = np.array([100, 100, 1, 10], dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
+def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(kernel, code, channel_type):
+    """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add), at constant
+    addresses or at computed ones: each lane's value, compared signed on a SINT surface, unsigned (-4 is
+    0xFFFFFFFC) on a UINT one."""
+    texels = np.array(textures.REDUCE_P_START, dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
     surface = _texture_object(texels.copy(), code, _SEL_X001, channel_type=channel_type)
-    program(textures.REDUCE_P, "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
+    program(getattr(textures, kernel), "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
     after = _surface_texels(surface, texels)[0, :, 0]
-    values = [3 - t for t in range(8)]
+    assert after.tolist() == textures.sured_p_model(signed=channel_type == 10, aggregated=False)
+    values = [3 - t for t in range(8)]  # the same, written out
     if channel_type == 10:
         assert after.view(np.int32).tolist() == [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
-    else:
-        unsigned = [v & 0xFFFFFFFF for v in values]
-        assert after.tolist() == [100, min(100, *unsigned), max(1, *unsigned), 10 + sum(range(8))]
+
+
+def test_the_h200s_sured_p_at_constant_addresses_is_ptxas_unsigned_warp_reduction_then_a_signed_one():
+    """What the H200 measured for REDUCE_P on an int1 surface is not the instruction's per-lane rule (fatkit's,
+    above) but ptxas's code for it: REDUX.MIN/MAX (unsigned) over the warp, then one SURED.MIN/MAX.SD32."""
+    record = next(r for r in _H200 if r["case"].startswith("sured.p min/max/add.b32") and "int1" in r["case"]
+                  and "per lane" not in r["case"])
+    measured = np.array(record["measured"], dtype=np.int64).astype(np.uint32).tolist()
+    assert measured == textures.sured_p_model(signed=True, aggregated=True)
+    assert measured != textures.sured_p_model(signed=True, aggregated=False)
 
 
 @pytest.mark.parametrize("arrayed", [False, True])
