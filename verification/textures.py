@@ -9,8 +9,8 @@ clamp/wrap/mirror/border addressing modes; tld4 returns one component of those f
 (-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` (float textures) and `nvidia_sample_unorm8` are how an
 H200 filters, fitted to the bit to every filtered lane of the 2026-12-02 run (fractions in 256ths, ties up;
 only αβ rounded, the other weights by difference; one rounding of the sum, ties away from zero; UNORM8 to a
-16-bit UNORM value); the translated kernels filter that way. tex.3d's filter is recorded but not fitted
-(`nvidia_sample_3d`: 10 of 16 lanes differ, by up to 0.0285). Cases check, each printing what it measured:
+16-bit UNORM value; tex.3d: the 2-D rule on x and z, split by y, `nvidia_sample_3d`); the translated kernels
+filter that way. Cases check, each printing what it measured:
 
 - bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
@@ -20,7 +20,7 @@ only αβ rounded, the other weights by difference; one rounding of the sum, tie
 - the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
   positions (every fourth a tie of the 8-bit rounding), against NVIDIA's rule;
 - what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
-  normalised uchar4 texture; tex.3d's filter (raw, against the 3-D candidate of NVIDIA's rule);
+  normalised uchar4 texture; tex.3d's filter (at the fitted coordinates and at 64 the fit did not see);
 - sust.p into float1, uchar4 and char4 surfaces (x in samples; integers past 8 bits saturate: uchar4 as .u32,
   measured; char4 as .s32, fatkit's guess);
 - sured.b 64-bit add/min/max on a uint2 surface; sured.p min/max/add on int1 and uint1 surfaces, per lane
@@ -206,19 +206,18 @@ def nvidia_sample_unorm8(texels: np.ndarray, u: float, v: float, address: str) -
 
 
 def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
-    """NVIDIA's 2-D rule carried to a (D, H, W, C) texture, clamp addressing: three fractions of
-    `nvidia_fraction`, each of the four x-y weights of `nvidia_weights` split by the z fraction (the upper
-    share rounded to nearest, ties up), one rounding of the sum. A candidate that does NOT fit: of the 16
-    lanes of the 2026-12-02 H200 run, 6 match to the bit and 10 differ by up to 0.0285 (texels in [-4, 4]),
-    more than any choice of rounding per axis, of fraction bits (4–8) or of the 3-D weight split
-    (per-product, inclusion–exclusion) explains; fatkit leaves 3-D filtering to AMD's sampler."""
+    """Trilinear tex.3d of a (D, H, W, C) float texture, clamp addressing, as an H200 filters (fitted to the 16
+    lanes × 4 channels of the 2026-12-02 run, to the bit): the three fractions of `nvidia_fraction`; the 2-D
+    rule's four weights (`nvidia_weights`) of the x and **z** fractions, each split by the y fraction (the
+    upper share rounded to nearest 256th, ties up, the lower by difference); `nvidia_blend`'s sum. (Splitting
+    by z instead, the 2-D rule on x and y, matched 6 of the 16 lanes.)"""
     depth, height, width = texels.shape[:3]
     (i, alpha), (j, beta), (k, gamma) = (nvidia_fraction(float(np.float32(c)) * n - 0.5)
                                          for c, n in ((u, width), (v, height), (w, depth)))
     weights, corners = [], []
-    for (di, dj), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, beta)):
-        upper = math.floor(planar * gamma / 256 + 0.5)
-        for dk, weight in ((0, planar - upper), (1, upper)):
+    for (di, dk), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, gamma)):
+        upper = math.floor(planar * beta / 256 + 0.5)
+        for dj, weight in ((0, planar - upper), (1, upper)):
             weights.append(weight)
             corners.append(texels[min(max(k + dk, 0), depth - 1), min(max(j + dj, 0), height - 1),
                                   min(max(i + di, 0), width - 1)])
@@ -588,8 +587,8 @@ def _run(out_path: Path | None) -> int:
                bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
 
     def trilinear() -> None:
-        """tex.3d with a linear filter at coordinates off the 8-bit grid, raw, against the 3-D candidate of
-        NVIDIA's rule (fatkit leaves 3-D filtering to AMD's sampler until this is measured)."""
+        """tex.3d with a linear filter at coordinates off the 8-bit grid against NVIDIA's 3-D rule (fitted to
+        this case's 2026-12-02 run); a second set of coordinates, past the edges as well, tests the fit."""
         texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)
         array = texture.CUDAarray(float4, 8, 4, 4)
         array.copy_from(texels.reshape(4, 4, -1))
@@ -597,15 +596,20 @@ def _run(out_path: Path | None) -> int:
             texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
             texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModeLinear,
                                       runtime.cudaReadModeElementType, normalizedCoords=1))
-        coords = np.array([[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)],
-                          dtype=np.float32)
-        out = cp.full((16, 4), np.nan, dtype=cp.float32)
-        module(CUBE.replace("{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
-               "tex3d").get_function("cube")((1,), (16,), (np.uint64(tex.ptr), cp.asarray(coords), out))
-        out = cp.asnumpy(out)
-        model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
-        record("tex.3d bilinear (the 3-D candidate of NVIDIA's rule)", bool(np.array_equal(out, model)),
-               coords=coords.tolist(), measured=out.tolist(), model=model.tolist())
+        kernel = module(CUBE.replace("{instruction}",
+                                     "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
+                        "tex3d").get_function("cube")
+        fitted = [[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)]
+        unseen = np.random.default_rng(41).uniform(-0.1, 1.1, (64, 3)).tolist()  # not used by the fit
+        for name, points in (("", fitted), (", 64 coordinates the fit did not see", [[*c, 0] for c in unseen])):
+            coords = np.array(points, dtype=np.float32)
+            out = cp.full((len(coords), 4), np.nan, dtype=cp.float32)
+            kernel((1,), (len(coords),), (np.uint64(tex.ptr), cp.asarray(coords), out))
+            out = cp.asnumpy(out)
+            model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
+            record(f"tex.3d bilinear (NVIDIA's 3-D rule, to the bit{name})",
+                   bool(np.array_equal(out.view(np.uint32), model.view(np.uint32))), coords=coords.tolist(),
+                   measured=out.tolist(), model=model.tolist())
 
     def narrow_formats() -> None:
         """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
