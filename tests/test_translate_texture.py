@@ -60,12 +60,13 @@ def test_the_sample_translates_for_rdna_with_one_image_instruction_per_texture_i
     bodies = _disassembly(translation.product, "gfx1100", tmp_path)
     textures = bodies["_Z8texturesyyyyyP6float4Pi"]
     # LLVM shrinks the channel masks to the components the kernel stores (one each; tld4 keeps its four). A
-    # level-0 lookup of a 1D/2D/2D-array texture is one hardware sample when the S# filters by point, and
-    # NVIDIA's bilinear filter otherwise: the size, and the texels point-sampled at their centres (4; 2 in 1D)
+    # level-0 lookup of a 1D/2D/3D/2D-array texture is one hardware sample when the S# filters by point, and
+    # NVIDIA's bilinear filter otherwise: the size, and the texels point-sampled at their centres (4; 2 in 1D,
+    # 8 in 3D)
     assert sorted(_mnemonics(textures, "image_")) == sorted([
         *["image_sample_lz 1D dmask:0x1"] * 3, "image_get_resinfo 1D dmask:0x1",  # tex.1d.v4.s32.f32: %r3
         *["image_sample_lz 2D dmask:0x1"] * 5, "image_get_resinfo 2D dmask:0x3",  # tex.2d
-        "image_sample_lz 3D dmask:0x1",  # tex.3d (AMD's filter)
+        *["image_sample_lz 3D dmask:0x1"] * 9, "image_get_resinfo 3D dmask:0x7",  # tex.3d (8 texels)
         *["image_sample_lz 2D_ARRAY dmask:0x1"] * 5, "image_get_resinfo 2D_ARRAY dmask:0x3",  # tex.a2d
         "image_sample_lz CUBE dmask:0x1",  # tex.cube (AMD's filter)
         "image_sample_l 2D dmask:0x1",  # tex.level.2d
@@ -211,7 +212,7 @@ _OBJECT_BYTES = 80  # 12 dwords of image object, 8 of sampler
 
 def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int = 0, address: str = "clamp",
                     linear: bool = False, unnormalized: bool = False, cube: bool = False, point: bool = False,
-                    one_d: bool = False, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
+                    one_d: bool = False, depth: int = 0, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
     """One buffer: HIP's texture object (T#, its query words — HSA's channel type and order —, S#) and,
     256-aligned after it, the texels (rows of texels.shape[-2] elements; a linear texture's V# when `linear`;
     `layers` faces of a cube map when `cube`)."""
@@ -229,12 +230,12 @@ def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int 
         height, width = (texels.shape[-3], texels.shape[-2]) if code != _FLOAT32 else texels.shape[-2:]
         if layers:
             height = texels.shape[-3] if code != _FLOAT32 else texels.shape[-2]
-        kind = 11 if cube else 13 if layers else 8 if one_d else 9  # SQ_RSRC_IMG_CUBE, _2D_ARRAY, _1D, _2D
+        kind = 11 if cube else 13 if layers else 10 if depth else 8 if one_d else 9  # _CUBE, _2D_ARRAY, _3D, _1D, _2D
         words[0] = (base >> 8) & 0xFFFFFFFF
         words[1] = (base >> 40) & 0xFF | code << 20 | ((width - 1) & 3) << 30
         words[2] = ((width - 1) >> 2) & 0xFFF | (height - 1) << 14
         words[3] = selects | kind << 28
-        words[4] = layers - 1 if layers else width - 1  # arrays: the last layer; 2D: the pitch - 1
+        words[4] = layers - 1 if layers else depth - 1 if depth else width - 1  # the last layer; depth - 1; pitch - 1
         words[10] = width
     words[8], words[9] = channel_type, channel_order
     mode = _ADDRESS[address]
@@ -318,6 +319,23 @@ def test_bilinear_unorm8_blends_to_16_bits_as_the_h200_did():
     assert out.view(np.uint32).tolist() == np.array(record["measured"], dtype=np.float32).view(np.uint32).tolist()
     expected = np.array([textures.nvidia_sample_unorm8(data, u, v, "clamp") for u, v in coords])
     assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+
+
+def test_bilinear_tex_3d_is_the_h200s_to_the_bit():
+    """tex.3d filtered as NVIDIA's rule carried to 3-D (the 2-D rule on x and z, split by y): the H200's 16
+    recorded lanes, and the model at 64 more coordinates, inside and past every edge (clamp)."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.3d bilinear"))
+    texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)  # the H200 run's
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, depth=4)
+    kernel = program(textures.CUBE.replace(
+        "{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"), "gfx1100")
+    unseen = [[*c, 0.0] for c in np.random.default_rng(41).uniform(-0.1, 1.1, (64, 3)).tolist()]
+    for coords, expected in ((record["coords"], np.array(record["measured"], dtype=np.float32)),
+                             (unseen, np.array([textures.nvidia_sample_3d(texels, *c[:3]) for c in unseen]))):
+        points = np.array(coords, dtype=np.float32)
+        out = np.full((len(points), 4), np.nan, dtype=np.float32)
+        kernel.launch("cube", [obj, points.reshape(-1), out], block=(len(points), 1, 1))
+        assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
 
 
 def test_point_filtering_is_the_hardware_sample():

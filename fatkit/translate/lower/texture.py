@@ -352,11 +352,13 @@ def tex(lw, ins):
 # lanes, to the bit): the fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits (nearest, ties
 # up), the weight αβ of texel (i+1, j+1) rounded to 8 bits the same way and the other three by difference
 # (α − αβ, β − αβ, 1 − α − β + αβ), and the weighted sum of the texels of non-zero weight rounded once to f32,
-# ties away from zero. AMD's texture unit weighs with its own precision, so for the dimensions below a bilinear
-# sampler's lookup is done here: the four texels (two in 1-D) point-sampled at their centres through the
+# ties away from zero. A 3-D texture: the 2-D rule on the x and z fractions, each of those four weights split
+# by the y fraction (its upper share rounded the same way, the lower by difference). AMD's texture unit weighs
+# with its own precision, so for the dimensions below a bilinear sampler's lookup is done here: the four
+# texels (two in 1-D, eight in 3-D) point-sampled at their centres through the
 # same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
-_NVIDIA_FILTERED = ("1d", "2d", "1darray", "2darray")
+_NVIDIA_FILTERED = ("1d", "2d", "3d", "1darray", "2darray")
 _WEIGHT_SCALE = 256.0  # 8 fractional bits
 _UNORM_INT8 = 2  # HSA's channel type (HIP's query word 8)
 _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
@@ -383,7 +385,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     b.branch(following)
 
     b.position_at_end(filtered_block)
-    axes = 2 if dim.startswith("2d") else 1
+    axes = 3 if dim == "3d" else 2 if dim.startswith("2d") else 1
     unnormalized = b.icmp_unsigned("!=", b.and_(word0, ir.Constant(I32, 1 << 15)), ir.Constant(I32, 0))
     sizes = _resinfo(lw, rsrc, dim, ir.Constant(I32, 0))
     fractions, lows, size_values = [], [], []
@@ -410,16 +412,25 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
 
     one = ir.Constant(F32, 1.0)
+
+    def planar(alpha: ir.Value, beta: ir.Value) -> list[ir.Value]:
+        """The 2-D weights of (0, 0), (1, 0), (0, 1), (1, 1): only αβ is rounded; each axis's pair of weights
+        still sums to its fraction (all exact in f32: αβ has 16 fractional bits)."""
+        corner = _nearest_ties_up(lw, b.fmul(alpha, beta))
+        return [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
+                corner]
+
     corners: list[tuple[int, ...]]
     if axes == 1:
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
-    else:
-        alpha, beta = fractions
-        corner = _nearest_ties_up(lw, b.fmul(alpha, beta))  # αβ exact: 16 fractional bits
-        corners = [(0, 0), (1, 0), (0, 1), (1, 1)]
-        # only αβ is rounded; each axis's pair of weights still sums to its fraction (all exact in f32)
-        weights = [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
-                   corner]
+    elif axes == 2:
+        corners, weights = [(0, 0), (1, 0), (0, 1), (1, 1)], planar(*fractions)
+    else:  # 3-D: the 2-D rule on x and z, each of its weights split by y (the upper share rounded)
+        corners, weights = [], []
+        for (dx, dz), weight in zip(((0, 0), (1, 0), (0, 1), (1, 1)), planar(fractions[0], fractions[2])):
+            upper = _nearest_ties_up(lw, b.fmul(weight, fractions[1]))
+            corners += [(dx, 0, dz), (dx, 1, dz)]
+            weights += [b.fsub(weight, upper), upper]
     texels = [texel(corner) for corner in corners]
     unorm8 = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _UNORM_INT8))
     filtered = []
