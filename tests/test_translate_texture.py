@@ -60,12 +60,13 @@ def test_the_sample_translates_for_rdna_with_one_image_instruction_per_texture_i
     bodies = _disassembly(translation.product, "gfx1100", tmp_path)
     textures = bodies["_Z8texturesyyyyyP6float4Pi"]
     # LLVM shrinks the channel masks to the components the kernel stores (one each; tld4 keeps its four). A
-    # level-0 lookup of a 1D/2D/2D-array texture is one hardware sample when the S# filters by point, and
-    # NVIDIA's bilinear filter otherwise: the size, and the texels point-sampled at their centres (4; 2 in 1D)
+    # level-0 lookup of a 1D/2D/3D/2D-array texture is one hardware sample when the S# filters by point, and
+    # NVIDIA's bilinear filter otherwise: the size, and the texels point-sampled at their centres (4; 2 in 1D,
+    # 8 in 3D)
     assert sorted(_mnemonics(textures, "image_")) == sorted([
         *["image_sample_lz 1D dmask:0x1"] * 3, "image_get_resinfo 1D dmask:0x1",  # tex.1d.v4.s32.f32: %r3
         *["image_sample_lz 2D dmask:0x1"] * 5, "image_get_resinfo 2D dmask:0x3",  # tex.2d
-        "image_sample_lz 3D dmask:0x1",  # tex.3d (AMD's filter)
+        *["image_sample_lz 3D dmask:0x1"] * 9, "image_get_resinfo 3D dmask:0x7",  # tex.3d (8 texels)
         *["image_sample_lz 2D_ARRAY dmask:0x1"] * 5, "image_get_resinfo 2D_ARRAY dmask:0x3",  # tex.a2d
         "image_sample_lz CUBE dmask:0x1",  # tex.cube (AMD's filter)
         "image_sample_l 2D dmask:0x1",  # tex.level.2d
@@ -211,7 +212,7 @@ _OBJECT_BYTES = 80  # 12 dwords of image object, 8 of sampler
 
 def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int = 0, address: str = "clamp",
                     linear: bool = False, unnormalized: bool = False, cube: bool = False, point: bool = False,
-                    one_d: bool = False, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
+                    one_d: bool = False, depth: int = 0, channel_type: int = 0, channel_order: int = 0) -> np.ndarray:
     """One buffer: HIP's texture object (T#, its query words — HSA's channel type and order —, S#) and,
     256-aligned after it, the texels (rows of texels.shape[-2] elements; a linear texture's V# when `linear`;
     `layers` faces of a cube map when `cube`)."""
@@ -229,12 +230,12 @@ def _texture_object(texels: np.ndarray, code: int, selects: int, *, layers: int 
         height, width = (texels.shape[-3], texels.shape[-2]) if code != _FLOAT32 else texels.shape[-2:]
         if layers:
             height = texels.shape[-3] if code != _FLOAT32 else texels.shape[-2]
-        kind = 11 if cube else 13 if layers else 8 if one_d else 9  # SQ_RSRC_IMG_CUBE, _2D_ARRAY, _1D, _2D
+        kind = 11 if cube else 13 if layers else 10 if depth else 8 if one_d else 9  # _CUBE, _2D_ARRAY, _3D, _1D, _2D
         words[0] = (base >> 8) & 0xFFFFFFFF
         words[1] = (base >> 40) & 0xFF | code << 20 | ((width - 1) & 3) << 30
         words[2] = ((width - 1) >> 2) & 0xFFF | (height - 1) << 14
         words[3] = selects | kind << 28
-        words[4] = layers - 1 if layers else width - 1  # arrays: the last layer; 2D: the pitch - 1
+        words[4] = layers - 1 if layers else depth - 1 if depth else width - 1  # the last layer; depth - 1; pitch - 1
         words[10] = width
     words[8], words[9] = channel_type, channel_order
     mode = _ADDRESS[address]
@@ -285,6 +286,56 @@ def test_bilinear_weights_off_the_8_bit_grid_reproduce_the_h200():
                                               round if rounding == "round" else np.floor) for u, v in rough],
                          dtype=np.float32)
         assert float(np.max(np.abs(model - out))) == recorded, name
+
+
+def test_bilinear_weights_of_the_h200_sweep_to_the_bit():
+    """The H200's 1024-lane weight sweep (texels (i, j, i·j, T) on a 2 × 2 texture make the result the weights;
+    every fourth x a tie of the 8-bit rounding): the translated kernel returns what the H200 measured."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.2d bilinear weights at x = k/1024"))
+    grid = np.zeros((2, 2, 4), dtype=np.float32)
+    for j in range(2):
+        for i in range(2):
+            grid[j, i] = [i, j, i * j, (1.0, 3.0, 7.0, 15.0)[2 * j + i]]
+    obj = _texture_object(grid, _FLOAT32x4, _SEL_XYZW)
+    kernel = program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100")
+    measured = np.array(record["measured"], dtype=np.float32)
+    for start in range(0, 1024, 256):
+        coords = np.array(record["coords"][start:start + 256], dtype=np.float32)
+        out = np.full((256, 4), np.nan, dtype=np.float32)
+        kernel.launch("sample", [obj, coords.reshape(-1), out], block=(256, 1, 1))
+        np.testing.assert_array_equal(out, measured[start:start + 256], err_msg=f"lanes {start}…")
+
+
+def test_bilinear_unorm8_blends_to_16_bits_as_the_h200_did():
+    """A uchar4 texture read as normalised floats (HSA UNORM_INT8): the H200's 64 values, which are N / 65535
+    (not the f32 blend of t / 255, which differs by up to 460 ulp)."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.2d bilinear of a normalised uchar4 texture"))
+    data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)  # the H200 run's texels
+    coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
+    obj = _texture_object(data, 42, _SEL_XYZW, channel_type=2)  # 8_8_8_8 UNORM
+    out = np.full((16, 4), np.nan, dtype=np.float32)
+    program(textures.SAMPLING.replace("{instruction}", textures.TEX_2D), "gfx1100").launch(
+        "sample", [obj, np.array(coords, dtype=np.float32).reshape(-1), out], block=(16, 1, 1))
+    assert out.view(np.uint32).tolist() == np.array(record["measured"], dtype=np.float32).view(np.uint32).tolist()
+    expected = np.array([textures.nvidia_sample_unorm8(data, u, v, "clamp") for u, v in coords])
+    assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+
+
+def test_bilinear_tex_3d_is_the_h200s_to_the_bit():
+    """tex.3d filtered as NVIDIA's rule carried to 3-D (the 2-D rule on x and z, split by y): the H200's 16
+    recorded lanes, and the model at 64 more coordinates, inside and past every edge (clamp)."""
+    record = next(r for r in _H200 if r["case"].startswith("tex.3d bilinear"))
+    texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)  # the H200 run's
+    obj = _texture_object(texels, _FLOAT32x4, _SEL_XYZW, depth=4)
+    kernel = program(textures.CUBE.replace(
+        "{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"), "gfx1100")
+    unseen = [[*c, 0.0] for c in np.random.default_rng(41).uniform(-0.1, 1.1, (64, 3)).tolist()]
+    for coords, expected in ((record["coords"], np.array(record["measured"], dtype=np.float32)),
+                             (unseen, np.array([textures.nvidia_sample_3d(texels, *c[:3]) for c in unseen]))):
+        points = np.array(coords, dtype=np.float32)
+        out = np.full((len(points), 4), np.nan, dtype=np.float32)
+        kernel.launch("cube", [obj, points.reshape(-1), out], block=(len(points), 1, 1))
+        assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
 
 
 def test_point_filtering_is_the_hardware_sample():
@@ -489,6 +540,31 @@ def test_sust_p_stores_integers_as_the_format_has_them_and_drops_channels_it_lac
     assert _surface_texels(surface, texels)[1, :, 0].tolist() == values[:, 0].tolist()
 
 
+def test_sust_p_saturates_integers_into_an_8_bit_unsigned_surface_as_the_h200_did():
+    """.u32 values past 8 bits into a UINT8 surface (HSA UNSIGNED_INT8): the H200 stored 255 for 300, for
+    0x1FF and for -5 (0xFFFFFFFB), where keeping the low bits (AMD's format conversion, as the emulator
+    models it) gives 44, 255 and 251."""
+    record = next(r for r in _H200 if r["case"].startswith("sust.p into a uchar4 surface"))
+    texels = np.zeros((2, 4, 4), dtype=np.uint8)
+    surface = _texture_object(texels, _UINT8x4, _SEL_XYZW, channel_type=11)
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, textures.SATURATED_STORES.copy()],
+                                                        block=(4, 1, 1))
+    written = _surface_texels(surface, texels)
+    assert written[1].reshape(-1).tolist() == record["measured"]
+    assert not written[0].any()
+
+
+def test_sust_p_saturates_integers_into_an_8_bit_signed_surface_as_s32():
+    """The same values into a SINT8 surface (HSA SIGNED_INT8): as .s32, to [-128, 127] (not measured on NVIDIA
+    yet: a case of verification/textures.py)."""
+    texels = np.zeros((2, 4, 4), dtype=np.int8)
+    surface = _texture_object(texels, 47, _SEL_XYZW, channel_type=8)  # 8_8_8_8 SINT
+    program(textures.FORMATTED_STORE, "gfx1100").launch("k", [surface, textures.SATURATED_STORES.copy()],
+                                                        block=(4, 1, 1))
+    written = _surface_texels(surface, texels)
+    assert written[1].reshape(-1).tolist() == np.clip(textures.SATURATED_STORES, -128, 127).reshape(-1).tolist()
+
+
 def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
     """32 threads reduce 64-bit values into 4 elements of rows 0, 1 and (.clamp from row 9) 2: add, signed
     min, unsigned max; x in bytes, 8 an element."""
@@ -512,20 +588,30 @@ def test_64_bit_surface_reductions_on_a_two_channel_32_bit_surface():
         assert int(after[2, i]) == max(int(texels[2, i]), *(signed[t] for t in lanes))
 
 
+@pytest.mark.parametrize("kernel", ["REDUCE_P", "REDUCE_P_LANES"])
 @pytest.mark.parametrize("code, channel_type", [(21, 10), (20, 13)])  # 32-bit SINT (SIGNED_INT32), UINT
-def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(code, channel_type):
-    """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add): signed on a
-    SINT surface, unsigned (-4 is 0xFFFFFFFC) on a UINT one."""
-    texels = np.array([100, 100, 1, 10], dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
+def test_sured_p_addresses_samples_and_compares_as_the_surfaces_channels_are_signed(kernel, code, channel_type):
+    """Lanes 0–7 reduce 3 - lane (3 … -4) into elements 1 (min) and 2 (max), the lane into 3 (add), at constant
+    addresses or at computed ones: each lane's value, compared signed on a SINT surface, unsigned (-4 is
+    0xFFFFFFFC) on a UINT one."""
+    texels = np.array(textures.REDUCE_P_START, dtype=np.int32).view(np.uint32).reshape(1, 4, 1)
     surface = _texture_object(texels.copy(), code, _SEL_X001, channel_type=channel_type)
-    program(textures.REDUCE_P, "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
+    program(getattr(textures, kernel), "gfx1100").launch("reduce", [surface], block=(8, 1, 1))
     after = _surface_texels(surface, texels)[0, :, 0]
-    values = [3 - t for t in range(8)]
+    assert after.tolist() == textures.sured_p_model(signed=channel_type == 10, aggregated=False)
+    values = [3 - t for t in range(8)]  # the same, written out
     if channel_type == 10:
         assert after.view(np.int32).tolist() == [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
-    else:
-        unsigned = [v & 0xFFFFFFFF for v in values]
-        assert after.tolist() == [100, min(100, *unsigned), max(1, *unsigned), 10 + sum(range(8))]
+
+
+def test_the_h200s_sured_p_at_constant_addresses_is_ptxas_unsigned_warp_reduction_then_a_signed_one():
+    """What the H200 measured for REDUCE_P on an int1 surface is not the instruction's per-lane rule (fatkit's,
+    above) but ptxas's code for it: REDUX.MIN/MAX (unsigned) over the warp, then one SURED.MIN/MAX.SD32."""
+    record = next(r for r in _H200 if r["case"].startswith("sured.p min/max/add.b32") and "int1" in r["case"]
+                  and "per lane" not in r["case"])
+    measured = np.array(record["measured"], dtype=np.int64).astype(np.uint32).tolist()
+    assert measured == textures.sured_p_model(signed=True, aggregated=True)
+    assert measured != textures.sured_p_model(signed=True, aggregated=False)
 
 
 @pytest.mark.parametrize("arrayed", [False, True])

@@ -6,9 +6,11 @@ run on NVIDIA's texture units with CUDA texture and surface objects, against the
 The model (`ptx_sample`, `gather_order`) is the PTX ISA's texturing: the nearest texel, or bilinear filtering
 of the four texels around (x - 0.5, y - 0.5) with weights of `weight_bits` fractional bits, under the
 clamp/wrap/mirror/border addressing modes; tld4 returns one component of those four texels in the order
-(-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` is how an H200 filters, fitted to the records of the
-2026-12-02 run (both 8-bit roundings, of the fractions and of the four weights, and one rounding of the sum,
-ties away from zero); the translated kernels filter that way. Cases check, each printing what it measured:
+(-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` (float textures) and `nvidia_sample_unorm8` are how an
+H200 filters, fitted to the bit to every filtered lane of the 2026-12-02 run (fractions in 256ths, ties up;
+only αβ rounded, the other weights by difference; one rounding of the sum, ties away from zero; UNORM8 to a
+16-bit UNORM value; tex.3d: the 2-D rule on x and z, split by y, `nvidia_sample_3d`); the translated kernels
+filter that way. Cases check, each printing what it measured:
 
 - bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
@@ -16,13 +18,16 @@ ties away from zero); the translated kernels filter that way. Cases check, each 
 - tex1Dfetch of a one-channel float linear texture (what the channels it lacks read, and an index past it);
 - suld .clamp past the edge and sust .zero past it;
 - the bilinear weights themselves (a 2 × 2 texture whose texels make the result the weights) at 1024 x
-  positions, raw, for fitting NVIDIA's fixed-point rule;
+  positions (every fourth a tie of the 8-bit rounding), against NVIDIA's rule;
 - what the channels a one- or two-channel array texture lacks read (fatkit: 0); bilinear filtering of a
-  normalised uchar4 texture; tex.3d's filter (raw, against the 3-D candidate of NVIDIA's rule);
-- sust.p into float1 and uchar4 surfaces (x in samples; integers past 8 bits: truncated or saturated);
-- sured.b 64-bit add/min/max on a uint2 surface, sured.p min/max/add on int1 and uint1 surfaces;
+  normalised uchar4 texture; tex.3d's filter (at the fitted coordinates and at 64 the fit did not see);
+- sust.p into float1, uchar4 and char4 surfaces (x in samples; integers past 8 bits saturate: uchar4 as .u32,
+  measured; char4 as .s32, fatkit's guess);
+- sured.b 64-bit add/min/max on a uint2 surface; sured.p min/max/add on int1 and uint1 surfaces, per lane
+  (addresses ptxas cannot prove uniform) and at constant addresses (ptxas's unsigned warp REDUX first);
 - tex.cube, tex.acube and tld4.cube against CUDA's face rule; tex.2d and tld4.g with texel offsets;
-- txq/suq channel_data_type, channel_order and txq.num_samples (fatkit answers OpenCL's codes).
+- txq/suq channel_data_type, channel_order and txq.num_samples, one kernel each (fatkit answers OpenCL's
+  codes).
 Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
 
@@ -146,38 +151,78 @@ def f32_ties_away(value: Fraction) -> np.float32:
     return np.float32(math.copysign(float(steps * unit), value))
 
 
-def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str, weight_rounding=np.rint) -> np.ndarray:
+def nvidia_fraction(position: float) -> tuple[int, int]:
+    """A filter position's texel below and its fraction in 256ths, rounded to nearest with ties up (the
+    H200: every fourth x of the 1024-position sweep is a tie, and all went up)."""
+    low = math.floor(position)
+    return low, math.floor((position - low) * 256 + 0.5)
+
+
+def nvidia_weights(alpha: int, beta: int) -> list[int]:
+    """NVIDIA's four bilinear weights in 256ths, of texels (i, j), (i+1, j), (i, j+1), (i+1, j+1), from the
+    fractions α, β in 256ths: only αβ is rounded (to nearest, ties up); the others are what keeps each
+    axis's pair summing to its fraction: α − w11, β − w11, 256 − α − β + w11 (fitted: all 1024 lanes of the
+    H200's weight sweep, whose texels make the result the weights themselves)."""
+    corner = math.floor(alpha * beta / 256 + 0.5)
+    return [256 - alpha - beta + corner, alpha - corner, beta - corner, corner]
+
+
+def nvidia_blend(weights: list[int], values: list[float]) -> np.float32:
+    """Σ weight/256 · texel rounded once to f32, ties away from zero; texels of weight 0 take no part (an
+    H200 returns -0 for a -0 texel of weight 1 beside +0 texels of weight 0)."""
+    terms = [(w, v) for w, v in zip(weights, values) if w]
+    total = sum(Fraction(w, 256) * Fraction(float(v)) for w, v in terms)
+    if total == 0:
+        return np.float32(-0.0 if all(math.copysign(1.0, float(v)) < 0 for _w, v in terms) else 0.0)
+    return f32_ties_away(total)
+
+
+def nvidia_sample(texels: np.ndarray, u: float, v: float, address: str) -> np.ndarray:
     """Bilinear tex.2d of a (H, W, C) float texture at normalised (u, v) as NVIDIA's texture unit computes it
-    (every value of textures_h200.json): the fractions α, β of x = u·W − 0.5 and y = v·H − 0.5 rounded to 8
-    bits, each of the weights (1−α)(1−β), α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum
-    of the four texels rounded once to f32, ties away from zero. How ties of the two 8-bit roundings go is
-    not settled by the recorded data: `weight_rounding` (default ties to even, np.rint)."""
+    (every float lookup of textures_h200.json, 1 124 lanes: the four addressing modes, coordinates off the
+    8-bit grid, texel offsets, the weight sweep): the fractions of x = u·W − 0.5 and y = v·H − 0.5 to 8 bits
+    (`nvidia_fraction`), the weights of `nvidia_weights`, and `nvidia_blend`'s one rounding of the sum."""
     height, width = texels.shape[:2]
-    x, y = float(np.float32(u)) * width - 0.5, float(np.float32(v)) * height - 0.5
-    i, j = math.floor(x), math.floor(y)
-    alpha, beta = weight_rounding((x - i) * 256) / 256, weight_rounding((y - j) * 256) / 256
-    weights = [weight_rounding(w * 256) / 256 for w in ((1 - alpha) * (1 - beta), alpha * (1 - beta), (1 - alpha) * beta,
-                                                alpha * beta)]
+    i, alpha = nvidia_fraction(float(np.float32(u)) * width - 0.5)
+    j, beta = nvidia_fraction(float(np.float32(v)) * height - 0.5)
+    weights = nvidia_weights(alpha, beta)
     corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
-    return np.array([f32_ties_away(sum(Fraction(float(w)) * Fraction(float(t[c])) for w, t in zip(weights, corners)))
-                     for c in range(texels.shape[2])], dtype=np.float32)
+    return np.array([nvidia_blend(weights, [t[c] for t in corners]) for c in range(texels.shape[2])],
+                    dtype=np.float32)
+
+
+def nvidia_sample_unorm8(texels: np.ndarray, u: float, v: float, address: str) -> np.ndarray:
+    """Bilinear tex.2d of an 8-bit UNORM texture (texels: the integers) read as normalised floats, as an H200
+    does it (16 lanes × 4 channels of textures_h200.json): the weights of `nvidia_sample`, each texel taken
+    as the 16-bit value 257·t, the weighted sum rounded to the nearest integer N (no tie was measured; ties up
+    here), and the result N / 65535 in f32 (a 16-bit UNORM value, not the f32 sum of t / 255)."""
+    height, width = texels.shape[:2]
+    i, alpha = nvidia_fraction(float(np.float32(u)) * width - 0.5)
+    j, beta = nvidia_fraction(float(np.float32(v)) * height - 0.5)
+    weights = nvidia_weights(alpha, beta)
+    corners = [texel_at(texels, i + di, j + dj, address) for dj in (0, 1) for di in (0, 1)]
+    sums = [sum(Fraction(w * 257 * int(t[c]), 256) for w, t in zip(weights, corners)) for c in range(texels.shape[2])]
+    return np.array([np.float32(math.floor(s + Fraction(1, 2)) / 65535) for s in sums], dtype=np.float32)
 
 
 def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
-    """NVIDIA's rule carried to a (D, H, W, C) texture, clamp addressing: three 8-bit fractions, each of the
-    eight products rounded to 8 bits, one rounding of the sum (ties away from zero). A candidate, not yet
-    measured: the H200 case "tex.3d bilinear" tells."""
+    """Trilinear tex.3d of a (D, H, W, C) float texture, clamp addressing, as an H200 filters (fitted to the 16
+    lanes × 4 channels of the 2026-12-02 run, to the bit): the three fractions of `nvidia_fraction`; the 2-D
+    rule's four weights (`nvidia_weights`) of the x and **z** fractions, each split by the y fraction (the
+    upper share rounded to nearest 256th, ties up, the lower by difference); `nvidia_blend`'s sum. (Splitting
+    by z instead, the 2-D rule on x and y, matched 6 of the 16 lanes.)"""
     depth, height, width = texels.shape[:3]
-    positions = [float(np.float32(c)) * n - 0.5 for c, n in ((u, width), (v, height), (w, depth))]
-    lows = [math.floor(p) for p in positions]
-    fractions = [np.rint((p - low) * 256) / 256 for p, low in zip(positions, lows)]
-    total = [Fraction(0)] * texels.shape[3]
-    for corner in range(8):
-        bits = [(corner >> axis) & 1 for axis in range(3)]
-        weight = np.rint(np.prod([f if bit else 1 - f for f, bit in zip(fractions, bits)]) * 256) / 256
-        x, y, z = (min(max(low + bit, 0), n - 1) for low, bit, n in zip(lows, bits, (width, height, depth)))
-        total = [t + Fraction(float(weight)) * Fraction(float(texels[z, y, x, c])) for c, t in enumerate(total)]
-    return np.array([f32_ties_away(t) for t in total], dtype=np.float32)
+    (i, alpha), (j, beta), (k, gamma) = (nvidia_fraction(float(np.float32(c)) * n - 0.5)
+                                         for c, n in ((u, width), (v, height), (w, depth)))
+    weights, corners = [], []
+    for (di, dk), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, gamma)):
+        upper = math.floor(planar * beta / 256 + 0.5)
+        for dj, weight in ((0, planar - upper), (1, upper)):
+            weights.append(weight)
+            corners.append(texels[min(max(k + dk, 0), depth - 1), min(max(j + dj, 0), height - 1),
+                                  min(max(i + di, 0), width - 1)])
+    return np.array([nvidia_blend(weights, [t[c] for t in corners]) for c in range(texels.shape[3])],
+                    dtype=np.float32)
 
 
 def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
@@ -208,6 +253,21 @@ QUERIES = """.version 8.0
 }
 """
 
+QUERY = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 t, .param .u64 out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [t];
+    ld.param.u64 %rd2, [out];
+    {query}.b32 %r1, [%rd1];
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
 FORMATTED_STORE = """.version 8.0
 .target sm_80
 .address_size 64
@@ -225,6 +285,16 @@ FORMATTED_STORE = """.version 8.0
     ret;
 }
 """
+
+
+# sust.p into 8-bit integer surfaces: values past 8 bits both ways (an H200 stores them into uchar4 as
+# unsigned_saturated: 300 → 255, -5 → 255)
+SATURATED_STORES = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
+
+
+def unsigned_saturated(values: np.ndarray, bits: int) -> list[int]:
+    """The .b32 values as .u32, saturated to `bits` (NVIDIA's sust.p into an unsigned integer channel)."""
+    return np.minimum(values.view(np.uint32), (1 << bits) - 1).reshape(-1).tolist()
 
 
 REDUCE_64 = """.version 8.1
@@ -265,6 +335,33 @@ REDUCE_P = """.version 8.0
     ret;
 }
 """
+
+
+# the same reductions at addresses ptxas cannot prove uniform (x = (tid >> 3) + 1 …: 1, 2, 3 for 8 lanes), so
+# each lane's value reaches the surface (SURED per lane); at the constant addresses of REDUCE_P, ptxas 13
+# first reduces the warp's values with REDUX.MIN/MAX, which compare unsigned, then issues one SURED.MIN/
+# MAX.SD32 (nvdisasm of ptxas -arch=sm_90): the H200's [100, 0, 1, 38] on an int1 surface is that
+# composition, not the surface's rule
+REDUCE_P_LANES = REDUCE_P.replace(
+    "    sured.p.min.1d.b32.trap [%rd1, {1}], %r2;\n    sured.p.max.1d.b32.trap [%rd1, {2}], %r2;\n"
+    "    sured.p.add.1d.b32.trap [%rd1, {3}], %r1;",
+    "    shr.u32 %r3, %r1, 3;\n    add.u32 %r4, %r3, 1;\n    add.u32 %r5, %r3, 2;\n    add.u32 %r6, %r3, 3;\n"
+    "    sured.p.min.1d.b32.trap [%rd1, {%r4}], %r2;\n    sured.p.max.1d.b32.trap [%rd1, {%r5}], %r2;\n"
+    "    sured.p.add.1d.b32.trap [%rd1, {%r6}], %r1;")
+REDUCE_P_START = [100, 100, 1, 10]
+
+
+def sured_p_model(signed: bool, aggregated: bool) -> list[int]:
+    """Elements 0–3 after REDUCE_P (`aggregated`: ptxas's unsigned warp REDUX first) or REDUCE_P_LANES on 8
+    lanes, the surface comparing signed or unsigned; as .u32 bit patterns."""
+    values = [(3 - t) & 0xFFFFFFFF for t in range(8)]
+    smallest, largest = ([min(values)], [max(values)]) if aggregated else (values, values)
+
+    def key(v: int) -> int:
+        return v - (1 << 32) if signed and v >> 31 else v
+
+    return [REDUCE_P_START[0], min([REDUCE_P_START[1], *smallest], key=key),
+            max([REDUCE_P_START[2], *largest], key=key), REDUCE_P_START[3] + sum(range(8))]
 
 
 def cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
@@ -322,6 +419,9 @@ def cube_directions(count: int, size: int, seed: int, gather: bool = False) -> l
 
 # ------------------------------------------------------------------------------------------- on the GPU
 
+# cudaMalloc3DArray's flags (CUDA's driver_types.h; cupy's runtime module names only cudaArraySurfaceLoadStore)
+CUDA_ARRAY_LAYERED, CUDA_ARRAY_CUBEMAP, CUDA_ARRAY_TEXTURE_GATHER = 0x01, 0x04, 0x08
+
 def _run(out_path: Path | None) -> int:
     import cupy as cp
     from cupy.cuda import runtime, texture
@@ -339,7 +439,7 @@ def _run(out_path: Path | None) -> int:
     def array_texture(texels: np.ndarray, address: str, linear_filter: bool = True, gather: bool = False):
         height, width = texels.shape[:2]
         # tld4 (tex2Dgather) needs an array made for gathers (cudaArrayTextureGather)
-        array = texture.CUDAarray(float4, width, height, flags=8 if gather else 0)
+        array = texture.CUDAarray(float4, width, height, flags=CUDA_ARRAY_TEXTURE_GATHER if gather else 0)
         array.copy_from(np.ascontiguousarray(texels).reshape(height, -1))  # rows of width x 4 values
         resource = texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array)
         description = texture.TextureDescriptor(
@@ -391,8 +491,11 @@ def _run(out_path: Path | None) -> int:
             precision[f"{bits} {name}"] = float(np.max(np.abs(model - out)))
             if bits is None:
                 break
-    record("tex.2d bilinear weight precision (max |model - H200| per weight bits and rounding)",
-           min(precision.values()) < 1e-5, max_difference=precision, coords=rough, measured=out.tolist())
+    # no rounding of α and β alone fits (the table); NVIDIA's rule must, to the bit
+    fitted = np.array([nvidia_sample(texels, u, v, "clamp") for u, v in rough])
+    record("tex.2d bilinear weight precision (max |model - H200| per weight bits and rounding; NVIDIA's rule to "
+           "the bit)", bool(np.array_equal(out.view(np.uint32), fitted.view(np.uint32))), max_difference=precision,
+           coords=rough, measured=out.tolist())
 
     grid = np.arange(4 * 4 * 4, dtype=np.float32).reshape(4, 4, 4)
     tex, _array = array_texture(grid, "clamp", gather=True)
@@ -451,8 +554,8 @@ def _run(out_path: Path | None) -> int:
     def weight_sweep() -> None:
         """NVIDIA's bilinear weights themselves: texels (i, j, i·j, T) on a 2 × 2 texture give (w10 + w11,
         w01 + w11, w11, the blend of T) at x = 2u - 0.5 = k/1024 (a tie of the 8-bit rounding every fourth k)
-        and y from a scrambled k; clamp addressing; against NVIDIA's rule with each tie rule of the 8-bit
-        roundings."""
+        and y from a scrambled k; clamp addressing; against NVIDIA's rule (`nvidia_sample`, fitted to this
+        case's 2026-12-02 run)."""
         grid = np.zeros((2, 2, 4), dtype=np.float32)
         for j in range(2):
             for i in range(2):
@@ -461,17 +564,14 @@ def _run(out_path: Path | None) -> int:
         ks = range(1024)
         coords = [(0.25 + k / 2048, 0.25 + (k * 389 % 1024) / 2048) for k in ks]
         out = np.concatenate([sample(TEX_2D, tex.ptr, coords[n:n + 256]) for n in range(0, 1024, 256)])
-        fits = {}
-        for name, rounding in (("ties to even", np.rint), ("ties up", lambda z: np.floor(z + 0.5)),
-                               ("ties down", lambda z: np.ceil(z - 0.5))):
-            model = np.array([nvidia_sample(grid, u, v, "clamp", rounding) for u, v in coords])
-            fits[name] = int(np.count_nonzero(np.any(out != model, axis=1)))
-        record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule, per tie rule)",
-               fits["ties to even"] == 0, mismatches=fits, coords=coords, measured=out.tolist())
+        model = np.array([nvidia_sample(grid, u, v, "clamp") for u, v in coords])
+        differing = int(np.count_nonzero(np.any(out != model, axis=1)))
+        record("tex.2d bilinear weights at x = k/1024 (lanes differing from NVIDIA's rule)", differing == 0,
+               differing=differing, coords=coords, measured=out.tolist())
 
     def normalized_bilinear() -> None:
-        """Bilinear filtering of a uchar4 texture read as normalised floats: whether NVIDIA applies its rule to
-        the converted texels (t / 255 as f32), as fatkit does, or weighs the 8-bit values first."""
+        """Bilinear filtering of a uchar4 texture read as normalised floats, against `nvidia_sample_unorm8`
+        (fitted to the 2026-12-02 run of this case: a 16-bit UNORM result)."""
         data = np.random.default_rng(31).integers(0, 256, (4, 8, 4), dtype=np.uint8)
         array = texture.CUDAarray(texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindUnsigned),
                                   8, 4)
@@ -482,14 +582,13 @@ def _run(out_path: Path | None) -> int:
                                       runtime.cudaReadModeNormalizedFloat, normalizedCoords=1))
         coords = [(0.2 + k * 0.0137, 0.3 + k * 0.0291) for k in range(16)]
         out = sample(TEX_2D, tex.ptr, coords)
-        converted = (data.astype(np.float64) / 255).astype(np.float32)
-        model = np.array([nvidia_sample(converted, u, v, "clamp") for u, v in coords])
-        record("tex.2d bilinear of a normalised uchar4 texture (NVIDIA's rule on t / 255)",
+        model = np.array([nvidia_sample_unorm8(data, u, v, "clamp") for u, v in coords])
+        record("tex.2d bilinear of a normalised uchar4 texture (a 16-bit UNORM blend of 257·t)",
                bool(np.array_equal(out, model)), measured=out.tolist(), model=model.tolist())
 
     def trilinear() -> None:
-        """tex.3d with a linear filter at coordinates off the 8-bit grid, raw, against the 3-D candidate of
-        NVIDIA's rule (fatkit leaves 3-D filtering to AMD's sampler until this is measured)."""
+        """tex.3d with a linear filter at coordinates off the 8-bit grid against NVIDIA's 3-D rule (fitted to
+        this case's 2026-12-02 run); a second set of coordinates, past the edges as well, tests the fit."""
         texels = np.random.default_rng(37).uniform(-4, 4, (4, 4, 8, 4)).astype(np.float32)
         array = texture.CUDAarray(float4, 8, 4, 4)
         array.copy_from(texels.reshape(4, 4, -1))
@@ -497,15 +596,20 @@ def _run(out_path: Path | None) -> int:
             texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array),
             texture.TextureDescriptor((modes["clamp"],) * 3, runtime.cudaFilterModeLinear,
                                       runtime.cudaReadModeElementType, normalizedCoords=1))
-        coords = np.array([[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)],
-                          dtype=np.float32)
-        out = cp.full((16, 4), np.nan, dtype=cp.float32)
-        module(CUBE.replace("{instruction}", "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
-               "tex3d").get_function("cube")((1,), (16,), (np.uint64(tex.ptr), cp.asarray(coords), out))
-        out = cp.asnumpy(out)
-        model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
-        record("tex.3d bilinear (the 3-D candidate of NVIDIA's rule)", bool(np.array_equal(out, model)),
-               coords=coords.tolist(), measured=out.tolist(), model=model.tolist())
+        kernel = module(CUBE.replace("{instruction}",
+                                     "tex.3d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];"),
+                        "tex3d").get_function("cube")
+        fitted = [[0.2 + k * 0.0137, 0.3 + k * 0.0291, 0.15 + k * 0.0413, 0] for k in range(16)]
+        unseen = np.random.default_rng(41).uniform(-0.1, 1.1, (64, 3)).tolist()  # not used by the fit
+        for name, points in (("", fitted), (", 64 coordinates the fit did not see", [[*c, 0] for c in unseen])):
+            coords = np.array(points, dtype=np.float32)
+            out = cp.full((len(coords), 4), np.nan, dtype=cp.float32)
+            kernel((1,), (len(coords),), (np.uint64(tex.ptr), cp.asarray(coords), out))
+            out = cp.asnumpy(out)
+            model = np.array([nvidia_sample_3d(texels, *c[:3]) for c in coords])
+            record(f"tex.3d bilinear (NVIDIA's 3-D rule, to the bit{name})",
+                   bool(np.array_equal(out.view(np.uint32), model.view(np.uint32))), coords=coords.tolist(),
+                   measured=out.tolist(), model=model.tolist())
 
     def narrow_formats() -> None:
         """What the channels a format lacks read through an array texture (point sampling, texel (1, 0))."""
@@ -542,15 +646,20 @@ def _run(out_path: Path | None) -> int:
         array.copy_to(back)
         record("sust.p into a float1 surface (x in samples; R kept, G/B/A dropped)",
                back[1].view(np.uint32).tolist() == values[:, 0].view(np.uint32).tolist(), measured=back.tolist())
-        integers = np.array([[300, -5, 255, 7], [1, 2, 3, 4], [0x1FF, 0x100, 0xFF, 0], [-1, 0, 128, 9]], np.int32)
         surface, array = surface_array(uchar4, 4, 2, np.zeros((2, 16), np.uint8))
-        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(integers)))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(SATURATED_STORES)))
         back = np.zeros((2, 16), np.uint8)
         array.copy_to(back)
-        truncated = (integers & 0xFF).astype(np.uint8).reshape(-1).tolist()  # fatkit's emulator (AMD's store)
-        saturated = np.clip(integers, 0, 255).astype(np.uint8).reshape(-1).tolist()
-        record("sust.p into a uchar4 surface: .u32 values past 8 bits (truncated, as the emulator models AMD?)",
-               back[1].tolist() == truncated, measured=back[1].tolist(), truncated=truncated, saturated=saturated)
+        record("sust.p into a uchar4 surface: .u32 values past 8 bits saturate (as .u32, to 255)",
+               back[1].tolist() == unsigned_saturated(SATURATED_STORES, 8), measured=back[1].tolist())
+        char4 = texture.ChannelFormatDescriptor(8, 8, 8, 8, runtime.cudaChannelFormatKindSigned)
+        surface, array = surface_array(char4, 4, 2, np.zeros((2, 16), np.int8))
+        kernel((1,), (4,), (np.uint64(surface.ptr), cp.asarray(SATURATED_STORES)))
+        back = np.zeros((2, 16), np.int8)
+        array.copy_to(back)
+        model = np.clip(SATURATED_STORES, -128, 127).reshape(-1).tolist()  # fatkit: as .s32 to [-128, 127]
+        record("sust.p into a char4 surface: .s32 values past 8 bits saturate (as .s32, to [-128, 127])",
+               back[1].tolist() == model, measured=back[1].tolist(), model=model)
 
     def reductions() -> None:
         mask = (1 << 64) - 1
@@ -575,21 +684,28 @@ def _run(out_path: Path | None) -> int:
         record("sured.b 64-bit add / signed min / unsigned max (.clamp) on a uint2 surface",
                [[int(v) for v in row] for row in after] == model, measured=[[hex(int(v)) for v in row] for row in after],
                model=[[hex(v) for v in row] for row in model])
-        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"), (runtime.cudaChannelFormatKindUnsigned,
-                                                                            "uint1")):
-            start32 = np.array([100, 100, 1, 10], dtype=np.int32)
-            array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
-                                      flags=runtime.cudaArraySurfaceLoadStore)
-            array.copy_from(start32)
-            surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
-            module(REDUCE_P, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
-            back = np.zeros(4, np.int32)
-            array.copy_to(back)
-            values = [3 - t for t in range(8)] if name == "int1" else [(3 - t) & 0xFFFFFFFF for t in range(8)]
-            model = [100, min(100, *values), max(1, *values), 10 + sum(range(8))]
-            measured = back.tolist() if name == "int1" else back.view(np.uint32).tolist()
-            record(f"sured.p min/max/add.b32 on an {name} surface (signedness from the format)", measured == model,
-                   measured=measured, model=model)
+        for kind, name in ((runtime.cudaChannelFormatKindSigned, "int1"),
+                           (runtime.cudaChannelFormatKindUnsigned, "uint1")):
+            for kernel_text, aggregated in ((REDUCE_P_LANES, False), (REDUCE_P, True)):
+                start = np.array(REDUCE_P_START, dtype=np.int32 if name == "int1" else np.uint32)
+                array = texture.CUDAarray(texture.ChannelFormatDescriptor(32, 0, 0, 0, kind), 4, 0,
+                                          flags=runtime.cudaArraySurfaceLoadStore)
+                array.copy_from(start)
+                surface = texture.SurfaceObject(texture.ResourceDescriptor(runtime.cudaResourceTypeArray, cuArr=array))
+                module(kernel_text, "reducep").get_function("reduce")((1,), (8,), (np.uint64(surface.ptr),))
+                back = np.zeros(4, start.dtype)
+                array.copy_to(back)
+                measured = back.view(np.uint32).tolist()
+                if aggregated:  # the explanation: ptxas's unsigned REDUX, then the surface's own comparison
+                    record(f"sured.p min/max/add.b32 at uniform addresses on an {name} surface (ptxas's unsigned "
+                           "warp REDUX, then the surface: signed, or as the format)",
+                           measured in (sured_p_model(True, True), sured_p_model(name == "int1", True)),
+                           measured=measured, signed=sured_p_model(True, True),
+                           as_format=sured_p_model(name == "int1", True))
+                else:  # fatkit's rule: the comparison the format's signedness says (ptxas emits .SD32 always)
+                    record(f"sured.p min/max/add.b32 per lane on an {name} surface (signedness from the format)",
+                           measured == sured_p_model(name == "int1", False), measured=measured,
+                           model=sured_p_model(name == "int1", False), signed=sured_p_model(True, False))
 
     def cube_maps(instruction: str, layered: bool, gather: bool = False) -> None:
         size, cubes = (8, 1) if gather else (4, 2 if layered else 1)
@@ -598,7 +714,8 @@ def _run(out_path: Path | None) -> int:
             for row in range(size):
                 for column in range(size):
                     texels[layer, row, column] = [layer, column, row, 1]
-        flags = runtime.cudaArrayCubemap | (runtime.cudaArrayLayered if layered else 0) | (8 if gather else 0)
+        # no cudaArrayTextureGather: CUDA allows it on 2-D arrays only (tld4.cube is PTX's, CUDA C has no cube gather)
+        flags = CUDA_ARRAY_CUBEMAP | (CUDA_ARRAY_LAYERED if layered else 0)
         array = texture.CUDAarray(float4, size, size, 6 * cubes, flags=flags)
         array.copy_from(texels.reshape(6 * cubes, size, -1))
         tex = texture.TextureObject(
@@ -623,26 +740,25 @@ def _run(out_path: Path | None) -> int:
                out.tolist() == model, directions=directions, measured=out.tolist(), model=model)
 
     def queries() -> None:
-        """txq on a float4 array texture, suq on a uint1 surface; fatkit answers OpenCL's codes (CL_FLOAT 0x10DE,
-        CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
-        texture_only = QUERIES.replace("suq.channel_data_type.b32 %r4, [%rd1];", "mov.u32 %r4, 0;") \
-            .replace("suq.channel_order.b32 %r5, [%rd1];", "mov.u32 %r5, 0;")
-        surface_only = QUERIES
-        for line in ("txq.channel_data_type.b32 %r1", "txq.channel_order.b32 %r2", "txq.num_samples.b32 %r3"):
-            surface_only = surface_only.replace(line + ", [%rd1];", f"mov.u32 {line.split()[1]}, 0;")
-        tex, _array = array_texture(bilinear_texels(), "clamp")
-        out = cp.zeros(5, dtype=cp.uint32)
-        module(texture_only, "queries").get_function("k")((1,), (1,), (np.uint64(tex.ptr), out))
-        measured = cp.asnumpy(out)[:3].tolist()
-        record("txq.channel_data_type / channel_order / num_samples of a float4 array texture",
-               measured == [0x10DE, 0x10B5, 1], measured=[hex(v) for v in measured])
+        """txq on a float4 array texture, suq on a uint1 surface, one query a kernel (the 2026-12-02 run's one
+        kernel of all five failed to load: CUDA_ERROR_NOT_FOUND, named symbol not found; ptxas reads these
+        queries from a driver table, `.nv.unified.texrefDescSize`); fatkit answers OpenCL's codes (CL_FLOAT
+        0x10DE, CL_RGBA 0x10B5; CL_UNSIGNED_INT32 0x10DC, CL_R 0x10B0) and one sample."""
+        tex, _tex_array = array_texture(bilinear_texels(), "clamp")
         uint1 = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
-        surface, _array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
-        out = cp.zeros(5, dtype=cp.uint32)
-        module(surface_only, "queries").get_function("k")((1,), (1,), (np.uint64(surface.ptr), out))
-        measured = cp.asnumpy(out)[3:].tolist()
-        record("suq.channel_data_type / channel_order of a uint1 surface", measured == [0x10DC, 0x10B0],
-               measured=[hex(v) for v in measured])
+        surface, _surface_array = surface_array(uint1, 4, 2, np.zeros((2, 4), np.uint32))
+        expected = {"txq.channel_data_type": 0x10DE, "txq.channel_order": 0x10B5, "txq.num_samples": 1,
+                    "suq.channel_data_type": 0x10DC, "suq.channel_order": 0x10B0}
+        for query, value in expected.items():
+            def one(query: str = query, value: int = value) -> None:
+                text = QUERY.replace("{query}", query)
+                handle = tex.ptr if query.startswith("txq") else surface.ptr
+                out = cp.zeros(1, dtype=cp.uint32)
+                module(text, "query").get_function("k")((1,), (1,), (np.uint64(handle), out))
+                measured = int(cp.asnumpy(out)[0])
+                record(f"{query} of a {'float4 array texture' if query.startswith('txq') else 'uint1 surface'}",
+                       measured == value, measured=hex(measured), fatkit=hex(value))
+            attempt(query, one)
 
     def offsets() -> None:
         """tex.2d and tld4.g with a texel offset: as sampling at (u + ox / width, v + oy / height)."""
@@ -670,7 +786,7 @@ def _run(out_path: Path | None) -> int:
                                           False))
     attempt("tex.acube", lambda: cube_maps(
         "tex.acube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2, %f1, %f2, %f3}];", True))
-    attempt("txq/suq channel queries", queries)
+    queries()
     attempt("tld4.cube", lambda: cube_maps("tld4.b.cube.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2, %f3, %f3}];",
                                            False, gather=True))
 

@@ -330,11 +330,10 @@ class _ImageStep:
                     w.v[self.vdata + k][lane] = (old >> (32 * k)) & 0xFFFFFFFF
 
     def _sample(self, w, active, image: _Image, sampler: list[int]) -> None:
-        if self.dim == "3D":
-            raise FatkitError(f"{self.where()}: sampling a {self.dim} image is not modelled")
+        three_d = self.dim == "3D"  # point sampling only (fatkit's lowering filters 3D textures itself)
         if image.levels != 1:
             raise FatkitError(f"{self.where()}: mip chains are not modelled")
-        modes = [_bits(sampler[0], 0, 3), _bits(sampler[0], 3, 3)]
+        modes = [_bits(sampler[0], 3 * axis, 3) for axis in range(3 if three_d else 2)]
         unnormalized = self.unnormalized or _bits(sampler[0], 15, 1)
         magnify, minify = _bits(sampler[2], 20, 2), _bits(sampler[2], 22, 2)
         border = _BORDERS.get(_bits(sampler[3], 30, 2))
@@ -343,16 +342,18 @@ class _ImageStep:
             raise FatkitError(f"{self.where()}: sampler state (clamp {modes}, filters {magnify}/{minify}, border "
                               "type or anisotropy) outside the model")
         integer = image.kind in ("uint", "sint")
+        if three_d and (magnify or minify) and not integer:
+            raise FatkitError(f"{self.where()}: filtering a 3D image is not modelled (point sampling is)")
         width, height, layers = image.size(self.dim)
         cube = self.dim == "CUBE"
-        two_d = self.coordinates - self.arrayed == 2 or cube
+        two_d = self.coordinates - self.arrayed == 2 or cube or three_d
         if cube:  # a face is addressed within its edges (the clamp fields do not apply)
             modes, unnormalized = [_CLAMP_LAST_TEXEL, _CLAMP_LAST_TEXEL], 0
         for lane in active:
             raw = self._address_values(w, lane)
-            offsets = [0, 0]
-            if self.offset:  # 6-bit signed texel offsets at bits 0 and 8, added in texel space
-                offsets = [_signed(_bits(raw[0], 8 * k, 6), 6) for k in range(2)]
+            offsets = [0, 0, 0]
+            if self.offset:  # 6-bit signed texel offsets at bits 0, 8 (and 16), added in texel space
+                offsets = [_signed(_bits(raw[0], 8 * k, 6), 6) for k in range(3)]
                 raw = raw[1:]
             floats = [_f32(v) for v in raw]
             if self.op == _SAMPLE_D_G16:  # the gradients come first; at one level they choose nothing
@@ -370,6 +371,9 @@ class _ImageStep:
                                       f"{layers} faces")
             elif self.arrayed:
                 layer = min(max(int(np.rint(floats[self.coordinates - 1])), 0), layers - 1)
+            elif three_d:  # the slice: point sampling's texel in z, under the z clamp mode
+                r = (floats[2] if unnormalized else floats[2] * layers) + offsets[2]
+                layer = _texel_index(math.floor(r), layers, modes[2])
             u, v = (s, t) if unnormalized else (s * width, t * (height if two_d else 1))
             u, v = u + offsets[0], v + (offsets[1] if two_d else 0)
             if cube and (self.op == _GATHER4_LZ or filter_mode and not integer) and not (
@@ -380,7 +384,7 @@ class _ImageStep:
 
             def texel(i: int, j: int) -> list[float | int]:
                 x, y = _texel_index(i, width, modes[0]), _texel_index(j, height, modes[1]) if two_d else 0
-                if x is None or y is None:
+                if x is None or y is None or layer is None:
                     return list(border)
                 return _selected(self._texel(w, image, x, y, layer), image.selects, integer)
 

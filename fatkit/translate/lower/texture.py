@@ -327,7 +327,7 @@ def tex(lw, ins):
     suffix = ".o" if offsets else ""
     packed = [_packed_offset(lw, offsets)] if offsets else []
     if mode == "lz" and dim in _NVIDIA_FILTERED:  # bilinear filtering as NVIDIA's texture units weigh it
-        channels = _nvidia_bilinear(lw, dim, coords, offsets, rsrc, sampler,
+        channels = _nvidia_bilinear(lw, dim, coords, offsets, rsrc, sampler, _channel_type(lw, pointer),
                                     lambda: _call(lw, f"llvm.amdgcn.image.sample.lz{suffix}.{dim}.v4f32.f32",
                                                   _V4F32, [dmask, *packed, *coords, rsrc, sampler, *_TAIL]))
         _write_texels(lw, operands[0], _absent_channels_zero(lw, channels,
@@ -348,22 +348,28 @@ def tex(lw, ins):
                   dtype)
 
 
-# NVIDIA's bilinear filtering (fitted to an H200, verification/textures_h200.json: every recorded value): the
-# fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits, each of the four weights (1−α)(1−β),
-# α(1−β), (1−α)β, αβ rounded to 8 bits again, and the weighted sum of the texels rounded once to f32, ties
-# away from zero. AMD's texture unit weighs with its own precision, so for the dimensions below a bilinear
-# sampler's lookup is done here: the four texels (two in 1-D) point-sampled at their centres through the
+# NVIDIA's bilinear filtering (fitted to an H200, verification/textures_h200.json: every float lookup, 1 124
+# lanes, to the bit): the fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits (nearest, ties
+# up), the weight αβ of texel (i+1, j+1) rounded to 8 bits the same way and the other three by difference
+# (α − αβ, β − αβ, 1 − α − β + αβ), and the weighted sum of the texels of non-zero weight rounded once to f32,
+# ties away from zero. A 3-D texture: the 2-D rule on the x and z fractions, each of those four weights split
+# by the y fraction (its upper share rounded the same way, the lower by difference). AMD's texture unit weighs
+# with its own precision, so for the dimensions below a bilinear sampler's lookup is done here: the four
+# texels (two in 1-D, eight in 3-D) point-sampled at their centres through the
 # same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
-_NVIDIA_FILTERED = ("1d", "2d", "1darray", "2darray")
+_NVIDIA_FILTERED = ("1d", "2d", "3d", "1darray", "2darray")
 _WEIGHT_SCALE = 256.0  # 8 fractional bits
+_UNORM_INT8 = 2  # HSA's channel type (HIP's query word 8)
 _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
 
 
 def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: list[ir.Value], rsrc: ir.Value,
-                     sampler: ir.Value, hardware) -> list[ir.Value]:
+                     sampler: ir.Value, channel_type: ir.Value, hardware) -> list[ir.Value]:
     """The four f32 channels of a level-0 lookup: NVIDIA's bilinear filter when the S# filters bilinearly
-    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights)."""
+    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). An 8-bit
+    UNORM texture (HIP's channel-type word: UNORM_INT8) blends as NVIDIA's does, to a 16-bit UNORM value:
+    N = Σ weight · 257·t rounded to nearest (ties up: none measured), N / 65535 in f32."""
     b = lw.builder
     word0, word2 = (b.extract_element(sampler, ir.Constant(I32, i)) for i in (0, 2))
     bilinear = b.icmp_unsigned("==", b.and_(b.lshr(word2, ir.Constant(I32, 20)), ir.Constant(I32, 3)),
@@ -379,7 +385,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     b.branch(following)
 
     b.position_at_end(filtered_block)
-    axes = 2 if dim.startswith("2d") else 1
+    axes = 3 if dim == "3d" else 2 if dim.startswith("2d") else 1
     unnormalized = b.icmp_unsigned("!=", b.and_(word0, ir.Constant(I32, 1 << 15)), ir.Constant(I32, 0))
     sizes = _resinfo(lw, rsrc, dim, ir.Constant(I32, 0))
     fractions, lows, size_values = [], [], []
@@ -390,8 +396,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         if axis < len(offsets):
             position = b.fadd(position, b.sitofp(offsets[axis], F32))
         low = lw.intrinsic("llvm.floor", [position])
-        step = lw.intrinsic("llvm.roundeven", [b.fmul(b.fsub(position, low), ir.Constant(F32, _WEIGHT_SCALE))])
-        fractions.append(b.fmul(step, ir.Constant(F32, 1 / _WEIGHT_SCALE)))
+        fractions.append(_nearest_ties_up(lw, b.fsub(position, low)))
         lows.append(low)
         size_values.append(size)
     point = b.insert_element(sampler, b.and_(word2, ir.Constant(I32, ~_FILTER_BITS & 0xFFFFFFFF)),
@@ -407,23 +412,42 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
 
     one = ir.Constant(F32, 1.0)
+
+    def planar(alpha: ir.Value, beta: ir.Value) -> list[ir.Value]:
+        """The 2-D weights of (0, 0), (1, 0), (0, 1), (1, 1): only αβ is rounded; each axis's pair of weights
+        still sums to its fraction (all exact in f32: αβ has 16 fractional bits)."""
+        corner = _nearest_ties_up(lw, b.fmul(alpha, beta))
+        return [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
+                corner]
+
     corners: list[tuple[int, ...]]
     if axes == 1:
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
-    else:
-        alpha, beta = fractions
-        products = [b.fmul(b.fsub(one, alpha), b.fsub(one, beta)), b.fmul(alpha, b.fsub(one, beta)),
-                    b.fmul(b.fsub(one, alpha), beta), b.fmul(alpha, beta)]  # exact: 16 fractional bits
-        corners = [(0, 0), (1, 0), (0, 1), (1, 1)]
-        weights = [b.fmul(lw.intrinsic("llvm.roundeven", [b.fmul(w, ir.Constant(F32, _WEIGHT_SCALE))]),
-                          ir.Constant(F32, 1 / _WEIGHT_SCALE)) for w in products]
+    elif axes == 2:
+        corners, weights = [(0, 0), (1, 0), (0, 1), (1, 1)], planar(*fractions)
+    else:  # 3-D: the 2-D rule on x and z, each of its weights split by y (the upper share rounded)
+        corners, weights = [], []
+        for (dx, dz), weight in zip(((0, 0), (1, 0), (0, 1), (1, 1)), planar(fractions[0], fractions[2])):
+            upper = _nearest_ties_up(lw, b.fmul(weight, fractions[1]))
+            corners += [(dx, 0, dz), (dx, 1, dz)]
+            weights += [b.fsub(weight, upper), upper]
     texels = [texel(corner) for corner in corners]
+    unorm8 = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _UNORM_INT8))
     filtered = []
     for channel in range(4):
-        total = ir.Constant(F64, 0.0)
+        total = ir.Constant(F64, -0.0)  # a sum of -0 texels stays -0, as NVIDIA's does
         for weight, values in zip(weights, texels):
-            total = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
-        filtered.append(_f32_ties_away(lw, total))
+            term = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
+            # a texel of weight 0 takes no part (not even as 0 · Inf or as +0 beside a -0)
+            total = b.select(b.fcmp_ordered("==", weight, ir.Constant(F32, 0.0)), total, term)
+        # UNORM8: each texel t / 255 back to t, as 257·t (16 bits); the sum exact in f64
+        wide = ir.Constant(F64, 0.0)
+        for weight, values in zip(weights, texels):
+            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), ir.Constant(F64, 255.0))])
+            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, ir.Constant(F64, 257.0)), wide])
+        steps = lw.intrinsic("llvm.floor", [b.fadd(wide, ir.Constant(F64, 0.5))])
+        sixteen = b.fptrunc(b.fdiv(steps, ir.Constant(F64, 65535.0)), F32)
+        filtered.append(b.select(unorm8, sixteen, _f32_ties_away(lw, total)))
     filtered_end = b.block
     b.branch(following)
 
@@ -435,6 +459,17 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         phi.add_incoming(sampled_channels[channel], sampled_end)
         out.append(phi)
     return out
+
+
+def _nearest_ties_up(lw: Lowering, value: ir.Value) -> ir.Value:
+    """A value in [0, 1] (f32) to the nearest 256th, ties up, as NVIDIA rounds its filter fractions and
+    weights (floor and the remainder, not floor(v + 0.5): that sum may round in f32)."""
+    b = lw.builder
+    scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
+    steps = lw.intrinsic("llvm.floor", [scaled])
+    up = b.fcmp_ordered(">=", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
+    steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
+    return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
 
 
 def _f32_ties_away(lw: Lowering, value: ir.Value) -> ir.Value:
@@ -733,12 +768,13 @@ def sust(lw, ins):
     """sust.b.geom[.vec].btype.mode [s, c], a: raw elements stored, one image channel per element;
     sust.p.geom[.vec].b32.mode: the R, G, B, A values, converted to the surface's format by the image store
     (as .f32 for UNORM/SNORM/FLOAT formats, .u32/.s32 for UINT/SINT, the PTX rule), channels the format
-    lacks ignored."""
+    lacks ignored; integers saturate to an 8- or 16-bit channel's range first (`_saturated`)."""
     operands = lw.operands(ins, 2)
     rsrc, coords, dim, dtype, count, channels = _surface_access(lw, ins, operands[0])
     items = _items(lw, operands[1], "source")
     if len(items) != count:
         raise lw.fail(f"expected {count} source registers")
+    kind = _channel_type(lw, _object(lw, operands[0])) if "p" in ins.modifiers else None
     words: list[ir.Value] = []
     for item in items:
         value = lw.read(item, dtype)
@@ -747,11 +783,46 @@ def sust(lw, ins):
                                                                       I32)]
         else:
             words.append(value if dtype == "b32" else lw.builder.zext(value, I32))
+    if kind is not None:
+        words = [_saturated(lw, word, kind) for word in words]
     data = ir.Constant(_V4F32, ir.Undefined)
     for index, word in enumerate(words):
         data = lw.builder.insert_element(data, lw.builder.bitcast(word, F32), ir.Constant(I32, index))
     _call(lw, f"llvm.amdgcn.image.store.{dim}.v4f32.i32", ir.VoidType(),
           [data, ir.Constant(I32, (1 << channels) - 1), *coords, rsrc, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+
+# HSA's channel types of 8- and 16-bit integer channels → the range sust.p saturates to (unsigned: the
+# register as .u32, as an H200 stores 0xFFFFFFFB as 255 into a uchar4 surface; signed: as .s32)
+_UNSIGNED_LIMITS = {11: 0xFF, 12: 0xFFFF}  # UNSIGNED_INT8, UNSIGNED_INT16
+_SIGNED_LIMITS = {8: (-0x80, 0x7F), 9: (-0x8000, 0x7FFF)}  # SIGNED_INT8, SIGNED_INT16
+
+
+def _channel_type(lw: Lowering, pointer: ir.Value) -> ir.Value:
+    """HIP's channel-type word (HSA's enumeration) of a texture or surface object."""
+    b = lw.builder
+    return b.load(b.gep(pointer, [ir.Constant(I64, 4 * CHANNEL_DATA_TYPE_WORD)], source_etype=I8), typ=I32, align=4)
+
+
+def _saturated(lw: Lowering, word: ir.Value, kind: ir.Value) -> ir.Value:
+    """A sust.p integer clamped to the channel's range when the channel is 8 or 16 bits wide (NVIDIA saturates
+    where AMD's format conversion keeps the low bits, as the emulator models it); other formats unchanged."""
+    b = lw.builder
+
+    def by_kind(table: dict[int, int], otherwise: int) -> ir.Value:
+        chosen: ir.Value = ir.Constant(I32, otherwise)
+        for code, limit in table.items():
+            chosen = b.select(b.icmp_unsigned("==", kind, ir.Constant(I32, code)), ir.Constant(I32, limit), chosen)
+        return chosen
+
+    upper = by_kind(_UNSIGNED_LIMITS, 0xFFFFFFFF)
+    unsigned = b.select(b.icmp_unsigned(">", word, upper), upper, word)
+    low = by_kind({code: limits[0] & 0xFFFFFFFF for code, limits in _SIGNED_LIMITS.items()}, 0x80000000)
+    high = by_kind({code: limits[1] for code, limits in _SIGNED_LIMITS.items()}, 0x7FFFFFFF)
+    above = b.select(b.icmp_signed(">", word, high), high, word)
+    signed = b.select(b.icmp_signed("<", above, low), low, above)
+    is_signed = b.or_(*(b.icmp_unsigned("==", kind, ir.Constant(I32, code)) for code in _SIGNED_LIMITS))
+    return b.select(is_signed, signed, unsigned)
 
 
 # sured's operation and type → the image atomic's, and the element's bytes (sured.b)
@@ -808,7 +879,7 @@ def sured(lw, ins):
         atomic(_REDUCTIONS[operation, ctype] if not formatted else operation)
         return
     b = lw.builder
-    kind = b.load(b.gep(pointer, [ir.Constant(I64, 4 * CHANNEL_DATA_TYPE_WORD)], source_etype=I8), typ=I32, align=4)
+    kind = _channel_type(lw, pointer)
     signed = b.or_(b.icmp_unsigned("==", kind, ir.Constant(I32, _SIGNED_CHANNEL_TYPES[0])),
                    b.or_(*(b.icmp_unsigned("==", kind, ir.Constant(I32, t)) for t in _SIGNED_CHANNEL_TYPES[1:])))
     signed_block = lw.function.append_basic_block("sured_signed")
