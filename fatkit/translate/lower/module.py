@@ -394,7 +394,13 @@ def _lds_global(module: ir.Module, target: Target, name: str, size: int, align: 
     if size:
         storage.linkage = "internal"
         storage.initializer = ir.Constant(storage.value_type, ir.Undefined)
+        # PTX's alignment is a least one: an array of 16 bytes or more starts at 16 (as clang aligns them), so
+        # that accesses from its start that are 16-byte apart can be merged into 128-bit ones (ds_read_b128)
+        align = max(align, _WIDE_ALIGNMENT if size >= _WIDE_ALIGNMENT else 1)
     else:
         storage.linkage = "external"
     storage.align = align
     return storage
+
+
+_WIDE_ALIGNMENT = 16
