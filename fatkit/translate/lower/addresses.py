@@ -72,10 +72,15 @@ def pointer_at(builder: ir.IRBuilder, value: ir.Value, address_space: int, bits:
 
 def finish(pointers: list[PointerAt], resolve: Callable[[ir.Value], ir.Value]) -> None:
     """Each of `pointers` a GEP from the pointer its address was computed from, where that shows;
-    `resolve` gives the value a stand-in (a register's value on entry to a block) stands for."""
+    `resolve` gives the value a stand-in (a register's value on entry to a block) stands for.
+
+    From a variable (an address the link fixes) the offsets are summed into one index: variable plus
+    offset is what an LDS instruction takes, the variable's address going into its offset field, and two
+    accesses at one offset from two variables then share it. From a pointer computed at run time (a
+    kernel parameter) each add is one GEP, as the PTX took its steps, so that a pointer it computed once
+    is computed once and a step of uniform values stays in scalar registers."""
     for pointer in pointers:
-        value = pointer.operands[0]
-        found = _based(value, pointer.type.addrspace, pointer.bits, resolve, _FOLLOWED)
+        found = _based(pointer.operands[0], pointer.type.addrspace, pointer.bits, resolve, _FOLLOWED)
         if found is None:
             continue
         base, terms = found
@@ -83,14 +88,48 @@ def finish(pointers: list[PointerAt], resolve: Callable[[ir.Value], ir.Value]) -
         builder.position_before(pointer)
         index = ir.IntType(pointer.bits)
         offset = ir.Constant(index, 0)
-        for position, (negated, term) in enumerate(terms):  # in the order the address added them
-            term = _resized(builder, term, index)
-            if position == 0:
-                offset = builder.neg(term) if negated else term
-            else:
-                offset = (builder.sub if negated else builder.add)(offset, term)
+        if isinstance(base, (ir.GlobalValue, ir.Constant)):  # a variable, or a constant expression of one
+            for position, (negated, term) in enumerate(terms):
+                term = _resized(builder, term, index)
+                if position == 0:
+                    offset = builder.neg(term) if negated else term
+                else:
+                    offset = (builder.sub if negated else builder.add)(offset, term)
+        else:
+            for negated, term in terms:
+                term = _resized(builder, term, index)
+                base = builder.gep(base, [builder.neg(term) if negated else term], source_etype=ir.IntType(8))
         pointer.operands = (base, offset)
         pointer.based = True
+
+
+def _based(value: ir.Value, address_space: int, bits: int, resolve: Callable[[ir.Value], ir.Value],
+           depth: int) -> tuple[ir.Value, list[tuple[bool, ir.Value]]] | None:
+    """(pointer, [(negated, term)…]) with value ≡ ptrtoint(pointer) ± term ± … (mod 2^bits), the terms in
+    the order the PTX added them; None where `value` is no such computation."""
+    value = resolve(value)
+    if not isinstance(value.type, ir.IntType) or value.type.width < bits or not isinstance(value, ir.Instruction):
+        return None
+    operation = value.opname
+    if isinstance(value, ir.CastInstr):
+        source = value.operands[0]
+        if operation == "ptrtoint":
+            return (source, []) if getattr(source.type, "addrspace", None) == address_space else None
+        if operation in ("trunc", "zext", "sext") and depth:  # each keeps the low `bits` bits
+            return _based(source, address_space, bits, resolve, depth - 1)
+        return None
+    if operation not in ("add", "sub") or not depth or type(value) is not ir.Instruction:
+        return None
+    left, right = value.operands
+    if not _mentions_address(right, resolve):
+        found = _based(left, address_space, bits, resolve, depth - 1)
+        if found is not None:
+            return found[0], [*found[1], (operation == "sub", right)]
+    if operation == "add" and not _mentions_address(left, resolve):
+        found = _based(right, address_space, bits, resolve, depth - 1)
+        if found is not None:
+            return found[0], [*found[1], (False, left)]
+    return None
 
 
 def _resized(builder: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value:
@@ -100,35 +139,6 @@ def _resized(builder: ir.IRBuilder, value: ir.Value, to: ir.IntType) -> ir.Value
     if isinstance(value, ir.Constant):
         return ir.Constant(to, value.constant & ((1 << to.width) - 1))
     return builder.trunc(value, to)
-
-
-def _based(value: ir.Value, address_space: int, bits: int, resolve: Callable[[ir.Value], ir.Value], depth: int):
-    """(pointer, [(negated, term)…]) with value ≡ ptrtoint(pointer) + Σ ±term (mod 2^bits), or None."""
-    value = resolve(value)
-    if not isinstance(value.type, ir.IntType) or value.type.width < bits or not isinstance(value, ir.Instruction):
-        return None
-    operation = value.opname
-    if isinstance(value, ir.CastInstr):
-        source = value.operands[0]
-        if operation == "ptrtoint":
-            pointer_type = source.type
-            if getattr(pointer_type, "addrspace", None) == address_space:
-                return source, []
-            return None
-        if operation in ("trunc", "zext", "sext") and depth:  # each keeps the low `bits` bits
-            return _based(source, address_space, bits, resolve, depth - 1)
-        return None
-    if operation not in ("add", "sub") or not depth or type(value) is not ir.Instruction:
-        return None
-    left, right = value.operands
-    found = _based(left, address_space, bits, resolve, depth - 1)
-    if found is not None and not _mentions_address(right, resolve):
-        return found[0], [*found[1], (operation == "sub", right)]
-    if operation == "add":
-        found = _based(right, address_space, bits, resolve, depth - 1)
-        if found is not None and not _mentions_address(left, resolve):
-            return found[0], [*found[1], (False, left)]
-    return None
 
 
 def _mentions_address(value: ir.Value, resolve: Callable[[ir.Value], ir.Value]) -> bool:
