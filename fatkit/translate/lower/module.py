@@ -234,13 +234,19 @@ def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Mo
     storage = ir.GlobalVariable(module, ir.ArrayType(I8, size), variable.name, addrspace=space)
     storage.type = ir.PointerType(addrspace=space)
     storage.linkage = "linkonce_odr"
+    # protected: still a symbol of the code object that the host finds, but one no other object can replace,
+    # so that the kernel reaches it at a pc-relative address rather than through the GOT (a load more). (llvmlite
+    # has no visibility field; its storage class is written where LLVM reads the visibility.)
+    storage.storage_class = "protected"
     slots: list[tuple[int, ast.SymbolRef]] = []
     storage.initializer = ir.Constant(storage.value_type,
                                       bytearray(_initializer_bytes(kernel, variable, size, slots)))
     if slots:
         addresses.append((variable, storage, slots))
     storage.align = variable.align or variable.element_size
-    storage.global_constant = variable.state_space == "const"
+    # A .const variable is not an LLVM constant: the host writes it between launches (cudaMemcpyToSymbol,
+    # cuModuleGetGlobal), so its initializer is only its first value and no load may be folded into it. In
+    # the constant address space the kernel still reads it as read-only memory (scalar loads where uniform).
     return storage
 
 
