@@ -282,3 +282,40 @@ def test_neighbouring_accesses_merge_and_uniform_loads_are_scalar(target, tmp_pa
     rows = values[:256].reshape(64, 4)[np.arange(THREADS) & 63]
     expected = rows * np.array([taps[0], taps[1], 3.0, 1.0], np.float32)
     np.testing.assert_array_equal(out.reshape(64, 4), expected)
+
+
+CONSTANTS = HEADER + """
+.const .align 4 .b8 scale[8] = {0, 0, 128, 63, 0, 0, 0, 64};
+.visible .entry scaled(.param .u64 in, .param .u64 out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<6>;
+    .reg .f32 %f<6>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    ld.const.f32 %f2, [scale];
+    ld.const.f32 %f3, [scale+4];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    add.s64 %rd5, %rd2, %rd3;
+    st.global.f32 [%rd5], %f4;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+def test_const_variables_read_what_the_host_wrote_there(target):
+    """A .const variable's initializer is only its value until the host writes it (cudaMemcpyToSymbol):
+    a second launch after a write must read the new bytes, not the initializer folded into the code."""
+    program = EmulatedProgram(translate(CONSTANTS, Options(target=target)).product)
+    values = np.random.default_rng(3).uniform(-8, 8, 32).astype(np.float32)
+    out = np.zeros(32, np.float32)
+    program.launch("scaled", [values, out], block=(32, 1, 1))
+    np.testing.assert_array_equal(out, values * np.float32(1.0) + np.float32(2.0))
+    program.write(program.address("scale"), np.array([-0.5, 3.25], np.float32).tobytes())
+    program.launch("scaled", [values, out], block=(32, 1, 1))
+    np.testing.assert_array_equal(out, values * np.float32(-0.5) + np.float32(3.25))

@@ -24,7 +24,8 @@ from fatkit.translate.targets.ids import TargetId
 # Bump when what the translator produces for the same PTX changes in a way a shim can observe: kernel
 # argument layout, code object version, wave size, names, or fixed miscompilations. Entries of another
 # ABI version are never served (they stay until evicted).
-TRANSLATOR_ABI = 3  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics
+TRANSLATOR_ABI = 4  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics;
+# 4: a .const variable's loads no longer folded into its initializer (the host's writes to it were not seen)
 
 
 @dataclass(frozen=True)
