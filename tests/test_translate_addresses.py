@@ -319,3 +319,74 @@ def test_const_variables_read_what_the_host_wrote_there(target):
     program.write(program.address("scale"), np.array([-0.5, 3.25], np.float32).tobytes())
     program.launch("scaled", [values, out], block=(32, 1, 1))
     np.testing.assert_array_equal(out, values * np.float32(-0.5) + np.float32(3.25))
+
+
+# Registers carried around loops: a .shared and a global pointer stepped by an inner loop nested in an outer
+# one (the outer loop's phi receives the inner loop's last pointer), then a .shared pointer stepped down.
+LOOPS = HEADER + """
+.visible .entry loops(.param .u64 in, .param .u64 out, .param .u32 rows)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    .reg .f32 %f<4>;
+    .shared .align 4 .b8 buf[4096];
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [rows];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r2, %tid.x;
+    mul.wide.u32 %rd3, %r2, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    mov.u32 %r3, buf;
+    shl.b32 %r4, %r2, 2;
+    add.s32 %r5, %r3, %r4;
+    mov.u32 %r6, 0;
+OUTER:
+    mov.u32 %r7, 0;
+INNER:
+    ld.global.f32 %f1, [%rd4];
+    st.shared.f32 [%r5], %f1;
+    add.s64 %rd4, %rd4, 256;
+    add.s32 %r5, %r5, 256;
+    add.s32 %r7, %r7, 1;
+    setp.lt.u32 %p1, %r7, 4;
+    @%p1 bra INNER;
+    add.s32 %r6, %r6, 1;
+    setp.lt.u32 %p2, %r6, %r1;
+    @%p2 bra OUTER;
+    bar.sync 0;
+    mov.f32 %f2, 0f00000000;
+    shl.b32 %r8, %r1, 2;
+    mov.u32 %r9, 0;
+DOWN:
+    sub.s32 %r5, %r5, 256;
+    ld.shared.f32 %f3, [%r5];
+    add.f32 %f2, %f2, %f3;
+    add.s32 %r9, %r9, 1;
+    setp.lt.u32 %p3, %r9, %r8;
+    @%p3 bra DOWN;
+    add.s64 %rd5, %rd2, %rd3;
+    cvta.to.global.u64 %rd5, %rd5;
+    st.global.f32 [%rd5], %f2;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+@pytest.mark.parametrize("rows", [1, 3, 4])
+def test_pointers_carried_around_loops(target, rows):
+    """The loops' address registers become phis of pointers (from `buf` and from the parameter), and the
+    values are the same: each thread's column summed from the last row up (float32, in that order)."""
+    text = _lowered_ir(LOOPS, target)["loops"]
+    assert re.search(r"phi\s+ptr addrspace\(3\)", text) and re.search(r"phi\s+ptr addrspace\(1\)", text), text
+    assert not re.search(r"inttoptr i(32|64) [^\n]* to ptr addrspace\((1|3)\)", text), text
+    program = EmulatedProgram(translate(LOOPS, Options(target=target)).product)
+    values = np.random.default_rng(rows).uniform(-100, 100, 1024).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    program.launch("loops", [values, out, rows], block=(64, 1, 1))
+    expected = np.zeros(64, np.float32)
+    for row in reversed(range(4 * rows)):
+        expected += values[row * 64: row * 64 + 64]
+    np.testing.assert_array_equal(out, expected)
