@@ -354,11 +354,17 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
             placed.append((variable.name, variable.size_bytes, variable.align or variable.element_size))
     if barrier_state:
         placed.append((_BARRIER_STATE, _BARRIER_STATE_BYTES, 4))
+    # Sized arrays of 16 bytes or more start at 16 (as clang aligns them), so that accesses from their start
+    # that are 16 bytes apart merge into 128-bit ones (ds_read_b128); not where that padding (under 16 bytes
+    # an array) could take a kernel past the smallest AMD LDS, which it fitted.
+    declared_end = sum(align_up(size, align) + align for _, size, align in placed)
+    widened = declared_end + _WIDE_ALIGNMENT * len(placed) <= _SMALLEST_LDS
     for name, size, align in placed:
         offsets[name] = align_up(total, align)
         total = align_up(total, align) + size
         if not target.shared_window and cluster is None:
-            shared[name] = _lds_global(module, target, name, size, align)
+            wide = widened and size >= _WIDE_ALIGNMENT
+            shared[name] = _lds_global(module, target, name, size, max(align, _WIDE_ALIGNMENT) if wide else align)
     layout, static_end = None, total
     if cluster is not None:
         alignment = max([16, *(align for _, _, align in placed)])
@@ -400,13 +406,11 @@ def _lds_global(module: ir.Module, target: Target, name: str, size: int, align: 
     if size:
         storage.linkage = "internal"
         storage.initializer = ir.Constant(storage.value_type, ir.Undefined)
-        # PTX's alignment is a least one: an array of 16 bytes or more starts at 16 (as clang aligns them), so
-        # that accesses from its start that are 16-byte apart can be merged into 128-bit ones (ds_read_b128)
-        align = max(align, _WIDE_ALIGNMENT if size >= _WIDE_ALIGNMENT else 1)
     else:
         storage.linkage = "external"
     storage.align = align
     return storage
 
 
-_WIDE_ALIGNMENT = 16
+_WIDE_ALIGNMENT = 16  # (PTX's .align is a least alignment: a greater one is as good)
+_SMALLEST_LDS = 64 * 1024  # LDS bytes a workgroup may use on gfx9/gfx10/gfx11 (gfx950: 160 KiB)
