@@ -1,8 +1,9 @@
 """Addresses as GEPs from their base (lower/addresses.py): the merged wide accesses LLVM can then make, in the
 IR and in the AMD code, and the same results as before on fatkit.emulate for every address form folded (an
 offset from a variable, a 32-bit .shared address in a 64-bit register, a generic one from cvta, a negative
-displacement, a 32-bit wrap-around) and for the forms that must not be (an offset made from another
-variable's address). Expected values come from numpy indexing of the inputs, not from fatkit.
+displacement, a 32-bit wrap-around, registers stepped around nested loops) and for the forms that must not
+be (an offset made from another variable's address); uniform loads as scalar loads, and a .const variable the
+host rewrites between launches. Expected values come from numpy on the inputs, not from fatkit.
 """
 
 from __future__ import annotations
