@@ -391,3 +391,44 @@ def test_pointers_carried_around_loops(target, rows):
     for row in reversed(range(4 * rows)):
         expected += values[row * 64: row * 64 + 64]
     np.testing.assert_array_equal(out, expected)
+
+
+SHARED_VARIABLES = HEADER + """
+.global .align 4 .u32 counter[4] = {1, 2, 3, 4};
+.const .align 4 .u32 limits[2] = {7, 8};
+.visible .entry writer(.param .u32 v)
+{
+    .reg .b32 %r<2>;
+    ld.param.u32 %r1, [v];
+    st.global.u32 [counter+4], %r1;
+    ret;
+}
+.visible .entry reader(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    ld.global.u32 %r1, [counter+4];
+    ld.const.u32 %r2, [limits+4];
+    st.global.u32 [%rd1], %r1;
+    st.global.u32 [%rd1+4], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+def test_kernels_compiled_apart_reach_one_copy_of_each_variable(target, monkeypatch):
+    """Module variables are protected (reached pc-relative): kernels compiled in different groups, so in
+    different objects, still reach the one copy the link keeps: what one kernel stores, the other reads."""
+    from fatkit.translate.targets import amdgpu
+
+    monkeypatch.setattr(amdgpu, "_GROUP_IR_BYTES", 1)  # every kernel its own group
+    program = EmulatedProgram(translate(SHARED_VARIABLES, Options(target=target)).product)
+    out = np.zeros(2, np.uint32)
+    program.launch("reader", [out])
+    assert list(out) == [2, 8]
+    program.launch("writer", [12345])
+    program.write(program.address("limits"), np.array([9, 10], np.uint32).tobytes())
+    program.launch("reader", [out])
+    assert list(out) == [12345, 10]
