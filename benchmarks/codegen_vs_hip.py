@@ -135,6 +135,13 @@ LAUNCHES: dict[str, Launch] = {
     # sized for the largest fragments of the three (gfx1100's WMMA: 16 halves of A and B, 8 floats per lane)
     "mma_tile": Launch((1, 1, 1), (32, 1, 1), lambda r: [_halves(r, 256), _halves(r, 256), _floats(r, 256),
                                                          np.zeros(256, np.float32)]),
+    # a 64×64 matrix of float4 rows (n4 = 16 float4 a row): 2×2 tiles of 32×32
+    "transpose_tile": Launch((2, 2, 1), (8, 32, 1), lambda r: [_floats(r, 4096), np.zeros(4096, np.float32),
+                                                              np.int32(16)]),
+    "conv_rows": Launch((2, 1, 1), (256, 1, 1), lambda r: [_floats(r, 2048 + 8), _floats(r, 8, -1.0, 1.0),
+                                                         np.zeros(2048, np.float32)]),
+    "poly_const": Launch((2, 1, 1), (128, 1, 1), lambda r: [_floats(r, 256, -1.0, 1.0), np.zeros(256, np.float32),
+                                                          np.int32(256)]),
 }
 ONE_OPS = ("op_fma_rm", "op_max", "op_min", "op_sat", "op_ex2", "op_rcp", "op_sqrt", "op_rsqrt", "op_lg2",
            "op_sin", "op_cos", "op_expf", "op_add_ftz", "op_mul_ftz", "op_fma_ftz")

@@ -121,15 +121,20 @@ def test_initialisers_holding_addresses_point_where_ptx_says(target):
 @pytest.mark.skipif(not READELF.exists(), reason="llvm-readelf 22 not installed")
 @pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
 def test_initialisers_holding_addresses_get_dynamic_relocations(processor, tmp_path):
-    """The loader fills the table in: one R_AMDGPU_ABS64 per address, against the variable plus the offset."""
+    """The loader fills the table in: one R_AMDGPU_RELATIVE64 per address of `p`'s five (the variables are
+    protected, so the link resolves them: the load address plus the variable's offset in the object, plus the
+    offset PTX adds), in order."""
     code = translate(GLOBAL_ADDRESSES, Options(target=processor)).product
     path = tmp_path / "p.hsaco"
     path.write_bytes(code)
-    relocations = subprocess.run([str(READELF), "-r", "-W", str(path)], capture_output=True, text=True,
-                                 check=True).stdout
-    entries = [line.split()[-3:] for line in relocations.splitlines() if "R_AMDGPU_ABS64" in line]
-    assert sorted((name, addend) for name, _, addend in entries if name != "p") == \
-        sorted([("g", "0"), ("g", "8"), ("g", "4"), ("cg", "4"), ("cg", "0")])
+    listing = subprocess.run([str(READELF), "-r", "-W", "--dyn-syms", str(path)], capture_output=True, text=True,
+                             check=True).stdout
+    symbols = {fields[-1]: int(fields[1], 16) for fields in map(str.split, listing.splitlines())
+               if len(fields) >= 8 and fields[3] == "OBJECT"}
+    entries = sorted((int(offset, 16), int(addend, 16)) for offset, _, kind, addend in
+                     (line.split() for line in listing.splitlines() if "R_AMDGPU_RELATIVE64" in line))
+    g, cg, table = symbols["g"], symbols["cg"], symbols["p"]
+    assert entries == [(table + 8 * i, target) for i, target in enumerate([g, g + 8, g + 4, cg + 4, cg])]
 
 
 @pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])

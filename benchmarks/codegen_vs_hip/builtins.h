@@ -5,6 +5,7 @@
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
 
 #define TID __builtin_amdgcn_workitem_id_x()
 #define TID_Y __builtin_amdgcn_workitem_id_y()

@@ -115,6 +115,55 @@ extern "C" __global__ void mma_tile(const unsigned *a, const unsigned *b, const 
   d[lane * 4] = d0; d[lane * 4 + 1] = d1; d[lane * 4 + 2] = d2; d[lane * 4 + 3] = d3;
 }
 
+// Wide shared-memory access (lower/memory.py: addresses as GEPs from their variable). A 32×32 tile per block
+// of 8×32 threads: rows come in as float4, go to shared memory as float4 (st.shared.v4), and leave
+// transposed, four column elements a thread gathered from shared memory and stored as one float4.
+extern "C" __global__ void transpose_tile(const float4 *in, float4 *out, int n4) {
+  __shared__ float tile[32][36];  // rows of 144 bytes: 16-byte aligned, and a float4 off the bank stride
+  int tx = TID, ty = threadIdx.y;
+  float4 v = in[(blockIdx.y * 32 + ty) * n4 + BID * 8 + tx];
+  *reinterpret_cast<float4 *>(&tile[ty][tx * 4]) = v;
+  SYNC();
+  float4 w = make_float4(tile[tx * 4][ty], tile[tx * 4 + 1][ty], tile[tx * 4 + 2][ty], tile[tx * 4 + 3][ty]);
+  out[(BID * 32 + ty) * n4 + blockIdx.y * 8 + tx] = w;
+}
+
+// 1-D convolution of 8 taps: the block's 1,032 inputs staged in shared memory, each thread 4 consecutive
+// outputs. A thread's 11 shared-memory reads are one run from a 16-byte aligned start, which a compiler that
+// aligns `buf` (declared .align 4) may read 16 bytes at a time; its 4 outputs are consecutive floats. The
+// taps are the same for every thread: uniform loads of read-only memory (ld.global.nc).
+extern "C" __global__ void conv_rows(const float *__restrict__ in, const float *__restrict__ taps,
+                                     float *__restrict__ out) {
+  __shared__ float buf[1024 + 8];
+  const float *src = in + BID * 1024;
+#pragma unroll
+  for (int i = 0; i < 1024; i += 256) buf[i + TID] = src[i + TID];
+  if (TID < 8) buf[1024 + TID] = src[1024 + TID];
+  SYNC();
+  float w[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) w[k] = taps[k];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += w[k] * buf[4 * TID + j + k];
+    out[BID * 1024 + 4 * TID + j] = s;
+  }
+}
+
+// a polynomial of degree 7 whose coefficients lie in __constant__ memory (ld.const at uniform addresses:
+// scalar loads), evaluated by Horner's rule at every x
+__constant__ float poly_coefficients[8] = {1.0f, -0.5f, 0.25f, -0.125f, 0.0625f, -0.03125f, 0.015625f, -0.0078125f};
+extern "C" __global__ void poly_const(const float *x, float *y, int n) {
+  int i = BID * BDIM + TID;
+  if (i >= n) return;
+  float v = x[i], s = poly_coefficients[7];
+#pragma unroll
+  for (int k = 6; k >= 0; --k) s = s * v + poly_coefficients[k];
+  y[i] = s;
+}
+
 // One-op kernels: y[i] = op(a[i], b[i], c[i]), the op one PTX instruction (or nvcc's expf)
 #define ONE_OP(name, expr)                                                                       \
   extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \

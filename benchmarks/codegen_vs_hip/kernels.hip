@@ -98,6 +98,46 @@ extern "C" __global__ void mma_tile(const half16 *a, const half16 *b, const floa
 }
 #endif
 
+extern "C" __global__ void transpose_tile(const float4 *in, float4 *out, int n4) {
+  __shared__ float tile[32][36];
+  int tx = TID, ty = TID_Y;
+  float4 v = in[(BID_Y * 32 + ty) * n4 + BID * 8 + tx];
+  *reinterpret_cast<float4 *>(&tile[ty][tx * 4]) = v;
+  SYNC();
+  float4 w = {tile[tx * 4][ty], tile[tx * 4 + 1][ty], tile[tx * 4 + 2][ty], tile[tx * 4 + 3][ty]};
+  out[(BID * 32 + ty) * n4 + BID_Y * 8 + tx] = w;
+}
+
+extern "C" __global__ void conv_rows(const float *__restrict__ in, const float *__restrict__ taps,
+                                     float *__restrict__ out) {
+  __shared__ float buf[1024 + 8];
+  const float *src = in + BID * 1024;
+#pragma unroll
+  for (int i = 0; i < 1024; i += 256) buf[i + TID] = src[i + TID];
+  if (TID < 8) buf[1024 + TID] = src[1024 + TID];
+  SYNC();
+  float w[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) w[k] = taps[k];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += w[k] * buf[4 * TID + j + k];
+    out[BID * 1024 + 4 * TID + j] = s;
+  }
+}
+
+__constant__ float poly_coefficients[8] = {1.0f, -0.5f, 0.25f, -0.125f, 0.0625f, -0.03125f, 0.015625f, -0.0078125f};
+extern "C" __global__ void poly_const(const float *x, float *y, int n) {
+  int i = BID * BDIM + TID;
+  if (i >= n) return;
+  float v = x[i], s = poly_coefficients[7];
+#pragma unroll
+  for (int k = 6; k >= 0; --k) s = s * v + poly_coefficients[k];
+  y[i] = s;
+}
+
 #define ONE_OP(name, expr)                                                                       \
   extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
     int i = BID * BDIM + TID;                                                                    \

@@ -26,7 +26,8 @@ from fatkit.translate.targets.ids import TargetId
 # ABI version are never served (they stay until evicted).
 TRANSLATOR_ABI = 4  # 2: runtime-service globals (docs/runtime.md), [5/8] instruction families; 3: sm90 mma numerics;
 # 4: textures read absent channels as 0 and filter bilinearly as NVIDIA does (docs/runtime.md), TMA copies as an
-# H200 does them, launch-given cluster shapes in a hidden kernarg, m8n8k4 .f16-D sums as ptxas computes them
+# H200 does them, launch-given cluster shapes in a hidden kernarg, m8n8k4 .f16-D sums as ptxas computes them,
+# a .const variable's loads no longer folded into its initializer (the host's writes to it were not seen)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError
 from fatkit.translate.coverage import refusal
+from fatkit.translate.lower import addresses
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
@@ -262,6 +263,7 @@ class Lowering:
         # the _Incoming that stands for what it received); the blocks of this function only
         self._values: dict[ir.Block, dict[str, ir.Value]] = {}
         self._incoming: list[_Incoming] = []  # made while lowering, resolved by finish_ssa
+        self._pointers: list[addresses.PointerAt] = []  # addresses made pointers, GEPs where they can be
         if kernel.is_kernel:
             self.stop_flag = self.alloca(I8, "stopped")
             builder.store(ir.Constant(I8, 0), self.stop_flag)
@@ -349,6 +351,7 @@ class Lowering:
         if not self.builder.block.is_terminated:
             self.return_()
         self.finish_ssa()
+        addresses.finish(self._pointers, _resolved)
 
     def finish_ssa(self) -> None:
         """Resolve every block's incoming register values now that the control flow is complete: no
@@ -639,9 +642,23 @@ class Lowering:
         elif space == "shared" and self.callees.window:
             pointer = self.builder.gep(self.callees.window.base, [self.read(base, "u32")], source_etype=I8)
         else:
-            integer = self.read(base, "u64")
-            pointer = self.builder.inttoptr(integer, ir.PointerType(addrspace=self.address_space(space)))
+            pointer = self.pointer(self.read(base, "u64"), self.address_space(space))
         return self.builder.gep(pointer, [offset], source_etype=I8)
+
+    def pointer(self, integer: ir.Value, address_space: int) -> ir.Value:
+        """A pointer of `address_space` to the address `integer` holds (truncated to the pointer's width):
+        a GEP from the pointer it was computed from where that shows (lower/addresses.py), else inttoptr."""
+        bits = addresses.pointer_bits(self.target.data_layout, address_space)
+        if integer.type.width > bits and isinstance(integer, ir.CastInstr) and integer.opname in ("zext", "sext") \
+                and integer.operands[0].type.width == bits:
+            integer = integer.operands[0]  # a 32-bit address read as u64: the register itself
+        pointer = addresses.pointer_at(self.builder, integer, address_space, bits)
+        self._pointers.append(pointer)
+        return pointer
+
+
+def _resolved(value: ir.Value) -> ir.Value:
+    return value.resolved() if type(value) is _Incoming else value
 
 
 def _successors(terminator: ir.Instruction | None) -> list[ir.Block]:

@@ -24,11 +24,11 @@ ldmatrix's decompressing forms (.b8x16 from .b6x16_p32/.b4x16_p64) are refused b
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from llvmlite import ir
 
+from fatkit.translate.lower.addresses import pointer_bits
 from fatkit.translate.lower.atomic import state_space
 from fatkit.translate.lower.core import I32, I64, Lowering, handles
 from fatkit.translate.lower.warp import M32, WarpPosition
@@ -103,12 +103,6 @@ def _fragments(lw: Lowering, operand: ast.Operand, count: int) -> tuple[ast.Oper
     raise lw.fail(f"expected a {{…}} operand of {count} .b32 register(s)")
 
 
-def _pointer_bits(lw: Lowering, address_space: int) -> int:
-    """The width of a pointer in `address_space` (32 for AMDGPU's LDS), from the target's data layout."""
-    found = re.search(rf"(?:^|-)p{address_space or ''}:(\d+)", lw.target.data_layout)
-    return int(found.group(1)) if found else 64
-
-
 @dataclass(frozen=True)
 class _Piece:
     """`width` bits at bit `shift` of a register: byte `byte` (i32) onwards of the row whose address PTX lane
@@ -161,7 +155,7 @@ class _Rows:
         self.lw, self.warp, builder = lw, warp, lw.builder
         pointer = lw.address(operand, space)
         self.pointer_type = pointer.type
-        mine = builder.ptrtoint(pointer, ir.IntType(_pointer_bits(lw, pointer.type.addrspace)))
+        mine = builder.ptrtoint(pointer, ir.IntType(pointer_bits(lw.target.data_layout, pointer.type.addrspace)))
         whole_warp = warp.to_wave(ir.Constant(I32, M32))  # .aligned: every lane of the warp takes part
         self.exchange = warp.lane_call(lambda target: target.exchange(builder, mine, whole_warp))
         self.starts: dict[tuple, ir.Value] = {}

@@ -187,7 +187,7 @@ def cvta(lw: Lowering, ins: ast.Instruction) -> None:
         value = (lw.builder.sub if "to" in ins.modifiers else lw.builder.add)(value, base)
     elif space != 0:
         source, target = (0, space) if "to" in ins.modifiers else (space, 0)
-        pointer = lw.builder.inttoptr(value, ir.PointerType(addrspace=source))
+        pointer = lw.pointer(value, source)  # from the variable the address was computed from, where it shows
         cast = lw.builder.addrspacecast(pointer, ir.PointerType(addrspace=target))
         value = lw.builder.ptrtoint(cast, value.type)
     lw.write(d, value, t)

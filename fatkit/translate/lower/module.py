@@ -250,13 +250,19 @@ def _module_variable(kernel: ast.Function, variable: ast.Variable, module: ir.Mo
     storage = ir.GlobalVariable(module, ir.ArrayType(I8, size), variable.name, addrspace=space)
     storage.type = ir.PointerType(addrspace=space)
     storage.linkage = "linkonce_odr"
+    # protected: still a symbol of the code object that the host finds, but one no other object can replace,
+    # so that the kernel reaches it at a pc-relative address rather than through the GOT (a load more). (llvmlite
+    # has no visibility field; its storage class is written where LLVM reads the visibility.)
+    storage.storage_class = "protected"
     slots: list[tuple[int, ast.SymbolRef]] = []
     storage.initializer = ir.Constant(storage.value_type,
                                       bytearray(_initializer_bytes(kernel, variable, size, slots)))
     if slots:
         addresses.append((variable, storage, slots))
     storage.align = variable.align or variable.element_size
-    storage.global_constant = variable.state_space == "const"
+    # A .const variable is not an LLVM constant: the host writes it between launches (cudaMemcpyToSymbol,
+    # cuModuleGetGlobal), so its initializer is only its first value and no load may be folded into it. In
+    # the constant address space the kernel still reads it as read-only memory (scalar loads where uniform).
     return storage
 
 
@@ -364,11 +370,17 @@ def _shared_variables(kernel: ast.Function, module: ir.Module, target: Target, m
             placed.append((variable.name, variable.size_bytes, variable.align or variable.element_size))
     if barrier_state:
         placed.append((_BARRIER_STATE, _BARRIER_STATE_BYTES, 4))
+    # Sized arrays of 16 bytes or more start at 16 (as clang aligns them), so that accesses from their start
+    # that are 16 bytes apart merge into 128-bit ones (ds_read_b128); not where that padding (under 16 bytes
+    # an array) could take a kernel past the smallest AMD LDS, which it fitted.
+    declared_end = sum(align_up(size, align) + align for _, size, align in placed)
+    widened = declared_end + _WIDE_ALIGNMENT * len(placed) <= _SMALLEST_LDS
     for name, size, align in placed:
         offsets[name] = align_up(total, align)
         total = align_up(total, align) + size
         if not target.shared_window and cluster is None:
-            shared[name] = _lds_global(module, target, name, size, align)
+            wide = widened and size >= _WIDE_ALIGNMENT
+            shared[name] = _lds_global(module, target, name, size, max(align, _WIDE_ALIGNMENT) if wide else align)
     layout, static_end = None, total
     if cluster is not None:
         alignment = max([16, *(align for _, _, align in placed)])
@@ -414,3 +426,7 @@ def _lds_global(module: ir.Module, target: Target, name: str, size: int, align: 
         storage.linkage = "external"
     storage.align = align
     return storage
+
+
+_WIDE_ALIGNMENT = 16  # (PTX's .align is a least alignment: a greater one is as good)
+_SMALLEST_LDS = 64 * 1024  # LDS bytes a workgroup may use on gfx9/gfx10/gfx11 (gfx950: 160 KiB)
