@@ -361,7 +361,7 @@ class _ImageStep:
             lod = floats[self.coordinates] if self.op == _SAMPLE_L else 0.0
             filter_mode = minify if lod > 0 else magnify
             s, t = floats[0], floats[1] if two_d else 0.5
-            layer = 0
+            layer: int | None = 0  # None: a 3-D slice in the border
             if cube:  # (s, t) on the face in [1, 2]; the face index layer × 8 + face (v_cubeid's 0–5)
                 s, t = s - 1.0, t - 1.0
                 index = int(floats[2])

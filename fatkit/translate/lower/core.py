@@ -24,7 +24,8 @@ from llvmlite import ir
 
 from fatkit.errors import FatkitError
 from fatkit.translate.coverage import refusal
-from fatkit.translate.lower import addresses
+from fatkit.translate.lower import addresses, rounding
+from fatkit.translate.lower.types import F16, F16X2, F32, F64, I1, I8, I16, I32, I64, I128
 from fatkit.translate.passes import Storage
 from fatkit.translate.ptx import ast
 from fatkit.translate.targets.base import KernelParam, KernelSignature, Target, local_name
@@ -41,9 +42,6 @@ class Unsupported(FatkitError):
         self.kernel, self.instruction, self.line, self.why = kernel, what, line, why
 
 
-I1, I8, I16, I32, I64, I128 = (ir.IntType(n) for n in (1, 8, 16, 32, 64, 128))
-F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-F16X2 = ir.VectorType(F16, 2)
 _INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64, 128: I128}  # 128: .b128 (ld/st/mov/atom only)
 _FLOAT_TYPES = {16: F16, 32: F32, 64: F64}
 # Formats LLVM has no portable type for (llvmlite lacks bfloat) live as their bits; lower/half.py and
@@ -456,7 +454,6 @@ class Lowering:
         instruction that flushed already; it quiets a signalling NaN too, which no .ftz form keeps."""
         if self.flushing and value.type == F32:
             return self.intrinsic("llvm.canonicalize", [value])
-        from fatkit.translate.lower import rounding  # (rounding builds on this module's types)
         return rounding.flush(self.builder, value)
 
     def start(self, block: ir.Block) -> None:

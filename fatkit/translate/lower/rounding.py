@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import F32, F64, I1, I32, I64
+from fatkit.translate.lower.types import F32, F64, I1, I32, I64
 
 ROUNDINGS = ("rn", "rz", "rm", "rp")
 _BITS = {F32: I32, F64: I64}
