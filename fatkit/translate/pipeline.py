@@ -133,7 +133,10 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
         with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
                                  initializer=_adopt, initargs=(prepared, target, functions,
                                                                options.mma_model)) as pool:
-            outcomes = list(pool.map(_lower_adopted, range(count)))
+            # the largest kernels first, so that a large one started last does not leave the others idle
+            order = sorted(range(count), key=lambda i: -sum(1 for _ in prepared.module.kernels[i].statements()))
+            lowered_at = dict(zip(order, pool.map(_lower_adopted, order)))
+        outcomes = [lowered_at[index] for index in range(count)]
     else:
         outcomes = [_lower_one(prepared, target, functions, options.mma_model, index) for index in range(count)]
     kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
@@ -144,7 +147,8 @@ def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Func
                index: int) -> tuple[LoweredKernel | None, KernelReport]:
     kernel = prepared.module.kernels[index]
     try:
-        failure = prepared.failure(kernel.name)
+        # (where no function failed there is nothing to look for: the look walks every operand of the kernel)
+        failure = prepared.failure(kernel.name) if prepared.failures else None
         if failure is not None:
             raise failure
         registers = prepared.storage[kernel.name].registers

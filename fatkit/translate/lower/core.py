@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
 from llvmlite import ir
@@ -53,6 +54,7 @@ _MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", I128: "i128", F16: "f1
             F16X2: "v2f16"}
 
 
+@lru_cache(maxsize=None)  # asked for every operand of every instruction
 def llvm_type(ptx_type: str) -> ir.Type | None:
     """The LLVM type a PTX register or value of `ptx_type` lives in; None for types outside this slice."""
     if ptx_type == "pred":
