@@ -34,11 +34,12 @@ from fatkit.translate.targets.amdgpu_child import target_machine  # noqa: E402
 from fatkit.translate.targets.base import middle_end  # noqa: E402
 
 # a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
-_TIMING_ROW = re.compile(r"^\s*(?:[\d.]+ \(\s*[\d.]+%\)\s+){3}([\d.]+) \(\s*[\d.]+%\)\s+(.+?)\s*$")
+_TIMING_ROW = re.compile(r"^\s*(?:[\d.]+ \(\s*[\d.]+%\)\s+){2}([\d.]+) \(\s*[\d.]+%\)\s+[\d.]+ \(\s*[\d.]+%\)\s+(.+?)\s*$")
 
 
 def report_passes(report: str, into: dict[str, float]) -> None:
-    """Add the wall seconds of each pass (summed over its instances) in LLVM's timing `report` to `into`."""
+    """Add the CPU seconds (user + system) of each pass, summed over its instances, in LLVM's timing `report`
+    to `into`."""
     for line in report.splitlines():
         row = _TIMING_ROW.match(line)
         if row and row.group(2) != "Total":

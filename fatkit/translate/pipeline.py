@@ -121,20 +121,27 @@ def passes(module: ast.Module, options: Options, until: str | None = None) -> Pr
     return run_passes(module, until=until)
 
 
+# PTX statements of a module's kernels below which they are lowered in this process whatever `jobs` says: at
+# ~50 µs a statement, what a second process would save there is less than starting the processes costs
+_FORKED_STATEMENTS = 2000
+
+
 def lower(prepared: Prepared, options: Options) -> Lowered:
     """Lower each kernel on its own into an LLVM module; unsupported ones are reported, not lowered.
 
-    With `options.jobs` > 1 the kernels are lowered in forked processes (lowering is Python, bound by the
-    GIL), each inheriting the prepared module rather than receiving a pickled copy."""
+    With `options.jobs` > 1 the kernels of a module that is not small are lowered in forked processes
+    (lowering is Python, bound by the GIL), each inheriting the prepared module rather than receiving a
+    pickled copy."""
     target = target_named(options.target)
     count = len(prepared.module.kernels)
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
-    if options.jobs > 1 and count > 1:
+    sizes = [sum(1 for _ in kernel.statements()) for kernel in prepared.module.kernels]
+    if options.jobs > 1 and count > 1 and sum(sizes) >= _FORKED_STATEMENTS:
         with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
                                  initializer=_adopt, initargs=(prepared, target, functions,
                                                                options.mma_model)) as pool:
             # the largest kernels first, so that a large one started last does not leave the others idle
-            order = sorted(range(count), key=lambda i: -sum(1 for _ in prepared.module.kernels[i].statements()))
+            order = sorted(range(count), key=lambda i: -sizes[i])
             lowered_at = dict(zip(order, pool.map(_lower_adopted, order)))
         outcomes = [lowered_at[index] for index in range(count)]
     else:
