@@ -34,7 +34,8 @@ from fatkit.translate.targets.amdgpu_child import target_machine  # noqa: E402
 from fatkit.translate.targets.base import middle_end  # noqa: E402
 
 # a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
-_TIMING_ROW = re.compile(r"^\s*(?:[\d.]+ \(\s*[\d.]+%\)\s+){2}([\d.]+) \(\s*[\d.]+%\)\s+[\d.]+ \(\s*[\d.]+%\)\s+(.+?)\s*$")
+_SECONDS = r"[\d.]+ \(\s*[\d.]+%\)\s+"
+_TIMING_ROW = re.compile(rf"^\s*{_SECONDS}{_SECONDS}([\d.]+) \(\s*[\d.]+%\)\s+{_SECONDS}(.+?)\s*$")
 
 
 def report_passes(report: str, into: dict[str, float]) -> None:
