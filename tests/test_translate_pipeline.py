@@ -824,6 +824,40 @@ def test_run_stops_where_asked_and_reports_each_stage():
         run(SAMPLE.read_text(), Options(), until="optimise")
 
 
+def test_lowering_in_processes_keeps_the_module_order_and_the_collector_state(monkeypatch):
+    """Kernels lowered in forked processes, largest first, come back in the module's order with the same IR
+    as lowered here; a small module is lowered here whatever `jobs` says; the cycle collector a run holds off
+    is on again after it (and stays off where the caller turned it off)."""
+    import gc
+    import multiprocessing
+
+    from fatkit.translate import pipeline
+
+    text = (Path(__file__).parent / "samples" / "ptx" / "basics.sm_80.ptx").read_text()
+    prepared = run(text, Options(), until="passes")
+    sizes = [sum(1 for _ in kernel.statements()) for kernel in prepared.module.kernels]
+    assert sizes != sorted(sizes, reverse=True) and sum(sizes) >= pipeline._FORKED_STATEMENTS
+    forks = []
+    monkeypatch.setattr(pipeline, "get_context",
+                        lambda method: forks.append(method) or multiprocessing.get_context(method))
+    here = run_from("lower", prepared, Options(jobs=1), until="lower")
+    forked = run_from("lower", prepared, Options(jobs=2), until="lower")
+    assert forks == ["fork"]
+    assert [k.llvm_ir for k in forked.kernels] == [k.llvm_ir for k in here.kernels]
+    assert [r.name for r in forked.reports] == [k.name for k in prepared.module.kernels]
+    monkeypatch.setattr(pipeline, "_FORKED_STATEMENTS", sum(sizes) + 1)
+    assert [k.llvm_ir for k in run_from("lower", prepared, Options(jobs=2), until="lower").kernels] == \
+        [k.llvm_ir for k in here.kernels]
+    assert forks == ["fork"]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run(text, Options(), until="lower")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_one_prepared_module_lowers_for_every_target_as_a_run_of_its_own():
     """Parse and passes once, then lower and compile per target: the same code objects as separate runs,
     and the Prepared is left as it was (a second lowering for the first target gives the same bytes)."""

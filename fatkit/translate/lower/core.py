@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
 from llvmlite import ir
@@ -52,6 +53,7 @@ _MANGLED = {I8: "i8", I16: "i16", I32: "i32", I64: "i64", I128: "i128", F16: "f1
             F16X2: "v2f16"}
 
 
+@lru_cache(maxsize=None)  # asked for every operand of every instruction
 def llvm_type(ptx_type: str) -> ir.Type | None:
     """The LLVM type a PTX register or value of `ptx_type` lives in; None for types outside this slice."""
     if ptx_type == "pred":
@@ -360,20 +362,35 @@ class Lowering:
         for block in self.function.blocks:
             for successor in _successors(block.terminator):
                 predecessors[successor].append(block)
+        # the one block every edge into a block comes from, where there is one
+        sole = {block: edges[0] if edges and all(edge is edges[0] for edge in edges) else None
+                for block, edges in predecessors.items()}
         undefined: dict[str, ir.Value] = {}
-        created, candidates = list(self._incoming), []
-        pending, self._incoming = self._incoming, []
+        candidates: list[_Incoming] = []
+        read, self._incoming = self._incoming, []
+        pending, values_of = list(read), self._values
+        # (a register live through many blocks makes an _Incoming in each: this loop is lowering's hottest,
+        # so what a helper would do is written out)
         while pending:
             incoming = pending.pop()
-            register, edges = incoming.register, predecessors.get(incoming.block)
+            register, block = incoming.register, incoming.block
+            edges = predecessors.get(block)
             if edges is None:
                 raise FatkitError(f"internal: {register.name} read in a block outside {self.function.name}")
-            if not edges:
+            one = sole[block]
+            if one is not None:
+                values = values_of.get(one)
+                if values is None:
+                    values = values_of[one] = {}
+                value = values.get(register.name)
+                if value is None:
+                    value = values[register.name] = _Incoming(one, register)
+                    pending.append(value)
+                incoming.value = value
+            elif not edges:
                 incoming.value = undefined.setdefault(register.name, ir.Constant(register.type, ir.Undefined))
-            elif all(edge is edges[0] for edge in edges):
-                incoming.value = self._value_at_end(edges[0], register, pending, created)
             else:
-                incoming.edges = [(self._value_at_end(edge, register, pending, created), edge) for edge in edges]
+                incoming.edges = [(self._value_at_end(edge, register, pending), edge) for edge in edges]
                 candidates.append(incoming)
         changed = True
         while changed:  # a candidate merging one value is that value; each such may make others so
@@ -402,18 +419,19 @@ class Lowering:
             phis.setdefault(incoming.block, []).append(phi)
         for block, placed in phis.items():
             block.instructions[0:0] = placed
-        for incoming in created:  # shorten the chains the text is written through
+            for phi in placed:  # the values themselves, as the text writes them
+                phi.incomings = [(value.resolved() if type(value) is _Incoming else value, edge)
+                                 for value, edge in phi.incomings]
+        for incoming in read:  # what instructions use: shorten the chains the text is written through
             incoming.value = incoming.resolved()
 
-    def _value_at_end(self, block: ir.Block, register: _Register, pending: list[_Incoming],
-                      created: list[_Incoming]) -> ir.Value:
+    def _value_at_end(self, block: ir.Block, register: _Register, pending: list[_Incoming]) -> ir.Value:
         """Register's value at the end of `block`: written there or received (a new _Incoming, to resolve)."""
         values = self._values.setdefault(block, {})
         value = values.get(register.name)
         if value is None:
             value = values[register.name] = _Incoming(block, register)
             pending.append(value)
-            created.append(value)
         return value
 
     def _receive_register_params(self) -> None:

@@ -112,10 +112,20 @@ def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_leve
         module.link_in(llvm.parse_assembly(text, context))
     module.verify()
     if opt_level:
-        tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        builder = llvm.create_pass_builder(machine, tuning)
-        builder.getModulePassManager().run(module, builder)
+        middle_end(module, machine, opt_level)
     return module
+
+
+def middle_end(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: int,
+               timing: bool = False) -> llvm.PassBuilder:
+    """LLVM's target-aware optimisation pipeline at `opt_level` (1–3) run over `module`; the pass builder is
+    returned, with its passes' times to read (`finish_pass_timing`) where `timing` is set."""
+    tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    builder = llvm.create_pass_builder(machine, tuning)
+    if timing:
+        builder.start_pass_timing()
+    builder.getModulePassManager().run(module, builder)
+    return builder
 
 
 class LaneExchange(ABC):

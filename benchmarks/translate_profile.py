@@ -1,0 +1,135 @@
+"""Where fatkit's translation of one PTX module spends its time, stage by stage, in one process and one job.
+
+    python benchmarks/translate_profile.py [--target gfx942] [--top 12] [--python-profile] PTX...
+
+For each PTX file: parse, passes and lowering (Python; `--python-profile` adds cProfile's functions with the
+most time of their own during lowering), then per codegen group (`codegen_groups`, as the codegen children
+get them) the native side, each timed on its own: IR text → LLVM modules (parse_assembly), linking a group's
+modules, verification, the middle-end (the new pass manager's O`opt_level` pipeline, with its passes' own
+times), and code generation (`emit_object`: LLVM's codegen passes, instruction selection among them, with
+their times), then ld.lld and the validation of the code object. CPU seconds of this process, which other
+work on the machine distorts less than wall time (ld.lld's are its wall seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from llvmlite import binding as llvm  # noqa: E402
+
+from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
+from fatkit.translate.targets.amdgpu import codegen_groups, link, with_one_metadata_note  # noqa: E402
+from fatkit.translate.targets.amdgpu_child import target_machine  # noqa: E402
+from fatkit.translate.targets.base import middle_end  # noqa: E402
+
+# a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
+_SECONDS = r"[\d.]+ \(\s*[\d.]+%\)\s+"
+_TIMING_ROW = re.compile(rf"^\s*{_SECONDS}{_SECONDS}([\d.]+) \(\s*[\d.]+%\)\s+{_SECONDS}(.+?)\s*$")
+
+
+def report_passes(report: str, into: dict[str, float]) -> None:
+    """Add the CPU seconds (user + system) of each pass, summed over its instances, in LLVM's timing `report`
+    to `into`."""
+    for line in report.splitlines():
+        row = _TIMING_ROW.match(line)
+        if row and row.group(2) != "Total":
+            into[re.sub(r" #\d+$", "", row.group(2))] += float(row.group(1))
+
+
+def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
+    text = path.read_text()
+    options = Options(target=target, jobs=1)
+    seconds: dict[str, float] = {}
+
+    def timed(name: str, value, elapsed: float) -> None:
+        seconds[name] = elapsed
+
+    prepared = run(text, options, until="passes", on_stage=timed)
+    profiler = cProfile.Profile() if python_profile else None
+    if profiler:
+        profiler.enable()
+    lowered = run_from("lower", prepared, options, until="lower", on_stage=timed)
+    if profiler:
+        profiler.disable()
+    kernels = list(lowered.kernels)
+    ir_bytes = sum(len(k.llvm_ir) for k in kernels)
+    machine = target_machine(lowered.target.processor, options.opt_level)
+    middle: dict[str, float] = defaultdict(float)
+    codegen: dict[str, float] = defaultdict(float)
+    native: dict[str, float] = defaultdict(float)
+    objects = []
+    for group in codegen_groups(kernels):
+        context = llvm.create_context()
+        clock = time.process_time()
+        modules = [llvm.parse_assembly(k.llvm_ir, context) for k in group]
+        native["IR text → LLVM (parse_assembly)"] += time.process_time() - clock
+        clock = time.process_time()
+        module = modules[0]
+        for other in modules[1:]:
+            module.link_in(other)
+        native["link the group's modules"] += time.process_time() - clock
+        clock = time.process_time()
+        module.verify()
+        native["verify"] += time.process_time() - clock
+        clock = time.process_time()
+        builder = middle_end(module, machine, options.opt_level, timing=True)
+        native[f"middle-end (O{options.opt_level})"] += time.process_time() - clock
+        report_passes(builder.finish_pass_timing(), middle)
+        llvm.set_time_passes(True)  # (finishing the middle-end's timing turned LLVM's timers off)
+        clock = time.process_time()
+        if any("asm sideeffect" in k.llvm_ir for k in group):
+            machine.emit_assembly(module)  # such groups are assembled by clang's assembler afterwards
+            native["codegen (emit_assembly; the assembler not timed)"] += time.process_time() - clock
+        else:
+            objects.append(machine.emit_object(module))
+            native["codegen (emit_object)"] += time.process_time() - clock
+        report_passes(llvm.report_and_reset_timings(), codegen)
+    llvm.set_time_passes(False)
+    clock = time.perf_counter()
+    if objects:
+        link(objects if len(objects) == 1 else with_one_metadata_note(objects))
+    native["ld.lld (wall)"] = time.perf_counter() - clock
+    print(f"## {path.name}: {len(text) / 1000:.0f} KB of PTX, {len(kernels)} kernels, "
+          f"{ir_bytes / 1000:.0f} KB of LLVM IR ({ir_bytes / len(text):.2f} per PTX byte), "
+          f"{len(codegen_groups(kernels))} codegen groups, {target}\n")
+    rows = [(f"{name} (Python)", seconds[name]) for name in ("parse", "passes", "lower")] + list(native.items())
+    total = sum(s for _, s in rows)
+    print("| stage | s | share |\n|---|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value:.2f} | {100 * value / total:.0f} % |")
+    print(f"| total | {total:.2f} | |\n")
+    for title, passes in (("middle-end", middle), ("codegen", codegen)):
+        spent = sum(passes.values())
+        print(f"{title} passes with the most time (of {spent:.2f} s timed): " + ", ".join(
+            f"{name} {value:.2f}" for name, value in sorted(passes.items(), key=lambda p: -p[1])[:top]) + "\n")
+    if profiler:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+        print("```\n" + "\n".join(line for line in out.getvalue().splitlines()
+                                   if line.strip() and not line.startswith("   Ordered")) + "\n```\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", type=Path)
+    parser.add_argument("--target", default="gfx942")
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--python-profile", action="store_true", help="cProfile of the lowering stage")
+    args = parser.parse_args()
+    for path in args.paths:
+        profile(path, args.target, args.top, args.python_profile)
+
+
+if __name__ == "__main__":
+    main()
