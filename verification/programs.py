@@ -114,6 +114,8 @@ PROGRAMS = (
         Launch("sgemm_tiled", (_in("f32", **FLOATS, count=256 * 256), _in("f32", **FLOATS, count=256 * 256),
                                _out(4 * 256 * 256), _n(256)), grid=(16, 16, 1), block=(16, 16, 1)),
         Launch("bitonic_sort512", (Param("inout", "u32", 512 * 64),), grid=(64, 1, 1)),
+        # __device__/__constant__ tables of addresses of __device__ arrays: generic(var)+offset initialisers
+        Launch("address_tables", (_in("u32"), _out(16 * N), _n())),
     )),
     Program("control", "control.cu", (
         Launch("divergent", (_in("s32"), _out(4 * N), _n())),

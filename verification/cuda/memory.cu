@@ -87,3 +87,27 @@ extern "C" __global__ void bitonic_sort512(unsigned* keys) {
     block[threadIdx.x] = s[threadIdx.x];
     block[threadIdx.x + 256] = s[threadIdx.x + 256];
 }
+
+// __device__ tables of addresses of other __device__ variables: nvcc writes their initialisers as
+// `generic(var)` and `var+offset` in the .global (and .const) declarations, resolved when the module loads
+__device__ unsigned table_words[8] = {0x01234567u, 0x89ABCDEFu, 0xDEADBEEFu, 0x7F800001u,
+                                      0x80000000u, 0x00000001u, 0xFFFFFFFFu, 0x3F800000u};
+__device__ unsigned long long table_wide[3] = {0x0123456789ABCDEFull, 0xFFF0000000000001ull, 42ull};
+__device__ unsigned char table_bytes[6] = {1, 2, 3, 250, 251, 252};
+__device__ unsigned* word_pointers[4] = {table_words, table_words + 3, &table_words[5], table_words + 7};
+__device__ unsigned long long* wide_pointers[2] = {&table_wide[2], table_wide};
+__device__ unsigned char* byte_pointers[3] = {table_bytes + 1, table_bytes, &table_bytes[5]};
+__device__ unsigned** pointer_to_table = word_pointers + 1;
+__constant__ unsigned* const_pointers[2] = {table_words + 2, table_words + 6};
+
+// out: 4 words a thread, chosen through the tables by the thread's input
+extern "C" __global__ void address_tables(const unsigned* in, unsigned* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned x = in[i];
+    unsigned long long wide = *wide_pointers[x & 1];
+    out[4 * i] = *word_pointers[x & 3] ^ *byte_pointers[(x >> 2) % 3];
+    out[4 * i + 1] = (unsigned)(wide >> ((x >> 4) & 32));
+    out[4 * i + 2] = pointer_to_table[(x >> 6) % 3][(x >> 8) & 1] + *const_pointers[(x >> 9) & 1];
+    out[4 * i + 3] = (unsigned)(word_pointers[(x >> 10) & 3] - table_words) + 100u * (unsigned)(byte_pointers[x % 3] - table_bytes);
+}
