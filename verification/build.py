@@ -32,6 +32,7 @@ from probe_numerics import DISTRIBUTIONS, WMMA_FORMS, mma_forms, mma_kernel, wmm
 from programs import PROGRAMS  # noqa: E402
 
 from fatkit.errors import FatkitError  # noqa: E402
+from fatkit.translate.link import link_modules  # noqa: E402
 from fatkit.translate.pipeline import Options, translate  # noqa: E402
 
 TARGET = "sm_90"
@@ -68,15 +69,17 @@ def _translate(text: str, target: str, mma_numerics: str = "sm90") -> tuple[byte
                                  for k in translation.kernels}
 
 
-def _records(name: str, family: str, kernels: list[tuple[str, str]], original: Path, out: Path) -> list[dict]:
+def _records(name: str, family: str, kernels: list[tuple[str, str]], original: Path, out: Path,
+             text: str | None = None) -> list[dict]:
     """One record per (label, kernel) and target: the native one, and the emulated wave64 for warp-level
-    code. A record is named `name.label` (just `name` where the label is the name)."""
-    text = original.read_text()
+    code. A record is named `name.label` (just `name` where the label is the name). fatkit translates
+    `text` (default: the original's, which is PTX then; an `-rdc` program's original is a linked cubin)."""
+    text = original.read_text() if text is None else text
     records = []
     for target in (TARGET, WAVE64_TARGET) if WARP_LEVEL.search(text) else (TARGET,):
         product, statuses = _translate(text, target)
         tag = "" if target == TARGET else "@wave64"
-        relowered = out / f"{original.name.removesuffix('.orig.ptx')}{tag}.fatkit.ptx"
+        relowered = out / f"{original.name.split('.orig.')[0]}{tag}.fatkit.ptx"
         for label, kernel in kernels:
             status = statuses.get(kernel, statuses.get("*", "kernel not found in the module"))
             record = {"name": f"{name}{'.' + label if label != name else ''}{tag}", "family": family,
@@ -143,6 +146,58 @@ def build_mma(out: Path, only: str | None) -> list[dict]:
     return records
 
 
+def _program_original(nvcc: str, program, stem: str, arch: str, flags: tuple[str, ...], out: Path,
+                      ) -> tuple[Path, str | None]:
+    """The original the runner loads and the PTX fatkit translates (None: the original's own text). A CUDA
+    program: nvcc's PTX. A hand-written PTX one (verification/ptx/): its text, the original with
+    `original_edit` applied. An `-rdc` one: each unit's PTX (`nvcc -rdc=true`), for fatkit linked by
+    fatkit.translate.link, for the original compiled relocatable by ptxas and linked by nvlink into one
+    sm_90 cubin, as `nvcc -rdc=true` builds a binary's device code."""
+    if program.source.endswith(".ptx"):
+        text = (HERE / "ptx" / program.source).read_text()
+        original = out / f"{stem}.orig.ptx"
+        if program.original_edit is None:
+            original.write_text(text)
+            return original, None
+        before, after = program.original_edit
+        if before not in text:
+            raise SystemExit(f"{program.source} no longer holds {before!r} (its original_edit)")
+        original.write_text(text.replace(before, after))
+        return original, text
+    if not program.rdc_units:
+        original = out / f"{stem}.orig.ptx"
+        subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(HERE / "cuda" / program.source), "-o",
+                        str(original)], check=True, capture_output=True)
+        return original, None
+    units, cubins = [], []
+    for index, source in enumerate((program.source, *program.rdc_units)):
+        ptx, cubin = out / f"{stem}.unit{index}.ptx", out / f"{stem}.unit{index}.cubin"
+        subprocess.run([nvcc, "-ptx", "-rdc=true", f"-arch={arch}", *flags, str(HERE / "cuda" / source), "-o",
+                        str(ptx)], check=True, capture_output=True)
+        subprocess.run([_tool(nvcc, "ptxas"), "-c", f"-arch={TARGET}", str(ptx), "-o", str(cubin)], check=True,
+                       capture_output=True)
+        units.append((source, ptx.read_text()))
+        cubins.append(str(cubin))
+    original = out / f"{stem}.orig.cubin"
+    subprocess.run([_tool(nvcc, "nvlink"), f"-arch={TARGET}", *cubins, "-o", str(original)], check=True,
+                   capture_output=True)
+    linked = link_modules(units)
+    if linked is None:
+        raise SystemExit(f"{program.name}: its -rdc units reference nothing of each other")
+    if linked.unresolved:
+        raise SystemExit(f"{program.name}: nothing defines {', '.join(sorted(linked.unresolved))}")
+    return original, linked.text
+
+
+def _tool(nvcc: str, name: str) -> str:
+    """ptxas/nvlink: beside nvcc, else on PATH."""
+    beside = Path(nvcc).with_name(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found beside {nvcc} or on PATH: the -rdc program cases need it")
+    return found
+
+
 def build_programs(out: Path, only: str | None) -> list[dict]:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -153,12 +208,10 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
             stem = f"{program.name}.{arch}.{variant}"
             if only and only not in stem:
                 continue
-            original = out / f"{stem}.orig.ptx"
-            subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, str(HERE / "cuda" / program.source), "-o",
-                            str(original)], check=True, capture_output=True)
+            original, text = _program_original(nvcc, program, stem, arch, flags, out)
             launches = {launch.label: launch for launch in program.launches}
             entries = [(label, launch.kernel) for label, launch in launches.items()]
-            for record in _records(stem, f"program:{program.name}", entries, original, out):
+            for record in _records(stem, f"program:{program.name}", entries, original, out, text):
                 launch = launches[record.pop("label")]
                 record.update(kind="program", grid=launch.grid, block=launch.block, shared=launch.shared,
                               params=[p.manifest() for p in launch.params],

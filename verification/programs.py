@@ -57,6 +57,12 @@ class Program:
     source: str
     launches: tuple[Launch, ...] = field(default_factory=tuple)
     variants: tuple[tuple[str, str, tuple[str, ...]], ...] | None = None  # None: every VARIANT
+    # more verification/cuda sources compiled with it by `nvcc -rdc=true`, one PTX module each: fatkit links
+    # the modules (fatkit/translate/link.py), and the original is their sm_90 cubins linked by nvlink
+    rdc_units: tuple[str, ...] = ()
+    # a hand-written PTX source (verification/ptx/): (text, replacement) that makes the original ptxas accepts
+    # out of what fatkit translates, where ptxas refuses a form with the same meaning
+    original_edit: tuple[str, str] | None = None
 
     def built_variants(self) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
         return VARIANTS if self.variants is None else self.variants
@@ -177,6 +183,23 @@ PROGRAMS = (
             ("wmma_m8n32k16_bf16", 32), ("wmma_m16n16k16_s8", 32), ("wmma_m16n16k8_tf32", 32),
             ("wmma_m8n8k4_f64", 16), ("wmma_m8n8k32_s4", 8), ("wmma_m8n8k128_b1", 8))),
         variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))),
+)
+
+PTX_VARIANTS = (("ptx", "sm_90", ()),)  # a hand-written PTX program: its text as it is
+RDC_VARIANTS = (("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))
+PROGRAMS += (
+    # NCCL's unsized `.shared .align 16 .b8 ncclShmem[];` (clang's NVPTX backend writes it; ptxas 13.0 refuses
+    # it as "incomplete type"): fatkit translates it as dynamic shared memory; the original run on the H200 is
+    # the same text with `.extern`, the form of that meaning ptxas accepts; two dynamic sizes a launch
+    Program("shared_unsized", "shared_unsized.ptx", tuple(
+        Launch("unsized_shared", (_in("u32"), _out(16 * N), _n()), shared=shared, name=f"unsized_shared.dyn{shared}")
+        for shared in (4 * BLOCK + 4, 40000)),
+        variants=PTX_VARIANTS,
+        original_edit=(".shared .align 16 .b8 ncclShmem[];", ".extern .shared .align 16 .b8 ncclShmem[];")),
+    # -rdc device code: rdc_main.cu's kernel calls functions and reads variables that rdc_lib.cu defines
+    Program("rdc", "rdc_main.cu", (
+        Launch("rdc_calls", (_in("u32"), _in("f32", **FLOATS), _out(8 * N), _out(4 * N), _n(N - 77))),),
+        variants=RDC_VARIANTS, rdc_units=("rdc_lib.cu",)),
 )
 
 # (name, nvcc -arch, extra nvcc flags)

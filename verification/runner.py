@@ -2,8 +2,8 @@
 
     python verification/runner.py BUILD_DIR [--out results.json] [--repeat 20] [--only SUBSTRING]
 
-BUILD_DIR is what `verification/build.py` wrote: `manifest.json` and, per case, `<case>.orig.ptx` and
-`<case>.fatkit.ptx`. Needs only numpy and cupy (the GPU machine has them; fatkit itself is not needed
+BUILD_DIR is what `verification/build.py` wrote: `manifest.json` and, per case, `<case>.orig.ptx` (an `-rdc`
+program's: `<case>.orig.cubin`, its units linked by nvlink) and `<case>.fatkit.ptx`. Needs only numpy and cupy (the GPU machine has them; fatkit itself is not needed
 there). For every case: fresh random inputs (plus the edge values the manifest lists), outputs poisoned
 with 0xA5 bytes before each run, both modules loaded through the CUDA driver (the PTX is JIT-compiled by
 the driver), launched with the same arguments, outputs compared bit for bit (or within `ulp` units in the
@@ -270,7 +270,9 @@ def run_case(case: dict, build: Path, repeat: int, rng: np.random.Generator, spr
         record.update(status="not-translated", reason=case.get("reason"))
         return record
     try:
-        cooperative = _reads_envreg((build / case["original"]).read_text(), case["kernel"])
+        # an -rdc program's original is a cubin (nvlink's), loaded by the driver as it is: fatkit's PTX says
+        ptx = case["original"] if case["original"].endswith(".ptx") else case["relowered"]
+        cooperative = _reads_envreg((build / ptx).read_text(), case["kernel"])
         original = cp.RawModule(path=str(build / case["original"]), enable_cooperative_groups=cooperative)
         relowered = cp.RawModule(path=str(build / case["relowered"]), enable_cooperative_groups=cooperative)
         if case["kind"] == "table":
