@@ -94,7 +94,7 @@ __device__ unsigned table_words[8] = {0x01234567u, 0x89ABCDEFu, 0xDEADBEEFu, 0x7
                                       0x80000000u, 0x00000001u, 0xFFFFFFFFu, 0x3F800000u};
 __device__ unsigned long long table_wide[3] = {0x0123456789ABCDEFull, 0xFFF0000000000001ull, 42ull};
 __device__ unsigned char table_bytes[6] = {1, 2, 3, 250, 251, 252};
-__device__ unsigned* word_pointers[4] = {table_words, table_words + 3, &table_words[5], table_words + 7};
+__device__ unsigned* word_pointers[4] = {table_words, table_words + 3, &table_words[5], table_words + 6};
 __device__ unsigned long long* wide_pointers[2] = {&table_wide[2], table_wide};
 __device__ unsigned char* byte_pointers[3] = {table_bytes + 1, table_bytes, &table_bytes[5]};
 __device__ unsigned** pointer_to_table = word_pointers + 1;
