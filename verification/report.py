@@ -89,6 +89,16 @@ that code since this run (checked on every element this run recorded: the failin
 the run's mma_failed.npz); to be confirmed by the next run. The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
 in m16n8k8/k16 (which the ISA forbids and ptxas refuses) were dropped from the suite after this run.
 
+Module-level forms (issue 17): `program:memory`'s `address_tables` reads `__device__` and `__constant__`
+tables of addresses of `__device__` arrays, which nvcc initialises as `generic(var)+offset`; `program:shared_unsized`
+is hand-written PTX (verification/ptx/) with NCCL's unsized non-`.extern` `.shared` array beside an `.extern`
+one, at two dynamic sizes: ptxas 13.0 refuses the non-`.extern` form ("incomplete type"), so the original the
+H200 runs is the same text with `.extern` added (the meaning fatkit gives it: the launch's dynamic shared
+memory), and fatkit translates the text as written; `program:rdc` is two units compiled by `nvcc -rdc=true`,
+the kernel's calling functions and reading variables of the other: fatkit links their PTX
+(fatkit/translate/link.py) and re-lowers it as one module, and the original is their relocatable sm_90 cubins
+(`ptxas -c`) linked by nvlink, loaded by the driver as they are.
+
 The run also records, for the AMD replay (verification/replay.py), every table case on its first 256 threads
 and every native `mma:sm90` case on 4 warps: inputs and the original PTX's outputs, in verification/replay/."""
 
