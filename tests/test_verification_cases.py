@@ -1,7 +1,8 @@
 """The GPU differential suite's cases for issue 17's module-level features, run here on the host target and the
 AMD executor against models written from the CUDA sources (verification/cuda, verification/ptx): `__device__`
-pointer tables initialised with `generic(var)+offset`, NCCL's unsized non-`.extern` `.shared` array, and
-`-rdc` units linked by fatkit (tests/samples/verification/build.sh makes the PTX)."""
+pointer tables initialised with `generic(var)+offset` (and hand-written `var+offset`), NCCL's unsized
+non-`.extern` `.shared` array, and `-rdc` units linked by fatkit (tests/samples/verification/build.sh makes the
+PTX)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,18 @@ def test_rdc_units_linked_by_fatkit_run_as_one_module(target):
     want = fma * np.float32(keys[1] & 15) + np.float32(0.375)
     assert scaled[:n].view(np.uint32).tolist() == want.view(np.uint32).tolist()
     assert np.isnan(scaled[n:]).all()
+
+
+def test_global_initialisers_holding_generic_and_own_space_addresses(target):
+    text = (ROOT / "verification" / "ptx" / "address_init.ptx").read_text()
+    n = 61
+    x = _inputs(64, 9)
+    out = np.full(3 * 64, 0xA5A5A5A5A5A5A5A5, dtype=np.uint64)
+    loaded_program(text, target).launch("address_init", [x, out, n], grid=(2, 1, 1), block=(32, 1, 1))
+    values = [0x0123456789ABCDEF, 0xFFF0000000000001, 0x8000000000000000, 42]
+    words = [0xDEADBEEF, 0x7F800001, 5]
+    expected = []
+    for v in (int(v) for v in x[:n]):
+        first = values[v & 3]
+        expected += [first, values[2 + ((v >> 3) & 1)] ^ first, words[2 * ((v >> 2) & 1)]]
+    assert out[:3 * n].tolist() == expected and (out[3 * n:] == 0xA5A5A5A5A5A5A5A5).all()

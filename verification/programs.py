@@ -196,6 +196,9 @@ PROGRAMS += (
         for shared in (4 * BLOCK + 4, 40000)),
         variants=PTX_VARIANTS,
         original_edit=(".shared .align 16 .b8 ncclShmem[];", ".extern .shared .align 16 .b8 ncclShmem[];")),
+    # .global address initialisers in both spellings: generic(var)+offset and var+offset
+    Program("address_init", "address_init.ptx", (Launch("address_init", (_in("u32"), _out(24 * N), _n(N - 5))),),
+            variants=PTX_VARIANTS),
     # -rdc device code: rdc_main.cu's kernel calls functions and reads variables that rdc_lib.cu defines
     Program("rdc", "rdc_main.cu", (
         Launch("rdc_calls", (_in("u32"), _in("f32", **FLOATS), _out(8 * N), _out(4 * N), _n(N - 77))),),

@@ -90,7 +90,9 @@ the run's mma_failed.npz); to be confirmed by the next run. The 84 cases of four
 in m16n8k8/k16 (which the ISA forbids and ptxas refuses) were dropped from the suite after this run.
 
 Module-level forms (issue 17): `program:memory`'s `address_tables` reads `__device__` and `__constant__`
-tables of addresses of `__device__` arrays, which nvcc initialises as `generic(var)+offset`; `program:shared_unsized`
+tables of addresses of `__device__` arrays, which nvcc initialises as `generic(var)+offset`, and
+`program:address_init` (hand-written PTX, verification/ptx/) reads through `.global` tables holding both
+`generic(var)+offset` and own-space `var+offset` addresses; `program:shared_unsized`
 is hand-written PTX (verification/ptx/) with NCCL's unsized non-`.extern` `.shared` array beside an `.extern`
 one, at two dynamic sizes: ptxas 13.0 refuses the non-`.extern` form ("incomplete type"), so the original the
 H200 runs is the same text with `.extern` added (the meaning fatkit gives it: the launch's dynamic shared
