@@ -1,6 +1,6 @@
 """Builds the differential suite: original PTX and fatkit's re-lowered PTX for every case, plus a manifest.
 
-    python verification/build.py [-o verification/build] [--only SUBSTRING]
+    python verification/build.py [-o verification/build] [--only SUBSTRING[,SUBSTRING...]]
 
 Cases: one kernel per instruction form (verification/families.py) and the CUDA programs of
 verification/programs.py, compiled by nvcc to PTX for several compute_* versions and optimisation levels.
@@ -97,7 +97,7 @@ def _records(name: str, family: str, kernels: list[tuple[str, str]], original: P
 def build_tables(out: Path, only: str | None) -> list[dict]:
     records = []
     for case in all_cases():
-        if only and only not in case.name:
+        if only and not any(part in case.name for part in only.split(",")):
             continue
         original = out / f"{case.name}.orig.ptx"
         original.write_text(table_module(case, TARGET))
@@ -118,7 +118,7 @@ def build_mma(out: Path, only: str | None) -> list[dict]:
     forms += [(name, {"name": name, "shape": shape, "a": a, "c": c, "d": d, "wmma": True},
                MMA_HEADER + wmma_kernel(name, shape, a, c, d), "wmma") for name, shape, a, c, d in WMMA_FORMS]
     for name, form, text, kind in forms:
-        if only and only not in name:
+        if only and not any(part in name for part in only.split(",")):
             continue
         original = out / f"{name}.orig.ptx"
         original.write_text(text)
@@ -206,7 +206,7 @@ def build_programs(out: Path, only: str | None) -> list[dict]:
     for program in PROGRAMS:
         for variant, arch, flags in program.built_variants():
             stem = f"{program.name}.{arch}.{variant}"
-            if only and only not in stem:
+            if only and not any(part in stem for part in only.split(",")):
                 continue
             original, text = _program_original(nvcc, program, stem, arch, flags, out)
             launches = {launch.label: launch for launch in program.launches}
