@@ -453,25 +453,8 @@ def test_txq_reads_the_sampler_state_in_cudas_enumerations(address, unnormalized
                           unnormalized=unnormalized)
     words = obj[:_OBJECT_BYTES].view(np.uint32)
     words[12] = (words[12] & ~np.uint32(0x38)) | np.uint32(_ADDRESS["border"] << 3)  # y: border
-    text = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 t, .param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [t];
-    ld.param.u64 %rd2, [out];
-    txq.normalized_coords.b32 %r1, [%rd1];
-    txq.filter_mode.b32 %r2, [%rd1];
-    txq.addr_mode_0.b32 %r3, [%rd1];
-    txq.addr_mode_1.b32 %r4, [%rd1];
-    suq.memory_layout.b32 %r5, [%rd1];
-    st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
-    st.global.u32 [%rd2+16], %r5;
-    ret;
-}
-"""
+    text = textures.queries(("txq.normalized_coords", "txq.filter_mode", "txq.addr_mode_0", "txq.addr_mode_1",
+                             "suq.memory_layout"))
     out = np.full(5, 99, dtype=np.uint32)
     program(text, "gfx1100").launch("k", [obj, out], block=(1, 1, 1))
     # normalized, linear filtering (1), addr_mode_0, addr_mode_1 (border: 3); the image is linear (1)

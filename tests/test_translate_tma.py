@@ -73,12 +73,18 @@ def _map(case: dict, memory: np.ndarray) -> bytes:
 def _run(case: dict, target: str = "host") -> None:
     """Launch the case on `target` and compare with the model: the box and every thread's completion flag
     (loads), or the tensor (stores)."""
+    _launch_and_check(_program(target), tma.kernel_name(case), case, THREADS, tma.expected, [])
+
+
+def _launch_and_check(program, kernel: str, case: dict, threads: int, expected, extra: list) -> None:
+    """Launch `kernel` on the case's tensor, map and box (then the `extra` parameters) and compare with
+    expected(case, tensor): the tensor after a store, or a load's box and every thread's completion flag."""
     memory = tma.tensor(case)
-    want = tma.expected(case, memory)
-    out = np.zeros(tma.out_bytes(THREADS), np.uint8)
+    want = expected(case, memory)
+    out = np.zeros(tma.out_bytes(threads), np.uint8)
     box = tma.source(case)
-    _program(target).launch(tma.kernel_name(case), tma.arguments(case, _map(case, memory), out, PATIENCE, box),
-                            block=(THREADS,), buffers=(memory,))
+    program.launch(kernel, tma.arguments(case, _map(case, memory), out, PATIENCE, box) + extra,
+                   block=(threads,), buffers=(memory,))
     if case["kind"] == "store":
         np.testing.assert_array_equal(memory, want)
         return
@@ -574,19 +580,8 @@ def _run_elected(case: dict, target: str, warps: int) -> None:
     gfx942 one wave of two PTX warps), the lanes of each sharing it (passes/elected.py): warp w's box lands
     tma.HALF·w bytes in, every thread sees the phase complete (the mbarrier counted each warp's bytes once),
     and a store or reduction reaches the tensor once per issuing warp."""
-    threads = 64
-    memory = tma.tensor(case)
-    want = tma.expected_elected(case, memory, warps)
-    out = np.zeros(tma.out_bytes(threads), np.uint8)
-    box = tma.source(case)
-    _elected_program(target).launch("elected_" + tma.kernel_name(case),
-                                    tma.arguments(case, _map(case, memory), out, PATIENCE, box) + [warps],
-                                    block=(threads,), buffers=(memory,))
-    if case["kind"] == "store":
-        np.testing.assert_array_equal(memory, want)
-        return
-    assert (out[tma.SHARED_BYTES:].view(np.uint32) == 1).all(), "the mbarrier phase did not complete"
-    np.testing.assert_array_equal(out[:tma.SHARED_BYTES], want)
+    _launch_and_check(_elected_program(target), "elected_" + tma.kernel_name(case), case, 64,
+                      lambda case, memory: tma.expected_elected(case, memory, warps), [warps])
 
 
 @pytest.mark.parametrize("seed, target", _seeded(range(40), 4))

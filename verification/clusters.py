@@ -4,6 +4,7 @@ re-lowered to sm_90 PTX, and against the AMD executor (fatkit.emulate, gfx942 an
     python verification/clusters.py build -o DIR     # here (about a minute): nvcc and ptxas from pip, fatkit, the executor
     python DIR/clusters.py run DIR -o OUT             # on the GPU machine (under a minute): numpy and libcuda only
                                                       # (results: OUT/clusters_results.json; build dir ~0.2 MB)
+                                                      # (tma.py, which build copies to DIR, gives the driver)
 
 The kernels (verification/cuda/clusters.cu, compiled by nvcc -ptx -arch=sm_90) use `__cluster_dims__`,
 cooperative groups' cluster.sync() (barrier.cluster), map_shared_rank (mapa, ld/atom.shared::cluster),
@@ -36,6 +37,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+try:  # tma.py's driver: next to this script here and in a build directory (build copies it)
+    from .tma import Driver
+except ImportError:  # run as a script
+    from tma import Driver
 
 HERE = Path(__file__).resolve().parent
 CASE_TIMEOUT = 60  # seconds a child may take for one case
@@ -141,6 +147,7 @@ def build(out: Path) -> None:
     np.savez_compressed(out / "executor.npz", **outputs)
     (out / "cases.json").write_text(json.dumps(cases, indent=1))
     shutil.copy(Path(__file__), out / "clusters.py")
+    shutil.copy(HERE / "tma.py", out / "tma.py")
     print(f"wrote {len(cases)} cases to {out}")
 
 
@@ -160,55 +167,18 @@ class _LaunchConfig(ctypes.Structure):
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 
 
-class Driver:
-    """The few CUDA driver calls the run needs, through ctypes."""
+class ClusterDriver(Driver):
+    """tma.py's driver calls, and launches of a grid (with the cluster shape given at the launch, or none)."""
 
-    def __init__(self) -> None:
-        self.lib = ctypes.CDLL("libcuda.so.1")
-        self.check("cuInit", 0)
-        device, context = ctypes.c_int(), ctypes.c_void_p()
-        self.check("cuDeviceGet", ctypes.byref(device), 0)
-        self.check("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
-        self.check("cuCtxSetCurrent", context)
+    def allocate(self, data: np.ndarray) -> int:
+        pointer = self.alloc(data.nbytes)
+        self.upload(pointer, data)
+        return pointer
 
-    def check(self, name: str, *args) -> None:
-        code = getattr(self.lib, name)(*args)
-        if code:
-            text = ctypes.c_char_p()
-            self.lib.cuGetErrorString(code, ctypes.byref(text))
-            raise RuntimeError(f"{name}: {code} ({text.value.decode() if text.value else '?'})")
+    def words(self, pointer: int, count: int) -> np.ndarray:
+        return self.download(pointer, 4 * count).view(np.uint32)
 
-    def function(self, image: bytes, name: str) -> ctypes.c_void_p:
-        module, function = ctypes.c_void_p(), ctypes.c_void_p()
-        self.check("cuModuleLoadData", ctypes.byref(module), ctypes.c_char_p(image + b"\0"))
-        self.check("cuModuleGetFunction", ctypes.byref(function), module, name.encode())
-        return function
-
-    def alloc(self, data: np.ndarray) -> int:
-        pointer = ctypes.c_uint64()
-        self.check("cuMemAlloc_v2", ctypes.byref(pointer), ctypes.c_size_t(max(data.nbytes, 16)))
-        self.check("cuMemcpyHtoD_v2", pointer, data.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(data.nbytes))
-        return pointer.value
-
-    def download(self, pointer: int, words: int) -> np.ndarray:
-        data = np.zeros(words, np.uint32)
-        self.check("cuCtxSynchronize")
-        self.check("cuMemcpyDtoH_v2", data.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(pointer),
-                   ctypes.c_size_t(data.nbytes))
-        return data
-
-    def encode_tiled(self, data_type: int, address: int, dims: list[int], strides: list[int], box: list[int]) -> bytes:
-        """NVIDIA's map (cuTensorMapEncodeTiled: no interleave, swizzle, promotion; zero fill)."""
-        storage = np.zeros(256, np.uint8)
-        start = (-storage.ctypes.data) % 64
-        rank = len(dims)
-        self.check("cuTensorMapEncodeTiled", ctypes.c_void_p(storage.ctypes.data + start), data_type, rank,
-                   ctypes.c_void_p(address), (ctypes.c_uint64 * rank)(*dims),
-                   (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
-                   (ctypes.c_uint32 * rank)(*[1] * rank), 0, 0, 0, 0)
-        return storage[start:start + 128].tobytes()
-
-    def launch(self, function, params: list, grid, block, shared: int, cluster=None) -> None:
+    def launch_grid(self, function, params: list, grid, block, shared: int, cluster=None) -> None:
         pointers = (ctypes.c_void_p * len(params))(*[ctypes.cast(ctypes.pointer(p), ctypes.c_void_p) for p in params])
         if shared:
             self.check("cuFuncSetAttribute", function, 8, shared)  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -236,33 +206,35 @@ def run_case(directory: Path, name: str) -> dict:
     case = next(c for c in json.loads((directory / "cases.json").read_text()) if c["name"] == name)
     a = np.load(directory / "inputs.npz")[name]
     executor = np.load(directory / "executor.npz")
-    driver = Driver()
+    driver = ClusterDriver()
     results = {}
     for kind in ("orig", "fatkit"):
         image = (directory / f"{case['module']}.{case['form']}.{kind}.ptx").read_bytes()
-        function = driver.function(image, case["kernel"])
+        function = driver.function(driver.module(image), case["kernel"])
         out = np.zeros(case["words_out"], np.uint32)
-        pointers = ([driver.alloc(a)] if case["words_in"] else []) + [driver.alloc(out)]
+        pointers = ([driver.allocate(a)] if case["words_in"] else []) + [driver.allocate(out)]
         params: list = [ctypes.c_uint64(p) for p in pointers]
         if case["module"] == "multicast":  # out, the mask, the map (NVIDIA's, or fatkit's moved to the tensor)
             if kind == "orig":
-                tensor_map = bytearray(driver.encode_tiled(2, pointers[0], [64], [], [32]))
+                tiled = {"kind": "tile", "data_type": 2, "rank": 1, "dims": [64], "strides": [], "box": [32],
+                         "steps": [1], "swizzle": 0, "nan": False}  # no interleave, swizzle, promotion; zero fill
+                tensor_map = bytearray(driver.encode(tiled, pointers[0]))
             else:
                 tensor_map = bytearray.fromhex(case["map"])
                 tensor_map[0:8] = pointers[0].to_bytes(8, "little")
             params = [params[1], ctypes.c_uint32(case["mask"]), (ctypes.c_uint8 * 128).from_buffer_copy(tensor_map)]
         try:
             if kind == "orig":
-                driver.launch(function, params, case["grid"], case["block"], case["shared"],
+                driver.launch_grid(function, params, case["grid"], case["block"], case["shared"],
                               case["cluster"] if case["form"] == "launch" else None)
             else:
                 plan = case["fatkit"]
                 if plan["tail"]:
                     params.append((ctypes.c_uint8 * 16).from_buffer_copy(bytes.fromhex(plan["tail"])))
-                driver.launch(function, params, plan["grid"], plan["block"], plan["shared"])
+                driver.launch_grid(function, params, plan["grid"], plan["block"], plan["shared"])
         except RuntimeError as error:
             raise RuntimeError(f"the {kind} kernel: {error}") from error
-        results[kind] = driver.download(pointers[-1], case["words_out"])
+        results[kind] = driver.words(pointers[-1], case["words_out"])
     record = {"name": name, "nvidia_vs_fatkit": _difference(results["orig"], results["fatkit"])}
     for processor in PROCESSORS:
         record[f"nvidia_vs_{processor}"] = _difference(results["orig"], executor[f"{name}@{processor}"])

@@ -43,10 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-SAMPLING = """.version 8.0
+def _sampling(entry: str, load: str, store: str) -> str:
+    """A kernel ENTRY(tex, coords, out): each thread's `load` reads its coordinates, the caller's
+    `{instruction}` samples them into %f4-%f7, and `store` points %rd7 at the thread's 16-byte result."""
+    return """.version 8.0
 .target sm_80
 .address_size 64
-.visible .entry sample(.param .u64 tex, .param .u64 coords, .param .u64 out)
+.visible .entry {entry}(.param .u64 tex, .param .u64 coords, .param .u64 out)
 {
     .reg .b32 %r<4>;
     .reg .b64 %rd<8>;
@@ -55,16 +58,18 @@ SAMPLING = """.version 8.0
     ld.param.u64 %rd2, [coords];
     ld.param.u64 %rd3, [out];
     mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 8;
-    add.s64 %rd5, %rd2, %rd4;
-    ld.global.v2.f32 {%f1, %f2}, [%rd5];
+    {load}
     {instruction}
-    mul.wide.u32 %rd6, %r1, 16;
-    add.s64 %rd7, %rd3, %rd6;
+    {store}
     st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
     ret;
 }
-"""
+""".replace("{entry}", entry).replace("{load}", load).replace("{store}", store)
+
+
+SAMPLING = _sampling("sample", "mul.wide.u32 %rd4, %r1, 8;\n    add.s64 %rd5, %rd2, %rd4;\n"
+                     "    ld.global.v2.f32 {%f1, %f2}, [%rd5];",
+                     "mul.wide.u32 %rd6, %r1, 16;\n    add.s64 %rd7, %rd3, %rd6;")
 TEX_2D = "tex.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];"
 TLD4_G = "tld4.g.2d.v4.f32.f32 {%f4, %f5, %f6, %f7}, [%rd1, {%f1, %f2}];"
 FETCH_1D = "mov.b32 %r2, %f1;\n    tex.1d.v4.f32.s32 {%f4, %f5, %f6, %f7}, [%rd1, {%r2}];"
@@ -233,7 +238,11 @@ def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list
             ((i, j + 1), (i + 1, j + 1), (i + 1, j), (i, j))]
 
 
-QUERIES = """.version 8.0
+def queries(names: tuple[str, str, str, str, str]) -> str:
+    """A kernel k(t, out) writing the answers of five txq/suq queries (as "txq.channel_order") of the handle t
+    to out[0:5], a u32 each."""
+    body = "\n    ".join(f"{name}.b32 %r{i}, [%rd1];" for i, name in enumerate(names, 1))
+    return """.version 8.0
 .target sm_80
 .address_size 64
 .visible .entry k(.param .u64 t, .param .u64 out)
@@ -242,16 +251,16 @@ QUERIES = """.version 8.0
     .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [t];
     ld.param.u64 %rd2, [out];
-    txq.channel_data_type.b32 %r1, [%rd1];
-    txq.channel_order.b32 %r2, [%rd1];
-    txq.num_samples.b32 %r3, [%rd1];
-    suq.channel_data_type.b32 %r4, [%rd1];
-    suq.channel_order.b32 %r5, [%rd1];
+    {queries}
     st.global.v4.u32 [%rd2], {%r1, %r2, %r3, %r4};
     st.global.u32 [%rd2+16], %r5;
     ret;
 }
-"""
+""".replace("{queries}", body)
+
+
+QUERIES = queries(("txq.channel_data_type", "txq.channel_order", "txq.num_samples", "suq.channel_data_type",
+                   "suq.channel_order"))
 
 QUERY = """.version 8.0
 .target sm_80
@@ -377,28 +386,9 @@ def cube_face(x: float, y: float, z: float) -> tuple[int, float, float]:
     return face, (sc / ma + 1) / 2, (tc / ma + 1) / 2
 
 
-CUBE = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry cube(.param .u64 tex, .param .u64 coords, .param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    .reg .f32 %f<12>;
-    ld.param.u64 %rd1, [tex];
-    ld.param.u64 %rd2, [coords];
-    ld.param.u64 %rd3, [out];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 16;
-    add.s64 %rd5, %rd2, %rd4;
-    ld.global.v4.f32 {%f1, %f2, %f3, %f8}, [%rd5];
-    mov.b32 %r2, %f8;
-    {instruction}
-    add.s64 %rd7, %rd3, %rd4;
-    st.global.v4.f32 [%rd7], {%f4, %f5, %f6, %f7};
-    ret;
-}
-"""
+CUBE = _sampling("cube", "mul.wide.u32 %rd4, %r1, 16;\n    add.s64 %rd5, %rd2, %rd4;\n"
+                 "    ld.global.v4.f32 {%f1, %f2, %f3, %f8}, [%rd5];\n    mov.b32 %r2, %f8;",
+                 "add.s64 %rd7, %rd3, %rd4;")
 
 
 def cube_directions(count: int, size: int, seed: int, gather: bool = False) -> list[tuple[float, float, float]]:
