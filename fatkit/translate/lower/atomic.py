@@ -22,6 +22,7 @@ shared memory keeps them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 from llvmlite import ir
 
@@ -73,6 +74,12 @@ def state_space(lw: Lowering, ins: ast.Instruction, allowed: tuple[str, ...]) ->
     return space, qualifiers
 
 
+@overload  # with a default ordering the result is always an Order
+def memory_order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str,
+                 default_scope: str | None) -> Order: ...
+@overload
+def memory_order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str | None,
+                 default_scope: str | None) -> Order | None: ...
 def memory_order(lw: Lowering, ins: ast.Instruction, allowed: set[str], default: str | None, default_scope: str | None) -> Order | None:
     """The instruction's `.sem` (one of `allowed`, else `default`) at its `.scope` (else `default_scope`);
     None for a weak access (no `.sem` and no default)."""

@@ -86,7 +86,8 @@ class _Blocks:
     """Named basic blocks of a helper, made on first mention."""
 
     def __init__(self, function: ir.Function):
-        self.function, self.blocks = function, {}
+        self.function = function
+        self.blocks: dict[str, ir.Block] = {}
 
     def __getitem__(self, name: str) -> ir.Block:
         if name not in self.blocks:
@@ -97,7 +98,7 @@ class _Blocks:
 # ------------------------------------------------------------------------------------------ grid workspace
 
 @reads_special("%envreg1", "%envreg2")
-def grid_workspace(lw: Lowering, operand: ast.Operand):
+def grid_workspace(lw: Lowering, operand: ast.Name):
     """The high (%envreg1) or low (%envreg2) half of the grid workspace's generic address."""
     address = _generic(lw.builder, runtime_global(lw.builder.module, lw.target, WORKSPACE, WORKSPACE_BYTES))
     if operand.name == "%envreg1":
@@ -334,7 +335,7 @@ def _constant_address(lw: Lowering, operand: ast.Operand, hops: int) -> tuple[st
 
 def _before_call(lw: Lowering) -> list[ast.Instruction]:
     """The instructions of the function up to the call being lowered."""
-    found = []
+    found: list[ast.Instruction] = []
     for instruction in lw.kernel.instructions():
         if instruction is lw.ins:
             return found

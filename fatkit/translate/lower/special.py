@@ -17,7 +17,7 @@ MAX_BLOCK_THREADS = 1024  # CUDA's (and AMD's) limit on a block's threads
 
 
 @reads_special(*DIM_REGISTERS)
-def dimension(lw: Lowering, operand: ast.Operand):
+def dimension(lw: Lowering, operand: ast.Name):
     if operand.component not in ("x", "y", "z"):
         raise lw.fail(f"special register {operand.name} needs .x/.y/.z")
     return lw.target.special_register(lw.builder, operand.name, operand.component), "u32"
@@ -26,12 +26,12 @@ def dimension(lw: Lowering, operand: ast.Operand):
 # ------------------------------------------------------------------------------------------------ warps
 
 @reads_special("%laneid")
-def laneid(lw: Lowering, operand: ast.Operand):
+def laneid(lw: Lowering, operand: ast.Name):
     return WarpPosition(lw).lane, "u32"
 
 
 @reads_special("%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt")
-def lanemask(lw: Lowering, operand: ast.Operand):
+def lanemask(lw: Lowering, operand: ast.Name):
     builder = lw.builder
     below = builder.sub(builder.shl(ir.Constant(I32, 1), WarpPosition(lw).lane), ir.Constant(I32, 1))  # lanes < mine
     mine = builder.add(below, ir.Constant(I32, 1))
@@ -41,14 +41,14 @@ def lanemask(lw: Lowering, operand: ast.Operand):
 
 
 @reads_special("%warpid")
-def warpid(lw: Lowering, operand: ast.Operand):
+def warpid(lw: Lowering, operand: ast.Name):
     """The warp's index in its block: the linear thread index (x fastest, as warps are formed) / 32. PTX
     only promises an identifier below %nwarpid that may change over time; this one does not."""
     return lw.builder.lshr(lw.target.linear_thread(lw.builder), ir.Constant(I32, 5)), "u32"
 
 
 @reads_special("%nwarpid")
-def nwarpid(lw: Lowering, operand: ast.Operand):
+def nwarpid(lw: Lowering, operand: ast.Name):
     return ir.Constant(I32, MAX_BLOCK_THREADS // WARP), "u32"  # every %warpid above is below this
 
 
@@ -62,12 +62,12 @@ def _machine(lw: Lowering, register: str) -> ir.Value:
 
 
 @reads_special("%clock64", "%globaltimer", "%gridid")
-def counter64(lw: Lowering, operand: ast.Operand):
+def counter64(lw: Lowering, operand: ast.Name):
     return _machine(lw, operand.name), "u64"
 
 
 @reads_special("%clock", "%clock_hi", "%globaltimer_lo", "%globaltimer_hi")
-def counter_half(lw: Lowering, operand: ast.Operand):
+def counter_half(lw: Lowering, operand: ast.Name):
     """The low or high 32 bits of %clock64 / %globaltimer."""
     whole, _, half = operand.name.partition("_")
     value = _machine(lw, "%clock64" if whole == "%clock" else whole)
@@ -77,11 +77,11 @@ def counter_half(lw: Lowering, operand: ast.Operand):
 
 
 @reads_special("%smid", "%nsmid")
-def processor(lw: Lowering, operand: ast.Operand):
+def processor(lw: Lowering, operand: ast.Name):
     return _machine(lw, operand.name), "u32"
 
 
 @reads_special(*(f"%envreg{i}" for i in range(32) if i not in (1, 2)))
-def envreg(lw: Lowering, operand: ast.Operand):
+def envreg(lw: Lowering, operand: ast.Name):
     raise lw.fail(f"{operand.name} holds a value the CUDA driver sets for the launch, which fatkit does not "
                   "define (only %envreg1/%envreg2, the grid workspace of cooperative groups)")

@@ -73,6 +73,7 @@ def fence_(lw: Lowering, ins: ast.Instruction) -> None:
 
 def _proxy_fence(lw: Lowering, ins: ast.Instruction):
     kinds = [m for m in ins.modifiers if m not in ("proxy", *SCOPES, "acquire", "release")]
+    order: Order | None
     if kinds == ["alias"]:
         order = Order("acq_rel", lw.target.syncscope("gpu"))
     elif kinds and kinds[0] == "async" and set(kinds[1:]) <= {"global", "shared::cta", "shared::cluster"}:
