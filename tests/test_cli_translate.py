@@ -11,21 +11,16 @@ import pytest
 from fatkit.formats.hsaco import parse_code_object
 from tests.helpers import SAMPLE_KERNELS, sample
 from tests.test_cli import fatkit
+from tests.ptxframes import entry
 
 SAMPLES = Path(__file__).parent / "samples"
 SAMPLE_PTX = SAMPLES / "nv_kern_sm90.ptx"
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
-GOOD = """
-.visible .entry good(.param .u64 out)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [out];
+GOOD = "\n" + entry("good", "u64 out", ".b32 %r<2>, .b64 %rd<2>", """
     mov.u32 %r1, %tid.x;
     st.global.u32 [%rd1], %r1;
     ret;
-}
-"""
+""")
 WARPGROUP_MMA = """
 .visible .entry waits()
 {

@@ -11,6 +11,7 @@ from fatkit.errors import FatkitError
 from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate.pipeline import Options, translate
 from tests.ptxrun import HEADER
+from tests.ptxframes import entry
 
 # gfx1100 (RDNA3) and gfx942 (CDNA3) run every translator table; gfx90a (CDNA2: MUBUF scratch, v_pk_mov_b32)
 # and gfx1201 (RDNA4: its VGLOBAL/VFLAT/VSCRATCH encodings, split barriers and waits, workgroup ids in ttmp7/9)
@@ -35,17 +36,7 @@ def f32_patterns(n: int) -> np.ndarray:
     return values
 
 
-SAXPY = """
-.visible .entry saxpy(.param .u64 px, .param .u64 py, .param .f32 a, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<8>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [px];
-    ld.param.u64 %rd2, [py];
-    ld.param.f32 %f1, [a];
-    ld.param.u32 %r1, [n];
+SAXPY = "\n" + entry("saxpy", "u64 px, u64 py, f32 a, u32 n", ".pred %p<2>, .b32 %r<8>, .f32 %f<4>, .b64 %rd<8>", """
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %ntid.x;
     mov.u32 %r4, %tid.x;
@@ -61,8 +52,7 @@ SAXPY = """
     st.global.f32 [%rd5], %f3;
 DONE:
     ret;
-}
-"""
+""")
 
 
 def exact_fma_f32(a, x, y) -> np.ndarray:
@@ -85,16 +75,7 @@ def test_saxpy_over_a_partial_last_block(target):
     assert stats.per_class["VMEM"] > 0 and stats.wave_instructions == sum(stats.per_class.values())
 
 
-SHARED = """
-.visible .entry reduce(.param .u64 pin, .param .u64 pout, .param .u64 pcount)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b32 part[256];
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
-    ld.param.u64 %rd3, [pcount];
+SHARED = "\n" + entry("reduce", "u64 pin, u64 pout, u64 pcount", ".pred %p<4>, .b32 %r<16>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %ntid.x;
@@ -138,8 +119,7 @@ DONE:
     atom.global.add.u32 %r15, [%rd3], %r13;
 END:
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b32 part[256];")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -157,14 +137,7 @@ def test_shared_memory_barriers_and_atomics(target):
     assert int(count[0]) == int(atomics.sum() & 0xFFFFFFFF)
 
 
-WARP = """
-.visible .entry warp(.param .u64 pin, .param .u64 pout)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+WARP = "\n" + entry("warp", "u64 pin, u64 pout", ".pred %p<4>, .b32 %r<16>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 4;
     add.s64 %rd4, %rd1, %rd3;
@@ -185,8 +158,7 @@ WARP = """
     st.global.u32 [%rd6+12], %r7;
     st.global.u32 [%rd6+16], %r8;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -205,16 +177,7 @@ def test_shuffles_votes_and_reductions(target):
                                    int(warp.astype(np.uint64).sum() & 0xFFFFFFFF)], i
 
 
-HALF = """
-.visible .entry half(.param .u64 pa, .param .u64 pb, .param .u64 pout)
-{
-    .reg .b16 %h<8>;
-    .reg .b32 %r<4>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pa];
-    ld.param.u64 %rd2, [pb];
-    ld.param.u64 %rd3, [pout];
+HALF = "\n" + entry("half", "u64 pa, u64 pb, u64 pout", ".b16 %h<8>, .b32 %r<4>, .f32 %f<4>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd4, %r1, 2;
     add.s64 %rd5, %rd1, %rd4;
@@ -232,8 +195,7 @@ HALF = """
     st.global.b16 [%rd7+4], %h5;
     st.global.b16 [%rd7+6], %h2;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -259,13 +221,7 @@ def test_f16_arithmetic_and_conversions(target):
     assert np.array_equal(out[:, 3], b)
 
 
-U64 = """
-.visible .entry wide(.param .u64 pin, .param .u64 pout)
-{
-    .reg .b64 %rd<16>;
-    .reg .b32 %r<4>;
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+U64 = "\n" + entry("wide", "u64 pin, u64 pout", ".b64 %rd<16>, .b32 %r<4>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 16;
     add.s64 %rd4, %rd1, %rd3;
@@ -285,8 +241,7 @@ U64 = """
     st.global.u64 [%rd13+24], %rd11;
     st.global.u64 [%rd13+32], %rd12;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -306,15 +261,7 @@ def test_u64_arithmetic(target):
         assert out[i].tolist() == want, i
 
 
-LOCAL = """
-.visible .entry local(.param .u64 pin, .param .u64 pout)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<8>;
-    .local .align 4 .b8 table[64];
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+LOCAL = "\n" + entry("local", "u64 pin, u64 pout", ".pred %p<2>, .b32 %r<12>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 4;
     add.s64 %rd4, %rd1, %rd3;
@@ -336,8 +283,7 @@ FILL:
     add.s64 %rd5, %rd2, %rd3;
     st.global.u32 [%rd5], %r11;
     ret;
-}
-"""
+""", declarations=".local .align 4 .b8 table[64];")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -356,11 +302,7 @@ GLOBALS = """
 .const .align 4 .u32 primes[8] = {2, 3, 5, 7, 11, 13, 17, 19};
 .global .align 4 .u32 counter;
 .global .align 8 .u64 where = generic(counter);
-.visible .entry globals(.param .u64 pout)
-{
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pout];
+""" + entry("globals", "u64 pout", ".b32 %r<10>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r5, %ctaid.x;
     mov.u32 %r6, %ntid.x;
@@ -376,8 +318,7 @@ GLOBALS = """
     add.s64 %rd7, %rd1, %rd6;
     st.global.u32 [%rd7], %r3;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -430,14 +371,7 @@ def test_a_module_keeps_its_globals_from_launch_to_launch(target):
 # loops whose exit LLVM compares against a 16-bit immediate: s_cmpk_gt_u32, s_cmpk_gt_i32 (negative) and
 # s_cmpk_eq_i32 on both targets. The compare reads the SGPR its sdst field names (it once read the immediate
 # for both sides, so every such loop left after one pass)
-CMPK = """
-.visible .entry cmpk(.param .u64 pout, .param .u32 start)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [pout];
-    ld.param.u32 %r1, [start];
+CMPK = "\n" + entry("cmpk", "u64 pout, u32 start", ".pred %p<4>, .b32 %r<10>, .b64 %rd<4>", """
     mov.u32 %r2, 0;
 $up:
     mul.lo.u32 %r1, %r1, 3;
@@ -461,8 +395,7 @@ $ne:
     @%p3 bra $ne;
     st.global.v4.u32 [%rd1], {%r2, %r4, %r6, %r1};
     ret;
-}
-"""
+""")
 
 
 def _cmpk_counts(start: int) -> list[int]:
@@ -491,12 +424,7 @@ def test_loops_exit_on_scalar_compares_with_an_immediate(target):
     assert out.tolist() == _cmpk_counts(2) == [10, 7, 4, 118098]
 
 
-HIDDEN = """
-.visible .entry dims(.param .u64 pout)
-{
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pout];
+HIDDEN = "\n" + entry("dims", "u64 pout", ".b32 %r<16>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %tid.y;
     mov.u32 %r3, %tid.z;
@@ -522,8 +450,7 @@ HIDDEN = """
     st.global.v4.u32 [%rd3+16], {%r5, %r6, %r7, %r8};
     st.global.v4.u32 [%rd3+32], {%r9, %r10, %r11, %r12};
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -543,21 +470,14 @@ def test_ids_and_hidden_arguments_in_three_dimensions(target):
                             row += 1
 
 
-OUT_OF_BOUNDS = """
-.visible .entry oob(.param .u64 pout, .param .u32 step)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pout];
-    ld.param.u32 %r1, [step];
+OUT_OF_BOUNDS = "\n" + entry("oob", "u64 pout, u32 step", ".b32 %r<4>, .b64 %rd<8>", """
     mov.u32 %r2, %tid.x;
     mul.lo.u32 %r3, %r2, %r1;
     mul.wide.u32 %rd2, %r3, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r2;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -601,14 +521,7 @@ def test_arguments_are_checked(target):
         launch(co, "nope", (1, 1, 1), (4, 1, 1), [])
 
 
-FMA_F64 = """
-.visible .entry fma64(.param .u64 pin, .param .u64 pout)
-{
-    .reg .b32 %r<2>;
-    .reg .f64 %fd<5>;
-    .reg .b64 %rd<6>;
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+FMA_F64 = "\n" + entry("fma64", "u64 pin, u64 pout", ".b32 %r<2>, .f64 %fd<5>, .b64 %rd<6>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 24;
     add.s64 %rd4, %rd1, %rd3;
@@ -620,8 +533,7 @@ FMA_F64 = """
     add.s64 %rd5, %rd2, %rd3;
     st.global.f64 [%rd5], %fd4;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)

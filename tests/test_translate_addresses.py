@@ -19,6 +19,7 @@ from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import AMD_TARGETS, EmulatedProgram
 from tests.ptxrun import HEADER
+from tests.ptxframes import entry
 
 OBJDUMP = Path("/usr/lib/llvm-22/bin/llvm-objdump")
 THREADS = 64
@@ -33,19 +34,8 @@ SLOTS = 16  # output floats per thread
 #   slot 11     tile[t + shift + 1]           cvta.shared to a generic address, + 4·shift, displacement +4
 #   slot 12     tile[t]                       a 32-bit address + 0xfffffff0 (wraps), displacement +16
 # written as 13 scalar stores from out + 4·shift + 64t: consecutive floats at an alignment of 4 only.
-FORMS = HEADER + """
-.visible .entry address_forms(.param .u64 in, .param .u64 out, .param .u32 shift)
-{
-    .reg .b32 %r<24>;
-    .reg .b64 %rd<16>;
-    .reg .f32 %f<24>;
-    .reg .pred %p<2>;
-    .shared .align 4 .b8 tile[1056];
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
-    ld.param.u32 %r1, [shift];
-    cvta.to.global.u64 %rd1, %rd1;
-    cvta.to.global.u64 %rd2, %rd2;
+FORMS = HEADER + "\n" + entry("address_forms", "u64 in, u64 out, u32 shift",
+                              ".b32 %r<24>, .b64 %rd<16>, .f32 %f<24>, .pred %p<2>", """
     mov.u32 %r2, %tid.x;
     mul.wide.u32 %rd3, %r2, 4;
     add.s64 %rd4, %rd1, %rd3;
@@ -111,8 +101,7 @@ STAGED:
     st.global.f32 [%rd12+44], %f17;
     st.global.f32 [%rd12+48], %f18;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 tile[1056];", global_pointers=True)
 
 
 def _expected_forms(values: np.ndarray, shift: int) -> np.ndarray:
@@ -162,15 +151,7 @@ def test_shared_and_global_addresses_are_geps_from_their_base():
     assert len(re.findall(r"inttoptr i64 [^\n]* to ptr addrspace\(1\)", text)) == 0
 
 
-CROSSED = HEADER + """
-.visible .entry crossed(.param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .reg .f32 %f<4>;
-    .shared .align 4 .b8 first[64];
-    .shared .align 4 .b8 second[64];
-    ld.param.u64 %rd1, [out];
+CROSSED = HEADER + "\n" + entry("crossed", "u64 out", ".b32 %r<8>, .b64 %rd<4>, .f32 %f<4>", """
     mov.u32 %r1, %tid.x;
     shl.b32 %r2, %r1, 2;
     mov.u32 %r3, second;
@@ -186,8 +167,7 @@ CROSSED = HEADER + """
     add.s64 %rd3, %rd1, %rd2;
     st.global.f32 [%rd3], %f2;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 first[64];\n.shared .align 4 .b8 second[64];")
 
 
 @pytest.mark.parametrize("target", AMD_TARGETS)
@@ -207,18 +187,7 @@ def test_an_offset_made_from_another_variables_address_is_not_folded(target):
 WIDE = HEADER + """
 .const .align 4 .b8 coefficients[32] = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64,
                                         0, 0, 160, 64, 0, 0, 192, 64, 0, 0, 224, 64, 0, 0, 0, 65};
-.visible .entry wide(.param .u64 in, .param .u64 taps, .param .u64 out)
-{
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<12>;
-    .reg .f32 %f<24>;
-    .shared .align 4 .b8 rows[1024];
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [taps];
-    ld.param.u64 %rd3, [out];
-    cvta.to.global.u64 %rd1, %rd1;
-    cvta.to.global.u64 %rd2, %rd2;
-    cvta.to.global.u64 %rd3, %rd3;
+""" + entry("wide", "u64 in, u64 taps, u64 out", ".b32 %r<12>, .b64 %rd<12>, .f32 %f<24>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd4, %r1, 4;
     add.s64 %rd5, %rd1, %rd4;
@@ -254,8 +223,7 @@ WIDE = HEADER + """
     st.global.f32 [%rd7+8], %f4;
     st.global.f32 [%rd7+12], %f5;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 rows[1024];", global_pointers=True)
 # the merged forms' names on CDNA3 and RDNA3
 WIDE_FORMS = {"gfx942": ("ds_read_b128", "global_store_dwordx4", "s_load_dwordx2", "s_load_dword "),
               "gfx1100": ("ds_load_b128", "global_store_b128", "s_load_b64", "s_load_b32")}
@@ -287,13 +255,7 @@ def test_neighbouring_accesses_merge_and_uniform_loads_are_scalar(target, tmp_pa
 
 CONSTANTS = HEADER + """
 .const .align 4 .b8 scale[8] = {0, 0, 128, 63, 0, 0, 0, 64};
-.visible .entry scaled(.param .u64 in, .param .u64 out)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<6>;
-    .reg .f32 %f<6>;
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
+""" + entry("scaled", "u64 in, u64 out", ".b32 %r<2>, .b64 %rd<6>, .f32 %f<6>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 4;
     add.s64 %rd4, %rd1, %rd3;
@@ -304,8 +266,7 @@ CONSTANTS = HEADER + """
     add.s64 %rd5, %rd2, %rd3;
     st.global.f32 [%rd5], %f4;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", AMD_TARGETS)
@@ -324,17 +285,8 @@ def test_const_variables_read_what_the_host_wrote_there(target):
 
 # Registers carried around loops: a .shared and a global pointer stepped by an inner loop nested in an outer
 # one (the outer loop's phi receives the inner loop's last pointer), then a .shared pointer stepped down.
-LOOPS = HEADER + """
-.visible .entry loops(.param .u64 in, .param .u64 out, .param .u32 rows)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<8>;
-    .reg .f32 %f<4>;
-    .shared .align 4 .b8 buf[4096];
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
-    ld.param.u32 %r1, [rows];
+LOOPS = HEADER + "\n" + entry("loops", "u64 in, u64 out, u32 rows",
+                              ".pred %p<4>, .b32 %r<12>, .b64 %rd<8>, .f32 %f<4>", """
     cvta.to.global.u64 %rd1, %rd1;
     mov.u32 %r2, %tid.x;
     mul.wide.u32 %rd3, %r2, 4;
@@ -371,8 +323,7 @@ DOWN:
     cvta.to.global.u64 %rd5, %rd5;
     st.global.f32 [%rd5], %f2;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 buf[4096];")
 
 
 @pytest.mark.parametrize("target", AMD_TARGETS)
@@ -396,25 +347,16 @@ def test_pointers_carried_around_loops(target, rows):
 SHARED_VARIABLES = HEADER + """
 .global .align 4 .u32 counter[4] = {1, 2, 3, 4};
 .const .align 4 .u32 limits[2] = {7, 8};
-.visible .entry writer(.param .u32 v)
-{
-    .reg .b32 %r<2>;
-    ld.param.u32 %r1, [v];
+""" + entry("writer", "u32 v", ".b32 %r<2>", """
     st.global.u32 [counter+4], %r1;
     ret;
-}
-.visible .entry reader(.param .u64 out)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [out];
+""") + entry("reader", "u64 out", ".b32 %r<3>, .b64 %rd<2>", """
     ld.global.u32 %r1, [counter+4];
     ld.const.u32 %r2, [limits+4];
     st.global.u32 [%rd1], %r1;
     st.global.u32 [%rd1+4], %r2;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", AMD_TARGETS)

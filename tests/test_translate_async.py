@@ -18,6 +18,7 @@ from fatkit.translate.lower.mbarrier import mbarrier_word
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
+from tests.ptxframes import entry
 
 HEADER = ".version 8.6\n.target sm_100\n.address_size 64\n"
 RNG = np.random.default_rng(6)
@@ -87,17 +88,8 @@ def _gather() -> str:  # acc = Σ_k (k+1)·buf[(tid·4 + 64k + 1) mod 256]
     return "\n    ".join(lines)
 
 
-PIPELINE = HEADER + f"""
-.visible .entry pipeline(.param .u64 pin, .param .u64 pout, .param .u32 n, .param .u32 tiles)
-{{
-    .reg .pred %p<8>;
-    .reg .b32 %r<32>;
-    .reg .b64 %rd<8>;
-    .shared .align 16 .b8 buf[2048];
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
-    ld.param.u32 %r1, [n];
-    ld.param.u32 %r2, [tiles];
+PIPELINE = HEADER + "\n" + entry("pipeline", "u64 pin, u64 pout, u32 n, u32 tiles",
+                                 ".pred %p<8>, .b32 %r<32>, .b64 %rd<8>", f"""
     mov.u32 %r3, %tid.x;
     mov.u32 %r4, buf;
     shl.b32 %r9, %r3, 4;
@@ -132,8 +124,7 @@ READY:
     setp.lt.u32 %p1, %r6, %r2;
     @%p1 bra LOOP;
     ret;
-}}
-"""
+""", declarations=".shared .align 16 .b8 buf[2048];")
 
 
 def _pipeline_reference(data: np.ndarray, n: int, tiles: int) -> np.ndarray:
@@ -160,17 +151,8 @@ def test_cp_async_double_buffered_pipeline_with_zero_fill_and_ignore_src(target)
         np.testing.assert_array_equal(out, _pipeline_reference(data, n, tiles), err_msg=f"n={n}")
 
 
-SIZES = HEADER + """
-.visible .entry sizes(.param .u64 pin, .param .u64 pout, .param .u32 count, .param .u32 flag)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    .shared .align 16 .b8 s[96];
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
-    ld.param.u32 %r1, [count];
-    ld.param.u32 %r2, [flag];
+SIZES = HEADER + "\n" + entry("sizes", "u64 pin, u64 pout, u32 count, u32 flag",
+                              ".pred %p<2>, .b32 %r<8>, .b64 %rd<8>", """
     setp.ne.u32 %p1, %r2, 0;
     mov.u32 %r3, -1414812757;
     st.shared.v4.u32 [s], {%r3, %r3, %r3, %r3};
@@ -202,8 +184,7 @@ SIZES = HEADER + """
     ld.shared.v4.u32 {%r3, %r5, %r6, %r7}, [s+80];
     st.global.v4.u32 [%rd2+80], {%r3, %r5, %r6, %r7};
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 s[96];")
 
 
 @pytest.mark.parametrize("count, flag", [(11, 0), (16, 1), (0, 0)])
@@ -388,15 +369,7 @@ def test_every_thread_arrives_and_waits_on_its_state_token(target):
 # One thread walks an mbarrier through its counts: pending counts of noComplete tokens, tx-count held
 # phases, complete-tx before expect-tx, arrive_drop, cp.async.mbarrier.arrive with and without .noinc,
 # parity tests, and a generic-address mbarrier.
-STATES = HEADER + """
-.visible .entry states(.param .u64 pout)
-{
-    .reg .pred %p<12>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<20>;
-    .shared .align 8 .b64 bar;
-    .shared .align 8 .b64 other;
-    ld.param.u64 %rd1, [pout];
+STATES = HEADER + "\n" + entry("states", "u64 pout", ".pred %p<12>, .b32 %r<16>, .b64 %rd<20>", """
     mbarrier.init.shared.b64 [bar], 4;
     mbarrier.arrive.noComplete.shared.b64 %rd2, [bar], 1;
     mbarrier.pending_count.b64 %r1, %rd2;
@@ -465,8 +438,7 @@ STATES = HEADER + """
     st.global.u64 [%rd1+120], %rd8;
     st.global.u64 [%rd1+128], %rd10;
     ret;
-}
-"""
+""", declarations=".shared .align 8 .b64 bar;\n.shared .align 8 .b64 other;")
 
 
 def test_mbarrier_counts_tokens_tx_count_and_phases(target):
@@ -616,16 +588,7 @@ def test_bulk_copies_reductions_and_st_bulk_complete_on_an_mbarrier(target):
     np.testing.assert_array_equal(shared, np.arange(64, dtype=np.uint32) + staged[:64])
 
 
-MASKED = HEADER + """
-.visible .entry masked(.param .u64 pin, .param .u64 pout, .param .u32 mask)
-{
-    .reg .b16 %rs<2>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    .shared .align 16 .b8 s[64];
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
-    ld.param.u32 %r1, [mask];
+MASKED = HEADER + "\n" + entry("masked", "u64 pin, u64 pout, u32 mask", ".b16 %rs<2>, .b32 %r<8>, .b64 %rd<8>", """
     cvt.u16.u32 %rs1, %r1;
     ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd1];
     st.shared.v4.u32 [s], {%r2, %r3, %r4, %r5};
@@ -641,8 +604,7 @@ MASKED = HEADER + """
     cp.async.bulk.commit_group;
     cp.async.bulk.wait_group 0;
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 s[64];")
 
 
 @pytest.mark.parametrize("mask", [0xA5C3, 0xFFFF, 0])
@@ -735,12 +697,7 @@ CLUSTER_BARRIER = """
 .version 8.0
 .target sm_90
 .address_size 64
-.visible .entry k(.param .u64 out)
-{
-    .reg .b64 %rd<4>;
-    .reg .b32 %r<6>;
-    .shared .align 4 .b32 s[64];
-    ld.param.u64 %rd1, [out];
+""" + entry("k", "u64 out", ".b64 %rd<4>, .b32 %r<6>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r5, %cluster_nctarank;
     shl.b32 %r2, %r1, 2;
@@ -758,8 +715,7 @@ CLUSTER_BARRIER = """
     add.u64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r4;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b32 s[64];")
 
 
 def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier(target):
@@ -777,15 +733,8 @@ def test_cluster_barrier_in_a_cluster_of_one_is_the_cta_barrier(target):
     assert kernel.status == "ok", kernel.reason
 
 
-TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + """
-.visible .entry try_cancel(.param .u64 out)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .shared .align 16 .b8 response[16];
-    .shared .align 8 .b64 mbar;
-    ld.param.u64 %rd1, [out];
+TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + "\n" + entry("try_cancel", "u64 out",
+                                                                ".pred %p<3>, .b32 %r<8>, .b64 %rd<4>", """
     mbarrier.init.shared.b64 [mbar], 1;
     st.shared.v4.u32 [response], {9, 9, 9, 9};
     mbarrier.arrive.expect_tx.shared.b64 %rd2, [mbar], 16;
@@ -798,8 +747,7 @@ TRY_CANCEL = HEADER.replace("sm_100", "sm_100a") + """
     st.global.v2.u32 [%rd1], {%r1, %r2};
     st.global.v4.u32 [%rd1+16], {%r3, %r4, %r5, %r6};
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 response[16];\n.shared .align 8 .b64 mbar;")
 
 
 def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes(target):
@@ -811,16 +759,7 @@ def test_try_cancel_answers_not_cancelled_and_completes_its_16_bytes(target):
     assert out[4:].tolist() == [0, 0, 0, 0]
 
 
-SHARED_TO_CLUSTER = HEADER + """
-.visible .entry shared_to_cluster(.param .u64 out)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .shared .align 16 .b8 source[64];
-    .shared .align 16 .b8 target[64];
-    .shared .align 8 .b64 mbar;
-    ld.param.u64 %rd1, [out];
+SHARED_TO_CLUSTER = HEADER + "\n" + entry("shared_to_cluster", "u64 out", ".pred %p<3>, .b32 %r<8>, .b64 %rd<4>", """
     mov.u32 %r1, %tid.x;
     shl.b32 %r2, %r1, 2;
     mov.u32 %r3, source;
@@ -851,8 +790,7 @@ LOOP:
     add.u64 %rd3, %rd1, %rd3;
     st.global.v2.u32 [%rd3], {%r6, %r7};
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 source[64];\n.shared .align 16 .b8 target[64];\n.shared .align 8 .b64 mbar;")
 
 
 def test_a_shared_cta_to_cluster_bulk_copy_lands_in_the_cta_of_a_cluster_of_one(target):

@@ -29,6 +29,7 @@ from fatkit.translate.ptx import ast, parse_ptx
 from fatkit.translate.ptx.printer import print_ptx
 from tests.amdrun import TARGETS, program
 from tests.corpus import corpus_file
+from tests.ptxframes import entry
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 RNG = np.random.default_rng(2121)
@@ -60,13 +61,7 @@ def _registers_kernel(shape, directive: str | None = None) -> str:
     cluster shape `.reqnctapercluster shape`, or `directive` (a launch-given shape)."""
     reads = "".join(f"    mov.u32 %r10, {name};\n    st.global.u32 [%rd3+{4 * k}], %r10;\n"
                     for k, name in enumerate(REGISTERS))
-    return HEADER + f"""
-.visible .entry registers(.param .u64 out) {directive or ".reqnctapercluster " + ", ".join(map(str, shape))}
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+    return HEADER + "\n" + entry("registers", "u64 out", ".pred %p<2>, .b32 %r<16>, .b64 %rd<4>", f"""
     mov.u32 %r1, %ctaid.z;
     mov.u32 %r2, %nctaid.y;
     mov.u32 %r3, %ctaid.y;
@@ -92,8 +87,7 @@ def _registers_kernel(shape, directive: str | None = None) -> str:
     selp.u32 %r10, 1, 0, %p1;
     st.global.u32 [%rd3+{4 * len(REGISTERS)}], %r10;
     ret;
-}}
-"""
+""", directives=f'{directive or ".reqnctapercluster " + ", ".join(map(str, shape))}')
 
 
 def _registers_model(grid, block, shape, explicit: int = 1) -> np.ndarray:
@@ -131,17 +125,7 @@ def test_cluster_registers_are_each_ctas(target, shape, grid, block):
 
 # ------------------------------------------------------------------------------------------------ DSMEM
 
-DSMEM = HEADER + """
-.visible .entry dsmem(.param .u64 pa, .param .u64 pout) .reqnctapercluster 4, 1, 1
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<40>;
-    .reg .b64 %rd<16>;
-    .shared .align 16 .b8 values[128];
-    .shared .align 16 .b8 inbox[128];
-    .shared .align 4 .b8 counter[4];
-    ld.param.u64 %rd1, [pa];
-    ld.param.u64 %rd2, [pout];
+DSMEM = HEADER + "\n" + entry("dsmem", "u64 pa, u64 pout", ".pred %p<2>, .b32 %r<40>, .b64 %rd<16>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %cluster_ctarank;
@@ -195,8 +179,9 @@ DSMEM = HEADER + """
     barrier.cluster.arrive;
     barrier.cluster.wait;
     ret;
-}
-"""
+""", directives=".reqnctapercluster 4, 1, 1",
+    declarations=".shared .align 16 .b8 values[128];\n.shared .align 16 .b8 inbox[128];\n"
+                 ".shared .align 4 .b8 counter[4];")
 
 
 def _dsmem_model(a: np.ndarray, k: int) -> np.ndarray:
@@ -224,15 +209,7 @@ def test_ctas_exchange_shared_memory_across_the_cluster(target):
 
 # ------------------------------------------------------------------------------------------------ barriers
 
-DIVERGENT = HEADER + """
-.visible .entry divergent(.param .u64 pa, .param .u64 pout) .reqnctapercluster 2, 1, 1
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<32>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b8 s[256];
-    ld.param.u64 %rd1, [pa];
-    ld.param.u64 %rd2, [pout];
+DIVERGENT = HEADER + "\n" + entry("divergent", "u64 pa, u64 pout", ".pred %p<4>, .b32 %r<32>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %cluster_ctarank;
@@ -275,8 +252,7 @@ $round:
     barrier.cluster.arrive;
     barrier.cluster.wait;
     ret;
-}
-"""
+""", directives=".reqnctapercluster 2, 1, 1", declarations=".shared .align 4 .b8 s[256];")
 
 
 def _divergent_model(a: np.ndarray) -> np.ndarray:
@@ -314,12 +290,7 @@ def test_a_ctas_barriers_wait_for_that_cta_alone(target):
 
 DYNAMIC = HEADER + """
 .extern .shared .align 16 .b8 dyn[];
-.visible .entry dynamic(.param .u64 pout) .reqnctapercluster 2, 1, 1
-{
-    .reg .b32 %r<24>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b8 own[4];
-    ld.param.u64 %rd1, [pout];
+""" + entry("dynamic", "u64 pout", ".b32 %r<24>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %ctaid.x;
     mov.u32 %r3, %cluster_ctarank;
@@ -348,8 +319,7 @@ DYNAMIC = HEADER + """
     barrier.cluster.arrive;
     barrier.cluster.wait;
     ret;
-}
-"""
+""", directives=".reqnctapercluster 2, 1, 1", declarations=".shared .align 4 .b8 own[4];")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -484,17 +454,8 @@ def test_the_multicast_kernel_compiles_for_amd(processor):
     program(MULTICAST, processor)
 
 
-IGNORE_OOB = HEADER + """
-.visible .entry ignore_oob(.param .u64 psrc, .param .u64 pcases, .param .u64 pout)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<12>;
-    .shared .align 16 .b8 buf[64];
-    .shared .align 8 .b64 bar;
-    ld.param.u64 %rd1, [psrc];
-    ld.param.u64 %rd2, [pcases];
-    ld.param.u64 %rd3, [pout];
+IGNORE_OOB = HEADER + "\n" + entry("ignore_oob", "u64 psrc, u64 pcases, u64 pout",
+                                   ".pred %p<2>, .b32 %r<16>, .b64 %rd<12>", """
     mov.u32 %r1, %ctaid.x;
     mul.wide.u32 %rd4, %r1, 12;
     add.u64 %rd5, %rd2, %rd4;
@@ -523,8 +484,7 @@ $wait:
     ld.shared.v4.u32 {%r5, %r6, %r7, %r8}, [buf+48];
     st.global.v4.u32 [%rd9+48], {%r5, %r6, %r7, %r8};
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 buf[64];\n.shared .align 8 .b64 bar;")
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -22,6 +22,7 @@ from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import TARGETS
 from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
+from tests.ptxframes import entry
 
 
 @pytest.fixture(params=TARGETS)
@@ -169,19 +170,8 @@ def table_kernel(name: str, ops: list[str]) -> str:
         else:
             raise ValueError(op)
         body.append(f"st.global.u64 [%rd9+{8 * k}], %rd10;")
-    return HEADER + f"""
-.visible .entry {name}(.param .u64 pin, .param .u64 pout)
-{{
-    .reg .pred %p<4>;
-    .reg .b16 %h<16>;
-    .reg .f16 %x<4>;
-    .reg .b32 %r<16>;
-    .reg .f16x2 %y<4>;
-    .reg .f32 %f<8>;
-    .reg .b64 %rd<16>;
-    .reg .f64 %fd<8>;
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+    return HEADER + "\n" + entry(name, "u64 pin, u64 pout",
+                                 ".pred %p<4>, .b16 %h<16>, .f16 %x<4>, .b32 %r<16>, .f16x2 %y<4>, .f32 %f<8>, .b64 %rd<16>, .f64 %fd<8>", f"""
     mov.u32 %r1, %ctaid.x;
     mov.u32 %r2, %ntid.x;
     mov.u32 %r3, %tid.x;
@@ -207,8 +197,7 @@ def table_kernel(name: str, ops: list[str]) -> str:
     add.s64 %rd9, %rd2, %rd8;
     {chr(10).join(body)}
     ret;
-}}
-"""
+""")
 
 
 def run(name: str, ops: list[str], a: list[int], b: list[int] | None = None, c: list[int] | None = None,

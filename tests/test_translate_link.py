@@ -23,6 +23,7 @@ from tests import amdrun as tests_amdrun
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.amdrun import program as loaded_program
 from tests.helpers import sample
+from tests.ptxframes import entry
 
 HEADER = ".version 8.5\n.target sm_80\n.address_size 64\n"
 
@@ -124,11 +125,7 @@ UNIT_A = HEADER + """
     st.param.b32 [out], %r1;
     ret;
 }
-.visible .entry uses(.param .u64 p)
-{
-    .reg .b32 %r<6>;
-    .reg .b64 %rd<3>;
-    ld.param.u64 %rd1, [p];
+""" + entry("uses", "u64 p", ".b32 %r<6>, .b64 %rd<3>", """
     ld.global.u32 %r1, [base];
     {
     .param .b32 a;
@@ -149,22 +146,16 @@ UNIT_A = HEADER + """
     add.u32 %r3, %r3, %r4;
     st.global.u32 [%rd1], %r3;
     ret;
-}
-.visible .entry calls_missing()
+""") + """.visible .entry calls_missing()
 {
     call missing, ();
     ret;
 }
-.visible .entry reads_absent(.param .u64 p)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [p];
+""" + entry("reads_absent", "u64 p", ".b32 %r<2>, .b64 %rd<2>", """
     ld.global.u32 %r1, [absent];
     st.global.u32 [%rd1], %r1;
     ret;
-}
-"""
+""")
 UNIT_B = HEADER + """
 .visible .global .align 4 .u32 base = 1000;
 .global .align 4 .u32 counter = 20000;
@@ -222,16 +213,11 @@ def test_internal_names_stay_per_unit_and_unresolved_references_are_named(target
 def test_two_visible_definitions_are_an_error_and_weak_ones_keep_the_first(target):
     visible = HEADER + ".visible .global .align 4 .u32 twice_defined = {value};\n"
     user = HEADER + """.extern .global .align 4 .u32 twice_defined;
-.visible .entry k(.param .u64 p)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [p];
+""" + entry("k", "u64 p", ".b32 %r<2>, .b64 %rd<2>", """
     ld.global.u32 %r1, [twice_defined];
     st.global.u32 [%rd1], %r1;
     ret;
-}
-"""
+""")
     with pytest.raises(FatkitError, match="twice_defined is defined in both one.ptx and two.ptx"):
         link_modules([("user.ptx", user), ("one.ptx", visible.format(value=1)), ("two.ptx", visible.format(value=2))])
     weak = [(name, text.replace(".visible", ".weak")) for name, text in

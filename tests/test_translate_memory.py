@@ -21,6 +21,7 @@ from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.ptxrun import HEADER, M32
+from tests.ptxframes import entry
 
 OBJDUMP = Path("/usr/lib/llvm-22/bin/llvm-objdump")
 
@@ -53,18 +54,8 @@ def _bfloat(x: float) -> int:  # exact for the small integers used here
 # atom / red: every thread of a block (running together: the kernel has a barrier) updates shared counters
 
 THREADS = 96
-ATOMICS = HEADER + """
-.visible .entry atomics(.param .u64 out, .param .u64 out_f)
-{
-    .reg .pred %p<4>;
-    .reg .b16 %h<4>;
-    .reg .b32 %r<32>;
-    .reg .b64 %rd<16>;
-    .reg .f32 %f<4>;
-    .reg .f64 %fd<2>;
-    .shared .align 8 .b8 counters[64];
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [out_f];
+ATOMICS = HEADER + "\n" + entry("atomics", "u64 out, u64 out_f",
+                                ".pred %p<4>, .b16 %h<4>, .b32 %r<32>, .b64 %rd<16>, .f32 %f<4>, .f64 %fd<2>", """
     mov.u32 %r1, %tid.x;
     add.u32 %r2, %r1, 1;
     setp.ne.u32 %p1, %r1, 0;
@@ -118,8 +109,7 @@ START:
     st.global.u32 [%rd1+60], %r15;
 DONE:
     ret;
-}
-"""
+""", declarations=".shared .align 8 .b8 counters[64];")
 
 
 def test_atomics_from_many_threads(target):
@@ -157,14 +147,7 @@ def test_atomics_from_many_threads(target):
     assert struct.unpack_from("<ff", raw, 32) == (total, 2 * n)
 
 
-CAS_LOOP = HEADER + """
-.visible .entry cas_sum(.param .u64 out)
-{
-    .reg .pred %p<2>;
-    .reg .b16 %h<4>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+CAS_LOOP = HEADER + "\n" + entry("cas_sum", "u64 out", ".pred %p<2>, .b16 %h<4>, .b32 %r<8>, .b64 %rd<4>", """
     mov.u32 %r1, %tid.x;
     bar.sync 0;
     ld.volatile.global.u32 %r2, [%rd1];
@@ -180,8 +163,7 @@ RETRY:
     add.u16 %h2, %h1, 1;
     atom.global.cas.b16 %h3, [%rd1+16], %h1, %h2;
     ret;
-}
-"""
+""")
 
 
 def test_cas_loops_serialise_every_thread(target):
@@ -204,20 +186,13 @@ def _updates_undone(value: int, left: frozenset) -> bool:
 
 
 def test_inc_and_dec_wrap_as_ptx_defines(target):
-    ptx = HEADER + """
-.visible .entry wrap(.param .u64 out, .param .u32 limit)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [limit];
+    ptx = HEADER + "\n" + entry("wrap", "u64 out, u32 limit", ".b32 %r<8>, .b64 %rd<4>", """
     atom.global.inc.u32 %r2, [%rd1], %r1;
     atom.global.dec.u32 %r3, [%rd1+4], %r1;
     st.global.u32 [%rd1+8], %r2;
     st.global.u32 [%rd1+12], %r3;
     ret;
-}
-"""
+""")
     program = _program(ptx, target)
     for start, limit in [(0, 0), (0, 5), (5, 5), (6, 5), (7, 5), (0, M32), (M32, M32), (M32, 3), (3, 0)]:
         cell = (ctypes.c_uint32 * 4)(start, start, 0, 0)
@@ -234,16 +209,7 @@ def test_inc_and_dec_wrap_as_ptx_defines(target):
 LOADS = HEADER.replace("8.0", "8.8").replace("sm_90", "sm_100") + """
 .global .align 4 .u32 answer = 42;
 .const .align 8 .b8 table[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-.visible .entry loads(.param .u64 in, .param .u64 out)
-{
-    .reg .pred %p<8>;
-    .reg .b32 %r<40>;
-    .reg .b64 %rd<16>;
-    .reg .f32 %f<8>;
-    .local .align 4 .b8 scratch[8];
-    .shared .align 16 .b8 tile[32];
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
+""" + entry("loads", "u64 in, u64 out", ".pred %p<8>, .b32 %r<40>, .b64 %rd<16>, .f32 %f<8>", """
     mov.u64 %rd3, 0x1234;  // a cache policy (createpolicy's): only a hint
     ld.global.L2::cache_hint.u32 %r1, [%rd1], %rd3;
     ld.global.L1::evict_last.L2::128B.u32 %r2, [%rd1+4];
@@ -317,8 +283,7 @@ LOADS = HEADER.replace("8.0", "8.8").replace("sm_90", "sm_100") + """
     or.b32 %r30, %r30, %r31;
     st.global.u32 [%rd2+56], %r30;
     ret;
-}
-"""
+""", declarations=".local .align 4 .b8 scratch[8];\n.shared .align 16 .b8 tile[32];")
 
 
 def test_loads_and_stores_with_orderings_and_hints(target):
@@ -337,13 +302,7 @@ def test_loads_and_stores_with_orderings_and_hints(target):
 # --------------------------------------------------------------------------------------------------
 # fences and every barrier form
 
-FENCES = HEADER + """
-.visible .entry fences(.param .u64 out)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+FENCES = HEADER + "\n" + entry("fences", "u64 out", ".pred %p<4>, .b32 %r<8>, .b64 %rd<4>", """
     membar.cta;
     membar.gl;
     membar.sys;
@@ -397,8 +356,7 @@ FENCES = HEADER + """
     add.s64 %rd3, %rd1, %rd2;
     st.global.v4.u32 [%rd3], {%r3, %r4, %r5, %r6};
     ret;
-}
-"""
+""")
 
 
 def test_every_fence_and_barrier_form_runs(target):
@@ -409,14 +367,7 @@ def test_every_fence_and_barrier_form_runs(target):
 
 
 def test_bar_red_reduces_over_the_block_and_a_counted_subset(target):
-    ptx = HEADER + """
-.visible .entry reduce(.param .u64 in, .param .u64 out)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [in];
-    ld.param.u64 %rd2, [out];
+    ptx = HEADER + "\n" + entry("reduce", "u64 in, u64 out", ".pred %p<4>, .b32 %r<12>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd3, %r1, 4;
     add.s64 %rd4, %rd1, %rd3;
@@ -439,8 +390,7 @@ SKIP:
     add.s64 %rd6, %rd2, %rd5;
     st.global.v4.u32 [%rd6], {%r3, %r4, %r5, %r6};
     ret;
-}
-"""
+""")
     program = _program(ptx, target)
     rng = random.Random(11)
     for votes in ([rng.getrandbits(1) for _ in range(96)], [1] * 96, [0] * 96):
@@ -451,15 +401,8 @@ SKIP:
                                                   sum(votes[:64]) if t < 64 else 0]
 
 
-PRODUCER_CONSUMER = HEADER + """
-.visible .entry pipeline(.param .u64 out, .param .u32 rounds)
-{
-    .reg .pred %p<4>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b8 slots[256];
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [rounds];
+PRODUCER_CONSUMER = HEADER + "\n" + entry("pipeline", "u64 out, u32 rounds",
+                                          ".pred %p<4>, .b32 %r<16>, .b64 %rd<8>", """
     mov.u32 %r2, %tid.x;
     and.b32 %r3, %r2, 63;
     shl.b32 %r4, %r3, 2;
@@ -497,8 +440,7 @@ STORE:
     st.global.u32 [%rd3], %r7;
 DONE:
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 slots[256];")
 
 
 def test_named_barriers_carry_a_producer_consumer_pipeline(target):
@@ -536,13 +478,7 @@ def test_a_barrier_nobody_can_complete_is_reported():
 DYNAMIC = HEADER + """
 .extern .shared .align 16 .b8 dynamic_smem[];
 .extern .shared .align 8 .b8 also_dynamic[];
-.visible .entry dynamic(.param .u64 out)
-{
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<4>;
-    .reg .f32 %f<4>;
-    .shared .align 16 .v4 .f32 quad[2];
-    ld.param.u64 %rd1, [out];
+""" + entry("dynamic", "u64 out", ".b32 %r<12>, .b64 %rd<4>, .f32 %f<4>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %dynamic_smem_size;
     mov.u32 %r3, %total_smem_size;
@@ -565,8 +501,7 @@ DYNAMIC = HEADER + """
     add.s64 %rd3, %rd1, %rd2;
     st.global.v4.u32 [%rd3], {%r10, %r2, %r3, %r11};
     ret;
-}
-"""
+""", declarations=".shared .align 16 .v4 .f32 quad[2];")
 
 
 # NCCL's `.shared .align 16 .b8 ncclShmem[];`: an unsized .shared array without .extern names the same
@@ -605,12 +540,7 @@ INITIALIZERS = HEADER + """
 .global .align 8 .v2 .u32 pair[2] = {{1, 2}, {3, 4}};
 .const .align 8 .f64 wide = 0.1;
 .global .align 1 .s8 tiny[3] = {-1, 2, -128};
-.visible .entry initial(.param .u64 out)
-{
-    .reg .b16 %h<4>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+""" + entry("initial", "u64 out", ".b16 %h<4>, .b32 %r<12>, .b64 %rd<4>", """
     ld.global.b16 %h1, [half_bits];
     st.global.b16 [%rd1], %h1;
     ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [four];
@@ -623,8 +553,7 @@ INITIALIZERS = HEADER + """
     ld.global.s8 %r6, [tiny+2];
     st.global.v2.u32 [%rd1+48], {%r5, %r6};
     ret;
-}
-"""
+""")
 
 
 def test_module_variable_initializers_of_scalar_and_vector_types(target):
@@ -641,28 +570,17 @@ def test_module_variable_initializers_of_scalar_and_vector_types(target):
 def test_a_kernel_variable_hides_a_module_variable_of_its_name(target):
     ptx = HEADER + """
 .global .align 4 .u32 x = 5;
-.visible .entry hides(.param .u64 p)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<2>;
-    .shared .align 4 .u32 x;
-    ld.param.u64 %rd1, [p];
+""" + entry("hides", "u64 p", ".b32 %r<3>, .b64 %rd<2>", """
     mov.u32 %r1, 9;
     st.shared.u32 [x], %r1;
     ld.shared.u32 %r2, [x];
     st.global.u32 [%rd1], %r2;
     ret;
-}
-.visible .entry sees(.param .u64 p)
-{
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [p];
+""", declarations=".shared .align 4 .u32 x;") + entry("sees", "u64 p", ".b32 %r<3>, .b64 %rd<2>", """
     ld.global.u32 %r2, [x];
     st.global.u32 [%rd1], %r2;
     ret;
-}
-"""
+""")
     program, cell = _program(ptx, target), (ctypes.c_uint32 * 1)()
     program.launch("hides", [cell])
     assert cell[0] == 9
@@ -682,18 +600,10 @@ def test_a_kernel_variable_hides_a_module_variable_of_its_name(target):
     ("isspacep.param %p1, %rd1;", "generic .param"),
 ])
 def test_unsupported_forms_say_why(instruction, why):
-    ptx = HEADER + f"""
-.visible .entry bad(.param .u64 p)
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<2>;
-    .reg .f32 %f<2>;
-    .reg .b64 %rd<3>;
-    ld.param.u64 %rd1, [p];
+    ptx = HEADER + "\n" + entry("bad", "u64 p", ".pred %p<2>, .b32 %r<2>, .f32 %f<2>, .b64 %rd<3>", f"""
     {instruction}
     ret;
-}}
-"""
+""")
     report = translate(ptx + ".visible .entry ok()\n{\n    ret;\n}\n", Options(target="host")).kernels[0]
     assert report.status == "unsupported" and why in report.reason
 
@@ -742,14 +652,7 @@ def test_everything_compiles_for_amd_with_its_sync_scopes(processor):
         assert "global_atomic_add" in listing or "flat_atomic_add" in listing
 
 
-ALLOCA = HEADER + """
-.visible .entry alloca_sum(.param .u64 out, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [n];
+ALLOCA = HEADER + "\n" + entry("alloca_sum", "u64 out, u32 n", ".pred %p<2>, .b32 %r<8>, .b64 %rd<8>", """
     mul.wide.u32 %rd2, %r1, 4;
     alloca.u64 %rd3, %rd2, 16;
     cvta.local.u64 %rd3, %rd3;
@@ -778,8 +681,7 @@ ADD:
 DONE:
     st.global.u32 [%rd1], %r4;
     ret;
-}
-"""
+""")
 
 
 def test_alloca_gives_stack_bytes_in_local_space(target):
@@ -828,12 +730,7 @@ def test_parameter_addresses_read_through_registers(target):
 
 STACK_AND_CLUSTER_OF_ONE = HEADER + """
 .shared .align 16 .b8 tile[64];
-.visible .entry stack_and_cluster(.param .u64 out)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
+""" + entry("stack_and_cluster", "u64 out", ".pred %p<3>, .b32 %r<8>, .b64 %rd<8>", """
     mov.u64 %rd6, 64;
     stacksave.u64 %rd2;
     alloca.u64 %rd3, %rd6;
@@ -857,8 +754,7 @@ STACK_AND_CLUSTER_OF_ONE = HEADER + """
     pmevent 3;
     st.global.v4.u32 [%rd1], {%r1, %r3, %r4, 7};
     ret;
-}
-"""
+""")
 
 
 def test_stack_save_restore_and_a_cluster_of_one():
@@ -876,13 +772,7 @@ def test_stack_save_restore_and_a_cluster_of_one():
     translate(STACK_AND_CLUSTER_OF_ONE, options)  # and LLVM compiles it for the GPU
 
 
-SHARED_CLUSTER = HEADER + """
-.visible .entry shared_cluster(.param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .shared .align 4 .b8 words[128];
-    ld.param.u64 %rd1, [out];
+SHARED_CLUSTER = HEADER + "\n" + entry("shared_cluster", "u64 out", ".b32 %r<8>, .b64 %rd<4>", """
     mov.u32 %r1, %tid.x;
     shl.b32 %r2, %r1, 2;
     mov.u32 %r3, words;
@@ -901,8 +791,7 @@ SHARED_CLUSTER = HEADER + """
     add.u64 %rd2, %rd1, %rd2;
     st.global.u32 [%rd2], %r6;
     ret;
-}
-"""
+""", declarations=".shared .align 4 .b8 words[128];")
 
 
 def test_shared_cluster_accesses_reach_the_ctas_own_shared_memory():

@@ -22,6 +22,7 @@ from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import TARGETS
 from tests.amdrun import program as loaded_program
 from tests.ptxrun import HEADER, M32, M64, run_table, table_kernel
+from tests.ptxframes import entry
 
 READELF = Path("/usr/lib/llvm-22/bin/llvm-readelf")
 
@@ -91,11 +92,7 @@ GLOBAL_ADDRESSES = HEADER + """
 .global .align 4 .u32 g[4] = {11, 22, 33, 44};
 .const .align 4 .u32 cg[2] = {55, 66};
 .global .align 8 .u64 p[5] = {generic(g), g+8, generic(g)+4, generic(cg)+4, cg};
-.visible .entry through_addresses(.param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
+""" + entry("through_addresses", "u64 out", ".b32 %r<4>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd2, %r1, 8;
     mov.u64 %rd3, p;
@@ -106,8 +103,7 @@ GLOBAL_ADDRESSES = HEADER + """
     add.s64 %rd6, %rd1, %rd5;
     st.global.u32 [%rd6], %r2;
     ret;
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -18,6 +18,7 @@ from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.targets import target_named
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.ptxrun import HEADER, M32, M64, bits, f32, from_bits, run_table, signed
+from tests.ptxframes import entry
 
 SAMPLE = Path(__file__).parent / "samples" / "nv_kern_sm90.ptx"
 
@@ -198,17 +199,8 @@ def test_nvcc_saxpy_runs(target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_hand_written_2d_saxpy(target):
-    ptx = HEADER + """
-.visible .entry saxpy2d(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .f32 %f<5>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<8>;
-    ld.param.f32 %f1, [a];
-    ld.param.u64 %rd1, [x];
-    ld.param.u64 %rd2, [y];
-    ld.param.u32 %r1, [n];
+    ptx = HEADER + "\n" + entry("saxpy2d", "f32 a, u64 x, u64 y, u32 n",
+                                ".pred %p<2>, .f32 %f<5>, .b32 %r<12>, .b64 %rd<8>", """
     mov.u32 %r2, %ctaid.y;
     mov.u32 %r3, %nctaid.x;
     mov.u32 %r4, %ctaid.x;
@@ -231,8 +223,7 @@ def test_hand_written_2d_saxpy(target):
     ld.global.f32 %f3, [%rd7+0];
     fma.rn.f32 %f4, %f1, %f2, %f3;
     st.global.f32 [%rd7], %f4;
-}
-"""
+""")
     program = _on(ptx, target, opt_level=0)
     got, expected = _saxpy(program, "saxpy2d", 45, grid=(2, 2, 1), block=(4, 3, 1), a=-1.5)
     assert got == expected
@@ -350,16 +341,7 @@ MEMORY = HEADER + """
 .global .align 4 .u32 table[4] = {10, 20, 0xFFFFFFFF};
 .const .align 8 .f64 weights[2] = {0d3FF8000000000000, 2};
 .global .align 1 .b8 bytes[4] = {0x80, 0x7F, 0xFE};
-.visible .entry memory(.param .u64 out, .param .u64 in)
-{
-    .reg .b16 %rs<3>;
-    .reg .b32 %r<12>;
-    .reg .f32 %f<5>;
-    .reg .b64 %rd<12>;
-    .reg .f64 %fd<3>;
-    .local .align 16 .b8 scratch[32];
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [in];
+""" + entry("memory", "u64 out, u64 in", ".b16 %rs<3>, .b32 %r<12>, .f32 %f<5>, .b64 %rd<12>, .f64 %fd<3>", """
     cvta.to.global.u64 %rd1, %rd1;
     ld.global.v4.f32 {%f1, _, %f2, %f3}, [%rd2];
     st.global.v4.f32 [%rd1], {%f3, %f2, %f1, 0f40000000};
@@ -389,8 +371,7 @@ MEMORY = HEADER + """
     ld.global.u32 %r8, [table+12];
     st.global.u8 [%rd1+52], %r8;
     st.global.b16 [%rd1+54], %r8;
-}
-"""
+""", declarations=".local .align 16 .b8 scratch[32];")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -475,13 +456,7 @@ DONE:
     add.s32 %r1, %r1, %tid.x;
     st.global.u32 [%rd1], %r1;
 }
-.visible .entry calls(.param .u64 out)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<3>;
-    .reg .f32 %f<3>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+""" + entry("calls", "u64 out", ".pred %p<2>, .b32 %r<3>, .f32 %f<3>, .b64 %rd<4>", """
     mov.u32 %r1, %tid.x;
     add.s32 %r2, %r1, 3;
     {
@@ -513,8 +488,7 @@ END:
     st.param.b64 [param0], %rd3;
     call.uni bump, (param0);
     }
-}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -548,16 +522,7 @@ def test_call_of_an_undefined_function_is_reported():
 # --------------------------------------------------------------------------------------------------
 # .shared memory and barriers: LDS on amdgpu; on the host a shared window and a thread per GPU thread
 
-SHARED = HEADER + """
-.visible .entry shared(.param .u64 out)
-{
-    .reg .b32 %r<6>;
-    .reg .f32 %f<3>;
-    .reg .b64 %rd<2>;
-    .shared .align 16 .b8 tile[1000];
-    .shared .align 4 .f32 one;
-    .shared .align 8 .b8 pair[16];
-    ld.param.u64 %rd1, [out];
+SHARED = HEADER + "\n" + entry("shared", "u64 out", ".b32 %r<6>, .f32 %f<3>, .b64 %rd<2>", """
     mov.u32 %r1, %tid.x;
     shl.b32 %r2, %r1, 2;
     mov.u32 %r3, tile;
@@ -573,8 +538,7 @@ SHARED = HEADER + """
     ld.shared.u32 %r5, [pair+8];
     st.global.u32 [%rd1], %r5;
     st.global.f32 [%rd1+4], %f2;
-}
-"""
+""", declarations=".shared .align 16 .b8 tile[1000];\n.shared .align 4 .f32 one;\n.shared .align 8 .b8 pair[16];")
 
 
 @pytest.mark.parametrize("processor", ["gfx942", "gfx1100"])
@@ -610,14 +574,7 @@ def test_nvcc_shared_reduction_runs(target):
 def test_shared_addresses_and_barriers(target):
     # Each thread stores its id, waits, then reads its neighbour's slot through a 32-bit shared address,
     # a generic pointer (cvta.shared) and back (cvta.to.shared).
-    ptx = HEADER + """
-.visible .entry neighbours(.param .u64 out)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<6>;
-    .shared .align 4 .b8 slots[64];
-    ld.param.u64 %rd1, [out];
+    ptx = HEADER + "\n" + entry("neighbours", "u64 out", ".pred %p<2>, .b32 %r<10>, .b64 %rd<6>", """
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %ntid.x;
     shl.b32 %r3, %r1, 2;
@@ -642,8 +599,7 @@ def test_shared_addresses_and_barriers(target):
     add.s64 %rd5, %rd1, %rd5;
     bar.sync 0;
     st.global.u32 [%rd5], %r8;
-}
-"""
+""", declarations=".shared .align 4 .b8 slots[64];")
     program = _on(ptx, target)
     out = (ctypes.c_uint32 * 16)()
     program.launch("neighbours", [out], block=(16,))  # one block: no leftovers to read
@@ -655,16 +611,10 @@ def test_shared_addresses_and_barriers(target):
 # --------------------------------------------------------------------------------------------------
 # unsupported PTX: reported with its line, only its kernel skipped
 
-TWO_KERNELS = HEADER + """
-.visible .entry good(.param .u64 out)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<2>;
-    ld.param.u64 %rd1, [out];
+TWO_KERNELS = HEADER + "\n" + entry("good", "u64 out", ".b32 %r<2>, .b64 %rd<2>", """
     mov.u32 %r1, %tid.x;
     st.global.u32 [%rd1], %r1;
-}
-.visible .entry bad(.param .u64 out)
+""") + """.visible .entry bad(.param .u64 out)
 {
     .reg .b32 %r<3>;
     mov.u32 %r1, %tid.x;

@@ -29,6 +29,7 @@ from tests import oracles
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
 from tests.corpus import corpus_file
 from tests.ptxrun import HEADER
+from tests.ptxframes import entry
 
 READELF = Path("/usr/lib/llvm-22/bin/llvm-readelf")
 SAMPLES = Path(__file__).parent / "samples" / "ptx"
@@ -99,14 +100,8 @@ def _heap_top(program) -> int:
 # malloc / free
 
 THREADS = 96
-MANY = HEADER + DECLARATIONS + f"""
-.visible .entry many(.param .u64 addresses, .param .u64 sums)
-{{
-    .reg .pred %p<3>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<16>;
-    ld.param.u64 %rd1, [addresses];
-    ld.param.u64 %rd2, [sums];
+MANY = HEADER + DECLARATIONS + "\n" + entry("many", "u64 addresses, u64 sums",
+                                            ".pred %p<3>, .b32 %r<12>, .b64 %rd<16>", f"""
     mov.u32 %r1, %tid.x;
     rem.u32 %r2, %r1, 5;
     mad.lo.u32 %r3, %r2, 24, 16;          // 16, 40, 64, 88, 112 bytes
@@ -141,8 +136,7 @@ $sum:
     add.s64 %rd10, %rd2, %rd9;
     st.global.u32 [%rd10], %r7;
     ret;
-}}
-"""
+""")
 
 
 def _block_bytes(size: int) -> int:
@@ -168,13 +162,7 @@ def test_malloc_from_many_threads_gives_distinct_aligned_blocks_that_keep_their_
 
 
 def _churn(rounds: int) -> str:
-    return HEADER + DECLARATIONS + f"""
-.visible .entry churn(.param .u64 errors)
-{{
-    .reg .pred %p<3>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<16>;
-    ld.param.u64 %rd1, [errors];
+    return HEADER + DECLARATIONS + "\n" + entry("churn", "u64 errors", ".pred %p<3>, .b32 %r<12>, .b64 %rd<16>", f"""
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, 0;
     mov.u32 %r9, 0;
@@ -204,8 +192,7 @@ $next:
     add.s64 %rd6, %rd1, %rd5;
     st.global.u32 [%rd6], %r9;
     ret;
-}}
-"""
+""")
 
 
 CHURN_ROUNDS = {"host": 40, "gfx1100": 8, "gfx942": 8}  # on AMD 8 rounds already reuse every block 7 times
@@ -225,12 +212,7 @@ def test_freed_blocks_are_reused_by_racing_threads_without_handing_one_block_to_
     assert 0 < _heap_top(program) <= THREADS * _block_bytes(40) < THREADS * rounds * _block_bytes(40)
 
 
-EDGES = HEADER + DECLARATIONS + f"""
-.visible .entry edges(.param .u64 out, .param .u64 foreign)
-{{
-    .reg .b64 %rd<16>;
-    ld.param.u64 %rd1, [out];
-    ld.param.u64 %rd2, [foreign];
+EDGES = HEADER + DECLARATIONS + "\n" + entry("edges", "u64 out, u64 foreign", ".b64 %rd<16>", f"""
     mov.u64 %rd3, 0;
     {_free("%rd3")}
     {_free("%rd2")}
@@ -253,8 +235,7 @@ EDGES = HEADER + DECLARATIONS + f"""
     st.global.v2.u64 [%rd1+32], {{%rd10, %rd11}};
     st.global.v2.u64 [%rd1+48], {{%rd13, %rd15}};
     ret;
-}}
-"""
+""")
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -37,6 +37,7 @@ from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.ptx.printer import print_ptx
 from tests import oracles, tma
 from tests.amdrun import TARGETS, EmulatedProgram, HostProgram
+from tests.ptxframes import entry
 
 RNG = np.random.default_rng(21)
 THREADS = 32
@@ -302,15 +303,8 @@ def test_the_encoders_maps_decode_and_a_zero_map_is_a_rank_one_tile_map():
 
 # ------------------------------------------------------------------------------------------- clusterlaunchcontrol
 
-CANCEL = tma.HEADER.replace("8.0", "8.7").replace("sm_90", "sm_100") + """
-.visible .entry cancel(.param .u64 out)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .b64 %rd<2>;
-    .shared .align 16 .b8 response[16];
-    .shared .align 8 .b64 bar;
-    ld.param.u64 %rd1, [out];
+CANCEL = tma.HEADER.replace("8.0", "8.7").replace("sm_90", "sm_100") + "\n" + entry(
+    "cancel", "u64 out", ".pred %p<2>, .b32 %r<6>, .b64 %rd<2>", """
     mov.u32 %r1, response;
     mov.u32 %r2, bar;
     mbarrier.init.shared::cta.b64 [%r2], 1;
@@ -323,8 +317,7 @@ WAIT:
     @!%p1 bra WAIT;
     cp.async.bulk.global.shared::cta.bulk_group [%rd1], [response], 16;
     ret;
-}
-"""
+""", declarations=".shared .align 16 .b8 response[16];\n.shared .align 8 .b64 bar;")
 
 
 @pytest.mark.parametrize("target", TARGETS)

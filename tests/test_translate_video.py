@@ -22,6 +22,7 @@ from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import TARGETS
 from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER, M32
+from tests.ptxframes import entry
 
 EDGES = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x807F80FF,
          0x7F00FF80, 0x00018000, 0xFFFE7FFF, 31, 32, 33]
@@ -66,14 +67,7 @@ def _kernel(name: str, snippets: list[str]) -> str:
     for k, snippet in enumerate(snippets):
         body += [snippet, f"st.global.u32 [%rd9+{4 * k}], %r10;"]
     newline = "\n    "
-    return HEADER + f"""
-.visible .entry {name}(.param .u64 pin, .param .u64 pout)
-{{
-    .reg .pred %p<4>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<16>;
-    ld.param.u64 %rd1, [pin];
-    ld.param.u64 %rd2, [pout];
+    return HEADER + "\n" + entry(name, "u64 pin, u64 pout", ".pred %p<4>, .b32 %r<16>, .b64 %rd<16>", f"""
     mov.u32 %r4, %ctaid.x;
     mov.u32 %r5, %ntid.x;
     mov.u32 %r6, %tid.x;
@@ -87,8 +81,7 @@ def _kernel(name: str, snippets: list[str]) -> str:
     add.s64 %rd9, %rd2, %rd5;
     {newline.join(body)}
     ret;
-}}
-"""
+""")
 
 
 def run_cases(name: str, cases: list[tuple[str, object]], target: str = "host") -> None:

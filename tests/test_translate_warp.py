@@ -20,6 +20,7 @@ from fatkit.translate.pipeline import Options, lower, parse, passes, translate
 from fatkit.translate.targets import host
 from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER, M32, bits, run_table
+from tests.ptxframes import entry
 
 WARP = 32
 BLOCKS = [32, 48, 64, 96, 128]
@@ -334,14 +335,7 @@ def test_elect_sync_and_bar_warp_sync(wave):
 
 
 def _shared_kernel(name: str, body: str) -> str:
-    return HEADER + f"""
-.visible .entry {name}(.param .u64 pout)
-{{
-    .reg .pred %p<4>;
-    .reg .b32 %r<16>;
-    .reg .b64 %rd<8>;
-    .shared .align 4 .b32 box[128];
-    ld.param.u64 %rd1, [pout];
+    return HEADER + "\n" + entry(name, "u64 pout", ".pred %p<4>, .b32 %r<16>, .b64 %rd<8>", f"""
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
@@ -351,8 +345,7 @@ def _shared_kernel(name: str, body: str) -> str:
 {body}
     st.global.u32 [%rd3], %r10;
     ret;
-}}
-"""
+""", declarations=".shared .align 4 .b32 box[128];")
 
 
 def _launch(text: str, name: str, n: int, launches: int = 1, target: str = "host") -> list[int]:
@@ -402,12 +395,7 @@ def _special_kernel(registers: list[tuple[str, str]]) -> str:
         else:
             body.append(f"mov.u32 %r5, {name};\ncvt.u64.u32 %rd5, %r5;")
         body.append(f"st.global.u64 [%rd4+{8 * k}], %rd5;")
-    return HEADER + f"""
-.visible .entry sregs(.param .u64 pout)
-{{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [pout];
+    return HEADER + "\n" + entry("sregs", "u64 pout", ".b32 %r<8>, .b64 %rd<8>", f"""
     mov.u32 %r1, %tid.x;
     mov.u32 %r2, %tid.y;
     mov.u32 %r3, %ntid.x;
@@ -416,8 +404,7 @@ def _special_kernel(registers: list[tuple[str, str]]) -> str:
     add.s64 %rd4, %rd1, %rd2;
     {chr(10).join(body)}
     ret;
-}}
-"""
+""")
 
 
 LANE_REGISTERS = [("u32", "%laneid"), ("u32", "%warpid"), ("u32", "%nwarpid"), ("u32", "%lanemask_eq"),
