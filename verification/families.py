@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probe_numerics import guarded_prologue  # the kernels' shared first lines (verification/ is on sys.path)
+
 
 @dataclass(frozen=True)
 class Case:
@@ -32,20 +34,7 @@ def table_module(case: Case, target: str = "sm_90") -> str:
 
 .visible .entry {case.name}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pout, .param .u32 n)
 {{
-    .reg .pred %p<10>;
-    .reg .b16 %h<30>;
-    .reg .b32 %r<30>;
-    .reg .f32 %f<30>;
-    .reg .b64 %rd<30>;
-    .reg .f64 %fd<30>;
-    mov.u32 %r4, %ctaid.x;
-    mov.u32 %r5, %ntid.x;
-    mov.u32 %r6, %tid.x;
-    mad.lo.u32 %r7, %r4, %r5, %r6;
-    ld.param.u32 %r8, [n];
-    setp.ge.u32 %p9, %r7, %r8;
-    @%p9 bra DONE;
-    mul.wide.u32 %rd4, %r7, 8;
+{guarded_prologue(10, "%p9")}    mul.wide.u32 %rd4, %r7, 8;
     ld.param.u64 %rd5, [pa];
     add.u64 %rd5, %rd5, %rd4;
     ld.global.u64 %rd1, [%rd5];

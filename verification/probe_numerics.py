@@ -187,6 +187,23 @@ def _ptx_header() -> str:
     return ".version 8.7\n.target sm_90\n.address_size 64\n\n"
 
 
+def guarded_prologue(predicates: int, guard: str) -> str:
+    """The first lines of a probe kernel's body (here and in families.py): 30 registers of each kind but the
+    `predicates`, %r7 = the thread's global index, and threads at or past the `n` parameter jump to DONE (the
+    predicate `guard` tests it)."""
+    registers = "".join(f"    .reg .{kind} %{prefix}<30>;\n"
+                        for kind, prefix in (("b16", "h"), ("b32", "r"), ("f32", "f"), ("b64", "rd"), ("f64", "fd")))
+    return f"""    .reg .pred %p<{predicates}>;
+{registers}    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mov.u32 %r6, %tid.x;
+    mad.lo.u32 %r7, %r4, %r5, %r6;
+    ld.param.u32 %r8, [n];
+    setp.ge.u32 {guard}, %r7, %r8;
+    @{guard} bra DONE;
+"""
+
+
 def mma_kernel(form: dict) -> str:
     """The probe kernel of an mma form: lane record = A, B, C (, E) registers, 64-bit slots for f64 forms."""
     types, counts = form["types"], form["counts"]
@@ -338,20 +355,7 @@ def cvt_kernel(form: dict) -> str:
     return f"""{_ptx_header()}.visible .entry {form['name']}(.param .u64 pin, .param .u64 pin2, .param .u64 pout,
     .param .u32 n)
 {{
-    .reg .pred %p<4>;
-    .reg .b16 %h<30>;
-    .reg .b32 %r<30>;
-    .reg .f32 %f<30>;
-    .reg .b64 %rd<30>;
-    .reg .f64 %fd<30>;
-    mov.u32 %r4, %ctaid.x;
-    mov.u32 %r5, %ntid.x;
-    mov.u32 %r6, %tid.x;
-    mad.lo.u32 %r7, %r4, %r5, %r6;
-    ld.param.u32 %r8, [n];
-    setp.ge.u32 %p1, %r7, %r8;
-    @%p1 bra DONE;
-    mov.b16 %h0, 0;
+{guarded_prologue(4, "%p1")}    mov.b16 %h0, 0;
     ld.param.u64 %rd5, [pin];
     ld.param.u64 %rd6, [pin2];
     mul.wide.u32 %rd4, %r7, {8 if form['source'] == 'f64' else 4};
