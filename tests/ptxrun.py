@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import struct
 
+from tests.ptxframes import entry
+
 M32, M64 = (1 << 32) - 1, (1 << 64) - 1
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
@@ -40,18 +42,8 @@ def table_kernel(name: str, ops: list[str]) -> str:
         if "%rd10," not in op:
             body.append("cvt.u64.u32 %rd10, %r10;")
         body.append(f"st.global.u64 [%rd8+{8 * k}], %rd10;")
-    return HEADER + f"""
-.visible .entry {name}(.param .u64 pa, .param .u64 pb, .param .u64 pout)
-{{
-    .reg .pred %p<4>;
-    .reg .b16 %rs<2>;
-    .reg .b32 %r<16>;
-    .reg .f32 %f<8>;
-    .reg .b64 %rd<16>;
-    .reg .f64 %fd<2>;
-    ld.param.u64 %rd1, [pa];
-    ld.param.u64 %rd2, [pb];
-    ld.param.u64 %rd3, [pout];
+    return HEADER + "\n" + entry(name, "u64 pa, u64 pb, u64 pout",
+                                 ".pred %p<4>, .b16 %rs<2>, .b32 %r<16>, .f32 %f<8>, .b64 %rd<16>, .f64 %fd<2>", f"""
     mov.u32 %r1, %tid.x;
     mul.wide.u32 %rd4, %r1, 4;
     add.s64 %rd5, %rd1, %rd4;
@@ -64,8 +56,7 @@ def table_kernel(name: str, ops: list[str]) -> str:
     add.s64 %rd8, %rd3, %rd7;
     {chr(10).join(body)}
     ret;
-}}
-"""
+""")
 
 
 def run_table(name: str, ops: list[str], a: list[int], b: list[int], target: str = "host") -> list[list[int]]:

@@ -528,19 +528,12 @@ def test_the_code_objects_metadata_gives_the_shim_the_cluster_shape(processor):
                                  "cannot run as one workgroup (80384 > 65536 bytes of LDS)"),
 ])
 def test_clusters_that_cannot_be_one_workgroup_are_refused_with_the_reason(directives, shared, reason):
-    ptx = HEADER + f"""
-.visible .entry big(.param .u64 out) {directives}
-{{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<2>;
-    .shared .align 16 .b8 s[{shared}];
-    ld.param.u64 %rd1, [out];
+    ptx = HEADER + "\n" + entry("big", "u64 out", ".b32 %r<4>, .b64 %rd<2>", """
     mov.u32 %r1, s;
     mapa.shared::cluster.u32 %r2, %r1, 1;
     st.shared::cluster.u32 [%r2], 0;
     ret;
-}}
-"""
+""", directives=directives, declarations=f".shared .align 16 .b8 s[{shared}];")
     (report,) = run(ptx, Options(target="gfx942"), until="lower").reports
     assert report.status == "unsupported" and reason in report.reason, report.reason
 

@@ -14,6 +14,7 @@ from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import TARGETS
 from tests.amdrun import program as amd_program
 from tests.ptxrun import HEADER
+from tests.ptxframes import entry
 
 SAMPLES = Path(__file__).parent / "samples" / "ptx"
 
@@ -40,12 +41,7 @@ def _store_per_thread(value: str) -> str:
     st.global.u32 [%rd3], {value};"""
 
 
-BRX = HEADER + """
-.visible .entry brx(.param .u64 out)
-{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
+BRX = HEADER + "\n" + entry("brx", "u64 out", ".b32 %r<4>, .b64 %rd<4>", """
     mov.u32 %r1, %tid.x;
     rem.u32 %r2, %r1, 3;
     ts: .branchtargets L0, L1, L2;
@@ -60,8 +56,7 @@ L2:
     mov.u32 %r3, 222;
 DONE:""" + _store_per_thread("%r3") + """
     ret;
-}
-"""
+""")
 
 
 def test_brx_idx_jumps_to_the_indexed_label(target):
@@ -92,11 +87,7 @@ INDIRECT = HEADER + FUNCTIONS + """
 .global .align 4 .u32 numbers[4] = {5, 6, 7, 8};
 .global .align 8 .u64 where[2] = {generic(numbers)+4, numbers};
 
-.visible .entry through_table(.param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [out];
+""" + entry("through_table", "u64 out", ".b32 %r<8>, .b64 %rd<8>", """
     mov.u32 %r1, %tid.x;
     and.b32 %r2, %r1, 1;
     mul.wide.u32 %rd4, %r2, 8;
@@ -112,8 +103,7 @@ INDIRECT = HEADER + FUNCTIONS + """
     ld.param.b32 %r3, [retval0];
     }""" + _store_per_thread("%r3") + """
     ret;
-}
-
+""") + """
 .visible .entry through_targets(.param .u64 out)
 {
     .reg .pred %p1;

@@ -16,6 +16,7 @@ from fatkit.translate.passes import run_passes
 from fatkit.translate.ptx import parse_ptx
 from fatkit.translate.ptx.printer import print_ptx
 from tests.amdrun import TARGETS, program
+from tests.ptxframes import entry
 
 HEADER = ".version 8.6\n.target sm_90\n.address_size 64\n"
 RNG = np.random.default_rng(2122)
@@ -27,18 +28,8 @@ def _kernel(after_copy: str = "", masked: bool = False) -> str:
     store = ("cp.async.bulk.global.shared::cta.bulk_group.cp_mask [%rd7], [%r15], " + f"{16 * CHUNKS}, %rs1;"
              if masked else f"cp.async.bulk.global.shared::cta.bulk_group [%rd7], [%r15], {16 * CHUNKS};")
     header = HEADER.replace("sm_90", "sm_100") if masked else HEADER
-    return header + f"""
-.visible .entry elected(.param .u64 psrc, .param .u64 pout, .param .u16 pmask)
-{{
-    .reg .pred %p<8>;
-    .reg .b16 %rs<2>;
-    .reg .b32 %r<32>;
-    .reg .b64 %rd<16>;
-    .shared .align 16 .b8 buf[{2 * 16 * CHUNKS}];
-    .shared .align 8 .b64 bar[2];
-    ld.param.u64 %rd1, [psrc];
-    ld.param.u64 %rd2, [pout];
-    ld.param.u16 %rs1, [pmask];
+    return header + "\n" + entry("elected", "u64 psrc, u64 pout, u16 pmask",
+                                 ".pred %p<8>, .b16 %rs<2>, .b32 %r<32>, .b64 %rd<16>", f"""
     mov.u32 %r1, %tid.x;
     shr.u32 %r2, %r1, 5;                     // the warp
     and.b32 %r3, %r1, 31;
@@ -93,8 +84,7 @@ $wait:
 $stored:
     cp.async.bulk.wait_group 0;
     ret;
-}}
-"""
+""", declarations=f".shared .align 16 .b8 buf[{2 * 16 * CHUNKS}];\n.shared .align 8 .b64 bar[2];")
 
 
 def _model(source: np.ndarray, out: np.ndarray, mask: int | None) -> np.ndarray:

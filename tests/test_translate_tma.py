@@ -472,19 +472,12 @@ def test_min_of_a_half_precision_map_traps(target):
                                                        "workgroup (98304 > 65536 bytes of LDS)")),
 ])
 def test_cluster_refusals_say_why_the_cluster_cannot_be_one_workgroup(directives, shared, reason):
-    ptx = tma.HEADER + f"""
-.visible .entry clustered(.param .u64 out) {directives}
-{{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<2>;
-    .shared .align 16 .b8 s[{shared}];
-    ld.param.u64 %rd1, [out];
+    ptx = tma.HEADER + "\n" + entry("clustered", "u64 out", ".b32 %r<4>, .b64 %rd<2>", """
     st.shared.u32 [s], 0;
     mov.u32 %r1, %cluster_ctarank;
     st.global.u32 [%rd1], %r1;
     ret;
-}}
-"""
+""", directives=directives, declarations=f".shared .align 16 .b8 s[{shared}];")
     options = Options(target="host")
     (report,) = pipeline.lower(pipeline.passes(pipeline.parse(ptx, options), options), options).reports
     assert report.status == "unsupported" and reason in report.reason, report.reason
