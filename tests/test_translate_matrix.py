@@ -546,7 +546,8 @@ def _cluster_kernel(directives: str) -> str:
 
 
 @pytest.mark.parametrize("directives, explicit", [("", 0), (".reqnctapercluster 1, 1, 1", 1),
-                                                   (".maxclusterrank 1", 0)])
+                                                   (".maxclusterrank 1", 0),
+                                                   (".explicitcluster .maxclusterrank 1", 1)])
 def test_cluster_registers_of_a_cluster_of_one_cta(directives, explicit):
     grid = (3, 2, 1)
     program = translate(_cluster_kernel(directives), Options(target="host")).product
@@ -560,7 +561,8 @@ def test_cluster_registers_of_a_cluster_of_one_cta(directives, explicit):
 
 
 @pytest.mark.parametrize("directives, flagged", [("", False), (".reqnctapercluster 1, 1, 1", False),
-                                                 (".maxclusterrank 1", False), (".reqnctapercluster 1, 2, 1", True),
+                                                 (".maxclusterrank 1", False), (".explicitcluster .maxclusterrank 1", False),
+                                                 (".reqnctapercluster 1, 2, 1", True),
                                                  (".explicitcluster", True), (".maxclusterrank 2", True)])
 def test_lint_flags_only_clusters_of_more_than_one_cta(directives, flagged):
     kernel = next(k for k in analyse(parse_ptx(_cluster_kernel(directives))) if k.name == "clusters")

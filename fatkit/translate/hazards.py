@@ -565,11 +565,14 @@ class _Analysis:
 
         if self.module.address_size == 32:
             add("address-size-32", kernel.line, None)
-        for directive in kernel.directives:
-            # a cluster of one CTA (`.reqnctapercluster 1, 1, 1`, `.maxclusterrank 1`) is the CTA itself
-            one_cta = directive.name in ("reqnctapercluster", "maxclusterrank") and math.prod(directive.values) == 1
-            if "cluster" in directive.name and not one_cta:  # a fixed or launch-given shape translates
-                add("cluster", kernel.line, None, name=f".{directive.name}", translated=True)
+        # a cluster of one CTA (`.reqnctapercluster 1, 1, 1`, `.maxclusterrank 1`, with or without
+        # `.explicitcluster`) is the CTA itself
+        declared = {d.name: d.values for d in kernel.directives}
+        shape = declared.get("reqnctapercluster") or declared.get("maxclusterrank")
+        if shape is None or math.prod(shape) != 1:
+            for directive in kernel.directives:
+                if "cluster" in directive.name:  # a fixed or launch-given shape translates
+                    add("cluster", kernel.line, None, name=f".{directive.name}", translated=True)
         ftz: list[tuple[int, str, str | None]] = []  # (line, instruction, function) of f32 arithmetic
         plain: list[tuple[int, str, str | None]] = []
         symbols: set[str] = set()

@@ -95,11 +95,13 @@ CLUSTER_SHAPE_PARAM = "__fatkit_cluster_shape"
 
 def launch_given_cluster(kernel: ast.Function) -> bool:
     """Whether the kernel's clusters may hold several CTAs of a shape only the launch gives: `.explicitcluster`
-    or `.maxclusterrank` above 1, without `.reqnctapercluster`."""
+    or `.maxclusterrank` above 1, without `.reqnctapercluster` (`.explicitcluster .maxclusterrank 1`: clusters of
+    one CTA, explicit ones)."""
     declared = {d.name: tuple(d.values) for d in kernel.directives}
     if "reqnctapercluster" in declared:
         return False
-    return "explicitcluster" in declared or (declared.get("maxclusterrank") or (1,))[0] > 1
+    rank = declared.get("maxclusterrank")
+    return rank[0] > 1 if rank else "explicitcluster" in declared
 
 
 def kernel_signature(kernel: ast.Function) -> KernelSignature:
