@@ -51,6 +51,7 @@ from llvmlite import ir
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
 from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
+from fatkit.translate.lower.mma_direct import DirectGather, direct_gather
 from fatkit.translate.lower.warp import WARP, WarpPosition
 
 # (row, column) of a PTX element, or None: a word of zeros
@@ -87,7 +88,8 @@ def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
 
 
-def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition) -> list[ir.Value]:
+def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition,
+                   gathering: Callable[[list], Gather | DirectGather]) -> list[ir.Value]:
     """The PTX D words of A·B on the 4x4x4 16-block MFMA (module docstring): the native result's lanes moved
     by DPP row shifts."""
     eight_bit = form.a in ("s8", "u8")
@@ -109,7 +111,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     def b_place(unit: int, lane: int) -> tuple[int, int]:
         return per * unit, column(lane)
     b_words = [_word(lw, "b", where["b"], partial(b_place, 2 * beta + e + 4 * w)) for beta, e, w in b_keys]
-    gather = Gather(lw, warp, registers, _lanes(lw, warp))
+    gather = gathering(a_words + b_words)
     gather.fetch(a_words + b_words)
     a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
     b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
@@ -270,6 +272,12 @@ def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tupl
                      for place, (lane, register, position) in where.items()}
 
 
+def _loaded_register(operand: str, lane: int, register: int) -> tuple[str, int]:
+    """The fragment register that register `register` of operand `operand` is at PTX lane `lane`: the swapped
+    A ("p", `_swapped`) holds A's register r ^ (lane & 1)."""
+    return ("a", register ^ (lane & 1)) if operand == "p" else (operand, register)
+
+
 def _declare(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
     function = module.globals.get(name)
     if function is None:
@@ -325,7 +333,8 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment) -> list[ir.Value]:
+def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
+                   gathering: Callable[[list], Gather | DirectGather]) -> list[ir.Value]:
     """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
     plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
     steps = []
@@ -338,8 +347,9 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
                 sources = _paired(sources, where[operand], [place for _, place in words], operand)
             operands.append(sources)
         steps.append(operands)
-    gather = Gather(lw, warp, registers, _lanes(lw, warp))
-    gather.fetch([source for step in steps for words in step for source in words])
+    sources = [source for step in steps for words in step for source in words]
+    gather = gathering(sources)
+    gather.fetch(sources)
     builder = lw.builder
     accumulator = plan.initial
     for step, (first, second) in enumerate(steps):
@@ -374,10 +384,15 @@ def mma(lw, ins):
     warp = WarpPosition(lw)
     where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
     registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
+    fragments = {"a": portable._registers(lw, a, a_fragment, "A"), "b": portable._registers(lw, b, b_fragment, "B")}
+
+    def gathering(sources: list) -> Gather | DirectGather:
+        # A and B loaded in the native layout where they come straight from loads (lower/mma_direct.py)
+        return direct_gather(lw, ins, warp, registers, _lanes(lw, warp), fragments, _loaded_register, sources)
     if cores == "mfma":
-        products = _mfma_products(lw, form, registers, where, warp)
+        products = _mfma_products(lw, form, registers, where, warp, gathering)
     else:
-        products = _wmma_products(lw, form, registers, where, warp, elements)
+        products = _wmma_products(lw, form, where, warp, elements, gathering)
     builder = lw.builder
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
     if form.d == "f16":
