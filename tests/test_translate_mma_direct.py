@@ -68,9 +68,45 @@ def _fragment_kernel(instruction: str, between: str, directive: str) -> str:
 """
 
 
-def _shared_kernel(instruction: str) -> str:
+# the fragments' reads from the warp's tiles (A at %row, B at %s0 + %q + 1024): ld.shared.u32 of each register,
+# or ldmatrix (A: lane μ gives row μ mod 16 at bytes 16·(μ div 16), B: column μ mod 8 at bytes 16·(μ div 8 mod 2))
+_READS = {
+    "scalar": """shr.u32 %g, %lane, 2;
+    shl.b32 %g, %g, 5;
+    and.b32 %y, %lane, 3;
+    shl.b32 %y, %y, 2;
+    add.u32 %g, %g, %y;
+    add.u32 %s1, %row, %g;
+    add.u32 %s2, %s0, %q;
+    add.u32 %s2, %s2, %g;
+    ld.shared.u32 %a0, [%s1];
+    ld.shared.u32 %a1, [%s1+256];
+    ld.shared.u32 %a2, [%s1+16];
+    ld.shared.u32 %a3, [%s1+272];
+    ld.shared.u32 %b0, [%s2+1024];
+    ld.shared.u32 %b1, [%s2+1040];""",
+    "ldmatrix": """and.b32 %y, %lane, 15;
+    shl.b32 %y, %y, 5;
+    shr.u32 %g, %lane, 4;
+    shl.b32 %g, %g, 4;
+    add.u32 %g, %g, %y;
+    add.u32 %s1, %row, %g;
+    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%a0, %a1, %a2, %a3}, [%s1];
+    and.b32 %y, %lane, 7;
+    shl.b32 %y, %y, 5;
+    shr.u32 %g, %lane, 3;
+    and.b32 %g, %g, 1;
+    shl.b32 %g, %g, 4;
+    add.u32 %g, %g, %y;
+    add.u32 %s2, %s0, %q;
+    add.u32 %s2, %s2, %g;
+    ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%b0, %b1}, [%s2+1024];""",
+}
+
+
+def _shared_kernel(instruction: str, reads: str) -> str:
     """Each warp's A as a row-major 16×32-byte tile and B column-major (8 columns of 32 bytes) copied to
-    shared memory, then read as the fragments want them, scalar loads through %laneid; C in fragment order."""
+    shared memory, then read as the fragments want them through %laneid (`_READS`); C in fragment order."""
     return HEADER.replace("8.0", "8.5") + f"""
 .visible .entry direct(.param .u64 param0, .param .u64 param1, .param .u64 param2, .param .u64 param3)
 .maxntid 64, 1, 1
@@ -105,21 +141,8 @@ def _shared_kernel(instruction: str) -> str:
     sub.u32 %q, %t, %lane;
     shl.b32 %row, %q, 4;
     add.u32 %row, %row, %s0;
-    shr.u32 %g, %lane, 2;
-    shl.b32 %g, %g, 5;
-    and.b32 %y, %lane, 3;
-    shl.b32 %y, %y, 2;
-    add.u32 %g, %g, %y;
-    add.u32 %s1, %row, %g;
     shl.b32 %q, %q, 3;
-    add.u32 %s2, %s0, %q;
-    add.u32 %s2, %s2, %g;
-    ld.shared.u32 %a0, [%s1];
-    ld.shared.u32 %a1, [%s1+256];
-    ld.shared.u32 %a2, [%s1+16];
-    ld.shared.u32 %a3, [%s1+272];
-    ld.shared.u32 %b0, [%s2+1024];
-    ld.shared.u32 %b1, [%s2+1040];
+    {_READS[reads]}
     ld.global.v4.u32 {{%c0, %c1, %c2, %c3}}, [%o2];
     {instruction} {{%d0, %d1, %d2, %d3}}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {{%c0, %c1, %c2, %c3}};
     st.global.v4.u32 [%o3], {{%d0, %d1, %d2, %d3}};
@@ -197,14 +220,19 @@ def test_fragment_order_vector_loads(form, target, special, tmp_path):
     assert _moves(text, target, tmp_path) < _moves(unproven, target, tmp_path)
 
 
+@pytest.mark.parametrize("reads", ["scalar", "ldmatrix"])
 @pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
 @pytest.mark.parametrize("form,target", CASES)
-def test_shared_tiles_through_laneid(form, target, special):
-    """Row-major A and column-major B tiles in shared memory read by ld.shared.u32 through %laneid."""
-    text = _shared_kernel(model._instruction(*form))
+def test_shared_tiles_through_laneid(form, target, special, reads, tmp_path):
+    """Row-major A and column-major B tiles in shared memory read through %laneid by ld.shared.u32 or by
+    ldmatrix .x4 (A) and .x2 (B): loaded directly, fewer lane moves than with a membar.cta between the reads
+    and the mma (which keeps them moving)."""
+    text = _shared_kernel(model._instruction(*form), reads)
     a, b, c = _inputs(form, special, "shared")
     a_image, b_image = _tiles(a, b)
     _check(form, a, b, c, _launch(text, target, a_image, b_image, c))
+    fenced = text.replace("    ld.global.v4.u32 {%c0", "    membar.cta;\n    ld.global.v4.u32 {%c0")
+    assert fenced != text and _moves(text, target, tmp_path) < _moves(fenced, target, tmp_path)
 
 
 @pytest.mark.parametrize("form,target", CASES)

@@ -301,30 +301,10 @@ def fragment_loads(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> li
         at = kernel.reaching(register.name, mma)
         if at is None or at < kernel.block_start[mma]:
             return None
-        load = kernel.statements[at]
-        if type(load) is not ast.Instruction or load.opcode != "ld" or load.guard is not None or \
-                len(load.operands) != 2 or type(load.operands[1]) is not ast.Address:
+        word = _loaded_word(lw, analysis, kernel.statements[at], at, register.name)
+        if word is None:
             return None
-        spaces = [m for m in load.modifiers if m in _LOAD_SPACES]
-        rest = [m for m in load.modifiers if m not in _LOAD_SPACES]
-        if len(spaces) != 1 or any(m not in _LOAD_PLAIN and not m.startswith(("L1::", "L2::")) for m in rest) \
-                or any(m in _ORDERED for m in rest) or _width(load) != 32:
-            return None
-        targets = _destinations(load.operands[0])
-        if targets.count(register.name) != 1:
-            return None
-        address = load.operands[1]
-        if address.base is None or address.extra:
-            return None
-        space = "shared" if spaces[0].startswith("shared") else "global"
-        width = 32 if space == "shared" else 64
-        if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
-            return None
-        base = analysis.value(address.base, at, width, lw)
-        if base is None:
-            return None
-        offset = _constant(width, address.offset + 4 * targets.index(register.name))
-        words.append(Word(_combine(base, offset, 1), space))
+        words.append(word)
         first = min(first, at)
     for i in range(first + 1, mma):
         between = kernel.statements[i]
@@ -340,6 +320,41 @@ def fragment_loads(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> li
     if len({(w.address.uniform, w.space, w.address.width) for w in words}) != 1:
         return None
     return words
+
+
+def _loaded_word(lw, analysis: _Analysis, load: ast.Statement, at: int, name: str) -> Word | None:
+    """Register `name` as `load` (statement `at`) loads it: a 32-bit ld.global/ld.shared (vector element i at
+    +4i), or ldmatrix's register j (not .trans): in lane λ the word at the row address lane 8j + λ div 4 gave,
+    + 4·(λ mod 4)."""
+    if type(load) is not ast.Instruction or load.opcode not in ("ld", "ldmatrix") or load.guard is not None or \
+            len(load.operands) != 2 or type(load.operands[1]) is not ast.Address:
+        return None
+    spaces = [m for m in load.modifiers if m in _LOAD_SPACES]
+    rest = [m for m in load.modifiers if m not in _LOAD_SPACES]
+    if load.opcode == "ldmatrix":
+        if len(spaces) != 1 or not spaces[0].startswith("shared") or \
+                not set(rest) <= {"sync", "aligned", "m8n8", "x1", "x2", "x4", "b16"}:
+            return None
+    elif len(spaces) != 1 or any(m not in _LOAD_PLAIN and not m.startswith(("L1::", "L2::")) for m in rest) \
+            or any(m in _ORDERED for m in rest) or _width(load) != 32:
+        return None
+    targets = _destinations(load.operands[0])
+    address = load.operands[1]
+    if targets.count(name) != 1 or address.base is None or address.extra:
+        return None
+    space = "shared" if spaces[0].startswith("shared") else "global"
+    width = 32 if space == "shared" else 64
+    if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
+        return None
+    base = analysis.value(address.base, at, width, lw)
+    if base is None:
+        return None
+    index = targets.index(name)
+    if load.opcode == "ld":
+        return Word(_combine(base, _constant(width, address.offset + 4 * index), 1), space)
+    rows = _combine(base, _constant(width, address.offset), 1)
+    table = tuple((rows.table[8 * index + (lane >> 2)] + 4 * (lane & 3)) & rows.mask for lane in range(WARP))
+    return Word(Lanes(width, rows.uniform, table), space)
 
 
 def _registers_read(terms: tuple) -> list[str]:
