@@ -27,6 +27,7 @@ from typing import Callable
 
 from llvmlite import ir
 
+from fatkit.errors import FatkitError
 from fatkit.translate.lower.core import I32, I64
 from fatkit.translate.lower.mma import Choice, Gather, Source, _apply, _expand
 from fatkit.translate.lower.warp import WARP, WarpPosition
@@ -89,7 +90,7 @@ def _scale(x: Lanes, factor: int) -> Lanes:
 
 
 def _width(ins: ast.Instruction) -> int | None:
-    sizes = {int(m[1:]) for m in ins.modifiers if m[:1] in "bus" and m[1:] in ("32", "64") and m in ast.TYPES}
+    sizes = {int(m[1:]) for m in ins.modifiers if m[:1] in "busf" and m[1:] in ("32", "64") and m in ast.TYPES}
     return sizes.pop() if len(sizes) == 1 else None
 
 
@@ -103,6 +104,13 @@ def _destinations(operand: ast.Operand) -> list[str]:
     return []
 
 
+def _names(operand: ast.Operand) -> list[str]:
+    """The names an operand mentions (a vector's, a pair's, an address's base)."""
+    if type(operand) is ast.Address:
+        return [operand.base.name] if operand.base is not None else []
+    return _destinations(operand)
+
+
 class _Kernel:
     """The statements of the function being lowered, where each register is written, its blocks' starts."""
 
@@ -110,6 +118,7 @@ class _Kernel:
         self.statements = list(kernel.statements())
         self.index = {id(s): i for i, s in enumerate(self.statements)}
         self.writes: dict[str, list[int]] = {}
+        self.appears: dict[str, list[int]] = {}  # register → the instructions naming it (read or written)
         self.block_start: list[int] = []
         start = 0
         for i, s in enumerate(self.statements):
@@ -117,22 +126,28 @@ class _Kernel:
                 start = i
             self.block_start.append(start)
             if type(s) is ast.Instruction:
+                for operand in s.operands:
+                    for name in _names(operand):
+                        self.appears.setdefault(name, []).append(i)
                 if s.operands:
                     for name in _destinations(s.operands[0]):
                         self.writes.setdefault(name, []).append(i)
                 if s.opcode in ("bra", "brx", "ret", "exit", "call", "trap"):
                     start = i + 1
         self.tid_is_lane = _tid_is_lane(kernel)
+        # %tid.y/%tid.z are 0 where the block's declared shape is one thread high/deep
+        self.flat = {axis for directive in kernel.directives if directive.name in ("reqntid", "maxntid")
+                     for axis, size in zip("yz", (tuple(directive.values) + (1, 1))[1:3]) if size == 1}
 
     def reaching(self, name: str, at: int) -> int | None:
         """The write of `name` that statement `at` reads: the last before it in its block, else the one write
-        of the function (outside the stretch of the block before `at`)."""
+        of the function where that lies in another block (one later in this block is the previous trip's)."""
         writes = self.writes.get(name, [])
         start = self.block_start[at]
         inside = [i for i in writes if start <= i < at]
         if inside:
             return inside[-1]
-        if len(writes) == 1 and not (start <= writes[0] <= at):
+        if len(writes) == 1 and self.block_start[writes[0]] != start:
             return writes[0]
         return None
 
@@ -171,6 +186,8 @@ class _Analysis:
                 return Lanes(32, (), tuple(range(WARP)))
             if full == "%tid.x" and self.kernel.tid_is_lane:
                 return Lanes(32, ((("tid", "high"), 1),), tuple(range(WARP)))
+            if full in ("%tid.y", "%tid.z") and full[-1] in self.kernel.flat:
+                return _constant(32, 0)
             if operand.name in _UNIFORM_SPECIALS or (full in ("%tid.y", "%tid.z") and self.kernel.tid_is_lane):
                 return Lanes(32, ((("special", full), 1),), (0,) * WARP)
             return None
@@ -210,6 +227,8 @@ class _Analysis:
 
     def _computed(self, ins: ast.Instruction, at: int, width: int, lw) -> Lanes | None:
         op, sources = ins.opcode, ins.operands[1:]
+        if any(m in ast.TYPES and m[0] == "f" for m in ins.modifiers):
+            return None  # floating-point arithmetic: not an address
         w = _width(ins)
         if op == "mov" and len(sources) == 1 and w in (None, width):
             return self.value(sources[0], at, width, lw)
@@ -357,6 +376,75 @@ def _loaded_word(lw, analysis: _Analysis, load: ast.Statement, at: int, name: st
     return Word(Lanes(width, rows.uniform, table), space)
 
 
+_STORE_PLAIN = frozenset({"wb", "cg", "cs", "wt", "weak", "v2", "v4", "b32", "u32", "s32", "f32"})
+
+
+@dataclass(frozen=True)
+class Stores:
+    """D's registers as their stores write them (`result_stores`): each register's address, and the stores,
+    which the mma then makes itself (Lowering.replaced)."""
+
+    words: list[Word]
+    statements: list[ast.Instruction]
+
+
+def result_stores(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> Stores | None:
+    """Where D's registers (`registers`, 32-bit) are only stored: each by one plain 32-bit st.global/st.shared
+    after the mma in its block, nothing but register arithmetic between (no other memory access, no branch),
+    no other instruction naming them anywhere in the function, the addresses proven as for loads (their
+    uniform parts unchanged since the mma) and no two of the 4·32 words overlapping. Else None."""
+    kernel = _cached_kernel(lw)
+    mma = kernel.index.get(id(ins))
+    if mma is None:
+        return None
+    analysis = _Analysis(kernel, mma)
+    words, stores, last = [], [], mma
+    for register in registers:
+        if type(register) is not ast.Name:
+            return None
+        others = [i for i in kernel.appears.get(register.name, []) if i != mma]
+        if len(others) != 1 or others[0] < mma or kernel.block_start[others[0]] != kernel.block_start[mma]:
+            return None
+        at = others[0]
+        store = kernel.statements[at]
+        if type(store) is not ast.Instruction or store.opcode != "st" or store.guard is not None or \
+                len(store.operands) != 2 or type(store.operands[0]) is not ast.Address:
+            return None
+        spaces = [m for m in store.modifiers if m in _LOAD_SPACES]
+        rest = [m for m in store.modifiers if m not in _LOAD_SPACES]
+        if len(spaces) != 1 or any(m not in _STORE_PLAIN and not m.startswith(("L1::", "L2::")) for m in rest) \
+                or _width(store) != 32:
+            return None
+        values = _destinations(store.operands[1])
+        address = store.operands[0]
+        if values.count(register.name) != 1 or address.base is None or address.extra:
+            return None
+        space = "shared" if spaces[0].startswith("shared") else "global"
+        width = 32 if space == "shared" else 64
+        if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
+            return None
+        base = analysis.value(address.base, at, width, lw)
+        if base is None or any(kernel.written_between(name, mma, at) for name in _registers_read(base.uniform)):
+            return None
+        words.append(Word(_combine(base, _constant(width, address.offset + 4 * values.index(register.name)), 1),
+                          space))
+        if at not in stores:
+            stores.append(at)
+        last = max(last, at)
+    for i in range(mma + 1, last):
+        between = kernel.statements[i]
+        if type(between) is ast.Label or type(between) is ast.Instruction and i not in stores and (
+                between.opcode not in _PURE or between.opcode in ("ld", "ldmatrix") or between.guard is not None):
+            return None
+    if len({(w.address.uniform, w.space, w.address.width) for w in words}) != 1:
+        return None
+    addresses = sorted(v for w in words for v in w.address.table)
+    if any(b - a < 4 for a, b in zip(addresses, addresses[1:])) or \
+            addresses[-1] - addresses[0] > words[0].address.mask - 4:
+        return None
+    return Stores(words, [kernel.statements[i] for i in stores])
+
+
 def _registers_read(terms: tuple) -> list[str]:
     """The registers a uniform part reads, widened sums' included."""
     names = []
@@ -415,11 +503,18 @@ class DirectGather:
 
     def _load(self, source: Source | Choice) -> ir.Value:
         word, table = _word_table(self, source)
-        linear = _linear(word.address.width, table)
-        assert linear is not None  # direct_gather proved it
-        pointer = self.lw.builder.gep(self._base(word), [self._lane_offset(word.address.width, *linear)],
-                                      source_etype=ir.IntType(8))
-        return self.lw.builder.load(pointer, typ=I32, align=4)
+        return self.load(word, table)
+
+    def pointer(self, word: Word, table: list[int]) -> ir.Value:
+        """The pointer to U + table[lane] (bytes) of `word`'s address; the table linear in the lane's bits."""
+        form = linear(word.address.width, table)
+        if form is None:
+            raise FatkitError("internal: a direct mma address is not linear in the lane")
+        return self.lw.builder.gep(self._base(word), [self._lane_offset(word.address.width, *form)],
+                                   source_etype=ir.IntType(8))
+
+    def load(self, word: Word, table: list[int]) -> ir.Value:
+        return self.lw.builder.load(self.pointer(word, table), typ=I32, align=4)
 
     def _base(self, word: Word) -> ir.Value:
         """A pointer to the uniform part of the address."""
@@ -519,7 +614,7 @@ def direct_gather(lw, ins: ast.Instruction, warp: WarpPosition, registers: dict,
         if not gather._direct(source):
             continue
         word, table = _word_table(gather, source)
-        if _linear(word.address.width, table) is None:
+        if linear(word.address.width, table) is None:
             return Gather(lw, warp, registers, lanes)
     return gather
 
@@ -538,7 +633,7 @@ def _word_table(gather: DirectGather, source: Source | Choice) -> tuple[Word, li
     return first, table
 
 
-def _linear(width: int, table: list[int]) -> tuple[int, tuple[int, ...]] | None:
+def linear(width: int, table: list[int]) -> tuple[int, tuple[int, ...]] | None:
     """table (32 lanes, mod 2^width) as c + Σ d_i·(lane bit i): (c, d), or None where it is not."""
     mask = (1 << width) - 1
     constant = table[0]

@@ -51,8 +51,9 @@ from llvmlite import ir
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
 from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
-from fatkit.translate.lower.mma_direct import DirectGather, direct_gather
+from fatkit.translate.lower.mma_direct import DirectGather, direct_gather, fragment_loads, linear, result_stores
 from fatkit.translate.lower.warp import WARP, WarpPosition
+from fatkit.translate.ptx import ast
 
 # (row, column) of a PTX element, or None: a word of zeros
 Placement = Callable[[int], "tuple[int, int] | None"]
@@ -272,6 +273,46 @@ def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tupl
                      for place, (lane, register, position) in where.items()}
 
 
+def _direct_result(lw, ins, form: Form, c: ast.Operand, d: ast.Operand, c_fragment) -> Callable:
+    """The WMMA result's taker: where C comes from loads and D only goes to stores (lower/mma_direct.py), each
+    lane adds the C words of its native result registers and stores the sums, the moves into the PTX layout
+    and the stores of D left out; the addition is the one `mma` makes (f32: one rounding; s32: wrapping or
+    saturating)."""
+    def take(plan: Plan, native: list[ir.Value], gather: Gather | DirectGather) -> bool:
+        if form.d not in ("f32", "s32") or not isinstance(gather, DirectGather):
+            return False
+        c_words = fragment_loads(lw, ins, portable._registers(lw, c, c_fragment, "C"))
+        stores = result_stores(lw, ins, portable._registers(lw, d, c_fragment, "D"))
+        if c_words is None or stores is None:
+            return False
+        located = c_fragment.locate()  # PTX (row, column) → (lane, register, 0)
+        held = {(lane, i): place for place, (lane, i) in plan.result.items()}  # native (lane, register) → PTX
+        tables = []
+        for i in range(4):
+            c_table, d_table = [], []
+            for lane in range(WARP):
+                source, register, _ = located[held[lane, i]]
+                c_table.append(c_words[register].address.table[source])
+                d_table.append(stores.words[register].address.table[source])
+            if linear(c_words[0].address.width, c_table) is None or linear(stores.words[0].address.width,
+                                                                            d_table) is None:
+                return False
+            tables.append((c_table, d_table))
+        b = lw.builder
+        for i, (c_table, d_table) in enumerate(tables):
+            c_word = gather.load(c_words[0], c_table)
+            if form.d == "f32":
+                total = b.bitcast(b.fadd(b.bitcast(native[i], F32), b.bitcast(c_word, F32)), I32)
+            elif form.satfinite:
+                total = lw.intrinsic("llvm.sadd.sat", [native[i], c_word])
+            else:
+                total = b.add(native[i], c_word)
+            b.store(total, gather.pointer(stores.words[0], d_table), align=4)
+        lw.replaced.update(id(statement) for statement in stores.statements)
+        return True
+    return take
+
+
 def _loaded_register(operand: str, lane: int, register: int) -> tuple[str, int]:
     """The fragment register that register `register` of operand `operand` is at PTX lane `lane`: the swapped
     A ("p", `_swapped`) holds A's register r ^ (lane & 1)."""
@@ -334,8 +375,10 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
 
 
 def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
-                   gathering: Callable[[list], Gather | DirectGather]) -> list[ir.Value]:
-    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
+                   gathering: Callable[[list], Gather | DirectGather],
+                   direct: Callable[[Plan, list[ir.Value], Gather | DirectGather], bool]) -> list[ir.Value] | None:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` took the native
+    result registers (C added and D stored in the native layout)."""
     plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
     steps = []
     for step in plan.steps:
@@ -357,6 +400,8 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
                                 [gather.element(s, 32) for s in second], accumulator)
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
+    if direct(plan, native, gather):
+        return None
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
@@ -389,11 +434,14 @@ def mma(lw, ins):
     def gathering(sources: list) -> Gather | DirectGather:
         # A and B loaded in the native layout where they come straight from loads (lower/mma_direct.py)
         return direct_gather(lw, ins, warp, registers, _lanes(lw, warp), fragments, _loaded_register, sources)
+    builder = lw.builder
     if cores == "mfma":
         products = _mfma_products(lw, form, registers, where, warp, gathering)
     else:
-        products = _wmma_products(lw, form, where, warp, elements, gathering)
-    builder = lw.builder
+        stored = _direct_result(lw, ins, form, c, d, c_fragment)
+        products = _wmma_products(lw, form, where, warp, elements, gathering, stored)
+        if products is None:
+            return
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
     if form.d == "f16":
         halves = [builder.bitcast(portable._element(lw, word, j, 16), F16) for word in c_words for j in (0, 1)]
