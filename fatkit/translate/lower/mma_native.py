@@ -404,8 +404,8 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
 def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
                    gathering: Callable[[list], Gather | DirectGather],
                    direct: DirectResult) -> list[ir.Value] | None:
-    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` took the native
-    result registers (C added and D stored in the native layout)."""
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
+    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
     plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
     steps = []
     for step in plan.steps:
@@ -422,14 +422,19 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
     gather.fetch(sources)
     builder = lw.builder
     accumulator = plan.initial
+    held = {(lane, i): place for place, (lane, i) in plan.result.items()}  # native (lane, register) → PTX
+    stored = direct.prepare(gather, lambda lane, i: held[lane, i])
+    c_words = direct.c_words() if stored else None
+    if stored and form.d == "f32":  # C the accumulator of registers 0–3 (4–7 are never read)
+        for i, word in enumerate(c_words):
+            accumulator = builder.insert_element(accumulator, builder.bitcast(word, F32), ir.Constant(I32, i))
     for step, (first, second) in enumerate(steps):
         accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
                                 [gather.element(s, 32) for s in second], accumulator)
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
-    held = {(lane, i): place for place, (lane, i) in plan.result.items()}  # native (lane, register) → PTX
-    if direct.prepare(gather, lambda lane, i: held[lane, i]):
-        direct.store(native, direct.c_words())
+    if stored:
+        direct.store(native, None if form.d == "f32" else c_words)
         return None
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
