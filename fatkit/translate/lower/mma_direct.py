@@ -1,23 +1,29 @@
-"""mma.sync operands loaded straight into the native (MFMA/WMMA) layout.
+"""mma.sync operands loaded straight into the native (MFMA/WMMA) layout, and D stored straight from it.
 
 Where an A or B fragment register of an mma comes from a 32-bit load whose address is, in every lane λ of the
 warp, U + L(λ) (U the same in all lanes, L known per lane), the native word a lane wants, PTX register r of
 lane s, is the 32 bits at U + L_r(s): the lane loads them itself and no lane movement is left. Proven here
 from the PTX, else the mma moves the registers as before (lower/mma.Gather):
 
-- the load (ld.global/ld.shared, plain weak forms: no .volatile/.relaxed/.acquire/.mmio) is in the mma's
-  basic block, and nothing between the two writes memory or synchronises (a short list of ALU forms, plain
-  loads and other mma/ldmatrix only): the memory is what the load saw, and since mma.sync needs the whole
-  warp converged, every lane ran the load;
+- the load (ld.global/ld.shared, plain weak forms: no .volatile/.relaxed/.acquire/.mmio; or ldmatrix
+  without .trans, whose register j of lane λ is the word at lane 8j + λ/4's row address + 4·(λ mod 4)) is
+  in the mma's basic block, and nothing between the two writes memory or synchronises (a short list of ALU
+  forms, plain loads and other mma/ldmatrix only): the memory is what the load saw, and since mma.sync needs
+  the whole warp converged, every lane ran the load;
 - the address is built from uniform values (kernel parameters, variables' addresses, %ctaid/%ntid/%nctaid,
-  registers computed from those) and the lane: %laneid, or %tid.x where the kernel's .reqntid/.maxntid
-  makes %tid.x mod 32 the lane (a block one thread high and deep, or .reqntid's x a multiple of 32);
-  through add, sub, mov, shl, mul/mad by a constant, and/or with a constant below the uniform part's
-  known zero bits, and widenings of values known in every lane (`Lanes`);
+  registers computed from those, written once or last in the block before the use) and the lane: %laneid,
+  or %tid.x where the kernel's .reqntid/.maxntid makes %tid.x mod 32 the lane (a block one thread high and
+  deep, or .reqntid's x a multiple of 32); through add, sub, mov, shl, mul/mad by a constant, and/or with a
+  constant below the uniform part's known zero bits, shr of values known in every lane, and widenings where
+  no carry can cross 32 bits (`Lanes`);
 - the registers of one operand share U (several bases: moved as before), and the word's address offset is
   linear in the lane's bits (one shift group per distance, `_lane_offset`).
 
-The original loads stay; LLVM removes those whose registers nothing else reads.
+The original loads stay; LLVM removes those whose registers nothing else reads. Likewise `result_stores`: D's
+registers stored once each, by plain 32-bit stores after the mma in its block with only register arithmetic
+between, named by no other instruction of the function, at proven addresses that do not overlap, are stored
+by the mma itself from the native layout (lower/mma_native.DirectResult), the stores then skipped
+(Lowering.replaced).
 """
 
 from __future__ import annotations
@@ -385,7 +391,7 @@ class Stores:
     which the mma then makes itself (Lowering.replaced)."""
 
     words: list[Word]
-    statements: list[ast.Instruction]
+    statements: list[ast.Statement]
 
 
 def result_stores(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> Stores | None:
