@@ -382,6 +382,8 @@ def _loaded_word(lw, analysis: _Analysis, load: ast.Statement, at: int, name: st
     return Word(Lanes(width, rows.uniform, table), space)
 
 
+# %tid.x's high part widened (mul.wide of %tid.x): below 1024, added to the lane part in 32 bits
+_TID_HIGH_WIDE = ((("zext", ((("tid", "high"), 1),))), (("sext", ((("tid", "high"), 1),))))
 _STORE_PLAIN = frozenset({"wb", "cg", "cs", "wt", "weak", "v2", "v4", "b32", "u32", "s32", "f32"})
 
 
@@ -516,8 +518,22 @@ class DirectGather:
         form = linear(word.address.width, table)
         if form is None:
             raise FatkitError("internal: a direct mma address is not linear in the lane")
-        return self.lw.builder.gep(self._base(word), [self._lane_offset(word.address.width, *form)],
-                                   source_etype=ir.IntType(8))
+        b, constant, steps = self.lw.builder, *form
+        scalar = tuple(term for term in word.address.uniform if term[0] not in _TID_HIGH_WIDE)
+        scale = sum(coefficient for atom, coefficient in word.address.uniform if atom in _TID_HIGH_WIDE)
+        if word.address.width == 64 and all(step < 1 << 24 for step in steps) and scale < 1 << 20:
+            # the varying part in 32 bits (%tid.x < 1024: under 2^30 + 5·2^24) added to the scalar base once,
+            # as the target's scalar base + vector offset addressing has it
+            offset = self._lane_offset(32, 0, steps)
+            if scale:
+                tid = _atom(self.lw, ("tid", "high"), 32)
+                offset = b.add(b.mul(tid, ir.Constant(I32, scale)) if scale != 1 else tid, offset)
+            pointer = b.gep(self._base(Word(Lanes(64, scalar, word.address.table), word.space)), [b.zext(offset, I64)],
+                            source_etype=ir.IntType(8))
+            signed = constant - (1 << 64) if constant >> 63 else constant
+            return b.gep(pointer, [ir.Constant(I64, signed)], source_etype=ir.IntType(8)) if constant else pointer
+        return b.gep(self._base(word), [self._lane_offset(word.address.width, constant, steps)],
+                     source_etype=ir.IntType(8))
 
     def load(self, word: Word, table: list[int]) -> ir.Value:
         return self.lw.builder.load(self.pointer(word, table), typ=I32, align=4)
