@@ -269,3 +269,12 @@ def test_d_read_again_stays_in_registers(form, target):
     assert all(row[0] == row[1] for row in got)  # d0's word holds d1
     if form[1] == "s32":
         assert got == [[row[1], *row[1:]] for row in model._reference(*form[:5], a, b, c, form[5])]
+
+
+@pytest.mark.parametrize("form,target", CASES)
+def test_base_changed_after_the_loads(form, target):
+    """A's base pointer register moved on after the loads: the mma takes what the loads read (at the old base),
+    not the words at the new one."""
+    text = _fragment_kernel(model._instruction(*form), "add.s64 %p0, %p0, 16;", "\n.maxntid 64, 1, 1")
+    a, b, c = _inputs(form, False, "base")
+    _check(form, a, b, c, _launch(text, target, a, b, c))

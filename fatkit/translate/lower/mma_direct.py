@@ -141,6 +141,16 @@ class _Kernel:
                 if s.opcode in ("bra", "brx", "ret", "exit", "call", "trap"):
                     start = i + 1
         self.tid_is_lane = _tid_is_lane(kernel)
+        # (label, branch) of every branch back to an earlier label: the stretches a loop may run again
+        labels = {s.name: i for i, s in enumerate(self.statements) if type(s) is ast.Label}
+        self.loops: list[tuple[int, int]] = []
+        for i, s in enumerate(self.statements):
+            if type(s) is ast.Instruction and s.opcode == "brx":
+                self.loops.append((0, len(self.statements)))
+            elif type(s) is ast.Instruction and s.opcode == "bra" and s.operands and type(s.operands[0]) is ast.Name:
+                target = labels.get(s.operands[0].name)
+                if target is None or target <= i:
+                    self.loops.append((0 if target is None else target, i))
         # %tid.y/%tid.z are 0 where the block's declared shape is one thread high/deep
         self.flat = {axis for directive in kernel.directives if directive.name in ("reqntid", "maxntid")
                      for axis, size in zip("yz", (tuple(directive.values) + (1, 1))[1:3]) if size == 1}
@@ -156,6 +166,9 @@ class _Kernel:
         if len(writes) == 1 and self.block_start[writes[0]] != start:
             return writes[0]
         return None
+
+    def in_loop(self, at: int) -> bool:
+        return any(start <= at <= end for start, end in self.loops)
 
     def written_between(self, name: str, first: int, last: int) -> bool:
         return any(first < i < last for i in self.writes.get(name, []))
@@ -198,7 +211,10 @@ class _Analysis:
                 return Lanes(32, ((("special", full), 1),), (0,) * WARP)
             return None
         if operand.name not in lw.registers:
-            if operand.name in lw.variables or operand.name in lw.params:
+            # the address of a variable all threads share, or of a kernel parameter (a .func's parameters and
+            # .local buffers are each thread's own)
+            shared = operand.name in lw.variables and lw.variables[operand.name][0] in ("shared", "global", "const")
+            if shared or operand.name in lw.params and lw.kernel.is_kernel:
                 return Lanes(width, ((("name", operand.name), 1),), (0,) * WARP)
             return None
         if lw.registers[operand.name].type != ir.IntType(width):
@@ -212,14 +228,19 @@ class _Analysis:
         result = self._computed(ins, where, width, lw)
         if result is not None:
             return result
-        # a uniform value this analysis does not follow: the register itself, where the mma reads it unchanged
-        if self._uniform_inputs(ins, where, lw) and not self.kernel.written_between(operand.name, where, self.mma):
+        # a uniform value this analysis does not follow: the register itself, where the mma reads it unchanged:
+        # written in the mma's block before the read and not again, or once outside any loop (so once at most)
+        same_block = self.kernel.block_start[where] == self.kernel.block_start[self.mma] and where < at
+        once = where < at and not self.kernel.in_loop(where)
+        if (same_block or once) and self._uniform_inputs(ins, where, lw) and \
+                not self.kernel.written_between(operand.name, where, self.mma):
             return Lanes(width, ((("register", operand.name), 1),), (0,) * WARP)
         return None
 
     def _uniform_inputs(self, ins: ast.Instruction, at: int, lw) -> bool:
         if ins.opcode == "ld":
-            return "param" in ins.modifiers and type(ins.operands[0]) is ast.Name
+            # a kernel's parameters are the same in every thread; a .func's are what each caller passed
+            return "param" in ins.modifiers and type(ins.operands[0]) is ast.Name and lw.kernel.is_kernel
         if ins.opcode not in ("mov", "cvta", "cvt", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor") \
                 or len(ins.operands) < 2 or type(ins.operands[0]) is not ast.Name:
             return False
