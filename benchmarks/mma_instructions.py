@@ -36,8 +36,10 @@ FORMS = [  # (instruction, registers of A, B, C/D)
 TARGETS = ("gfx942", "gfx1100", "gfx1201")
 
 
-def kernel(instruction: str | None, counts: tuple[int, int, int], copies: int = 1) -> str:
-    """The kernel of one form; `copies` 2: two independent mmas (their fragments 64 bytes apart in each array)."""
+def kernel(instruction: str | None, counts: tuple[int, int, int], copies: int = 1, directive: str = "") -> str:
+    """The kernel of one form; `copies` 2: two independent mmas (their fragments 64 bytes apart in each array);
+    `directive`: the kernel's block shape (`.maxntid 64, 1, 1` makes %tid.x mod 32 the lane, so that fatkit may
+    load A, B and C and store D in the matrix instruction's own layout, lower/mma_direct.py)."""
     a, b, c = counts
     loads, body, stores = [], [], []
     for copy in range(copies):
@@ -57,7 +59,7 @@ def kernel(instruction: str | None, counts: tuple[int, int, int], copies: int = 
     return f""".version 8.5
 .target sm_90
 .address_size 64
-.visible .entry k({params})
+.visible .entry k({params}){directive}
 {{
     .reg .b32 {registers}, %i;
     .reg .b64 %q<4>, %p<4>, %w;
@@ -94,19 +96,23 @@ def main() -> None:
     rows = []
     for instruction, counts in FORMS:
         for target in TARGETS:
-            def cost(numerics: str, copies: int) -> int:
-                return (instructions(kernel(instruction, counts, copies), target, numerics, args.objdump)
-                        - instructions(kernel(None, counts, copies), target, numerics, args.objdump))
+            def cost(numerics: str, copies: int, directive: str = "") -> int:
+                return (instructions(kernel(instruction, counts, copies, directive), target, numerics, args.objdump)
+                        - instructions(kernel(None, counts, copies, directive), target, numerics, args.objdump))
             sm90, native = cost("sm90", 1), cost("native", 1)
             second = cost("native", 2) - native  # what a second, independent mma adds to the same kernel
-            rows.append((instruction.removeprefix("mma.sync.aligned."), target, sm90, native, native / sm90, second))
+            loaded = cost("native", 1, "\n.maxntid 64, 1, 1")
+            rows.append((instruction.removeprefix("mma.sync.aligned."), target, sm90, native, native / sm90, second,
+                         loaded))
     if args.markdown:
-        print("| form | target | sm90 | native | native/sm90 | native, a second mma |\n|---|---|---:|---:|---:|---:|")
-        for form, target, sm90, native, ratio, second in rows:
-            print(f"| {form} | {target} | {sm90} | {native} | {ratio:.3f} | {second} |")
+        print("| form | target | sm90 | native | native/sm90 | native, a second mma | native, .maxntid 64, 1, 1 |\n"
+              "|---|---|---:|---:|---:|---:|---:|")
+        for form, target, sm90, native, ratio, second, loaded in rows:
+            print(f"| {form} | {target} | {sm90} | {native} | {ratio:.3f} | {second} | {loaded} |")
     else:
-        for form, target, sm90, native, ratio, second in rows:
-            print(f"{form:48s} {target:8s} sm90 {sm90:5d}  native {native:5d}  ratio {ratio:.3f}  second {second:5d}")
+        for form, target, sm90, native, ratio, second, loaded in rows:
+            print(f"{form:48s} {target:8s} sm90 {sm90:5d}  native {native:5d}  ratio {ratio:.3f}  second {second:5d}"
+                  f"  loaded {loaded:5d}")
 
 
 if __name__ == "__main__":

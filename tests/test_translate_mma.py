@@ -472,6 +472,16 @@ def test_native_mma(form, target, special):
     if dtype == "s32":
         assert got == _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)
         return
+    check_native_f32(form, a, b, c, got)
+
+
+def check_native_f32(form, a, b, c, got) -> None:
+    """D words `got` of an f32-accumulating native mma (every warp of the threads' A, B, C register words)
+    against the exact sum within `native_bound`: NaN where IEEE arithmetic gives NaN, an infinity where it or
+    an overflow does."""
+    shape, dtype, atype, btype, ctype, extra = form
+    m, k = SHAPES[shape]
+    threads = len(a)
     ieee = _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)  # f64 sums: NaN and inf as IEEE has them
     for first in range(0, threads, WARP):
         A = {a_place(shape, atype, lane, i): decode(atype, v) for lane in range(WARP)

@@ -102,7 +102,7 @@ extern "C" __global__ void warp_collectives(const float *in, float *sums, unsign
 }
 
 // one warp, one m16n8k16 f16→f32 mma: each lane's fragments loaded, multiplied, stored
-extern "C" __global__ void mma_tile(const unsigned *a, const unsigned *b, const float *c, float *d) {
+extern "C" __global__ void __launch_bounds__(32) mma_tile(const unsigned *a, const unsigned *b, const float *c, float *d) {
   int lane = TID & 31;
   unsigned a0 = a[lane * 4], a1 = a[lane * 4 + 1], a2 = a[lane * 4 + 2], a3 = a[lane * 4 + 3];
   unsigned b0 = b[lane * 2], b1 = b[lane * 2 + 1];

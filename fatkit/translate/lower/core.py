@@ -282,6 +282,8 @@ class Lowering:
         self.labels = {s.name: function.append_basic_block(local_name(s.name.lstrip("$")))
                        for s in kernel.statements() if type(s) is ast.Label}
         self.ins: ast.Instruction | None = None
+        # ids of instructions an earlier one has carried out (an mma storing its D itself: lower/mma_direct.py)
+        self.replaced: set[int] = set()
 
     def alloca(self, llvm_ty: ir.Type, name: str) -> ir.Value:
         """Stack memory among the allocas that open the entry block (so that a loop does not grow the stack)."""
@@ -343,6 +345,8 @@ class Lowering:
             if kind is ast.Label:
                 self.start(self.labels[statement.name])
             elif kind is ast.Instruction:
+                if id(statement) in self.replaced:
+                    continue  # carried out by an earlier instruction
                 self.ins = statement
                 self._instruction(statement)
             elif kind in (ast.Pragma, ast.Loc, ast.Block, ast.Variable, ast.CallPrototype, ast.TargetList):

@@ -51,7 +51,9 @@ from llvmlite import ir
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
 from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
+from fatkit.translate.lower.mma_direct import DirectGather, direct_gather, fragment_loads, linear, result_stores
 from fatkit.translate.lower.warp import WARP, WarpPosition
+from fatkit.translate.ptx import ast
 
 # (row, column) of a PTX element, or None: a word of zeros
 Placement = Callable[[int], "tuple[int, int] | None"]
@@ -87,9 +89,11 @@ def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
 
 
-def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition) -> list[ir.Value]:
+def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition,
+                   gathering: Callable[[list], Gather | DirectGather], direct: DirectResult) -> list[ir.Value] | None:
     """The PTX D words of A·B on the 4x4x4 16-block MFMA (module docstring): the native result's lanes moved
-    by DPP row shifts."""
+    by DPP row shifts; None where `direct` stored the native result, C (f32, or s32 without .satfinite: exact
+    sums wrap alike) the first instruction's accumulator."""
     eight_bit = form.a in ("s8", "u8")
     per = 4 if eight_bit else 2  # elements of a k unit: one PTX register word
     units = form.k // per
@@ -109,7 +113,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     def b_place(unit: int, lane: int) -> tuple[int, int]:
         return per * unit, column(lane)
     b_words = [_word(lw, "b", where["b"], partial(b_place, 2 * beta + e + 4 * w)) for beta, e, w in b_keys]
-    gather = Gather(lw, warp, registers, _lanes(lw, warp))
+    gather = gathering(a_words + b_words)
     gather.fetch(a_words + b_words)
     a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
     b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
@@ -135,6 +139,10 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
               [(a_values, b_values)]]
     zero = ir.Constant(accumulator, [ir.Constant(accumulator.element, 0)] * 4)
     total = zero
+    # native register i of lane L holds PTX D (row of block row i in L's block, column of L's block column)
+    stored = not eight_bit and direct.prepare(gather, lambda lane, i: (row(lane & ~3 | i), column(lane)))
+    if stored:
+        total = _pack_accumulator(b, direct.c_words(), accumulator)
     started = False
     for chain in chains:
         if not chain:
@@ -149,6 +157,9 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
                                           ir.Constant(I32, 0)])
                 started = True
     native = [b.bitcast(b.extract_element(total, ir.Constant(I32, i)), I32) for i in range(4)]
+    if stored:
+        direct.store(native, None)
+        return None
     # PTX D register (h, p) = D[g + 8h][2t + p] sits in the lane whose bit 2 is p (block column parity), in the
     # register whose block row holds g + 8h: this lane's where g0 = p, else the lane 4 away in the same row of
     # 16, which a DPP row shift fetches into the banks (lanes 4–7 and 12–15 of a row, or 0–3 and 8–11) whose
@@ -163,6 +174,13 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
         words.append(b.call(dpp, [own, other, ir.Constant(I32, control), ir.Constant(I32, 15),
                                   ir.Constant(I32, banks), ir.Constant(I1, 1)]))
     return words
+
+
+def _pack_accumulator(b: ir.IRBuilder, words: list[ir.Value], accumulator: ir.VectorType) -> ir.Value:
+    vector = ir.Constant(accumulator, ir.Undefined)
+    for i, word in enumerate(words):
+        vector = b.insert_element(vector, b.bitcast(word, accumulator.element), ir.Constant(I32, i))
+    return vector
 
 
 def _tops(b: ir.IRBuilder, word: ir.Value) -> ir.Value:
@@ -270,6 +288,64 @@ def _swapped(lw, warp: WarpPosition, words: list[ir.Value], where: dict) -> tupl
                      for place, (lane, register, position) in where.items()}
 
 
+class DirectResult:
+    """D in the native layout where C comes from loads and D only goes to stores (lower/mma_direct.py): each
+    lane loads the C words of its native result registers and stores its results where the PTX stores would
+    have put them, the moves into the PTX layout and those stores left out."""
+
+    def __init__(self, lw, ins, form: Form, c: ast.Operand, d: ast.Operand, c_fragment):
+        self.lw, self.ins, self.form, self.c, self.d, self.c_fragment = lw, ins, form, c, d, c_fragment
+        self.tables: list[tuple[list[int], list[int]]] = []
+
+    def prepare(self, gather: Gather | DirectGather, held: Callable[[int, int], tuple[int, int]]) -> bool:
+        """Whether the conditions hold; `held(lane, i)`: the PTX D (row, column) of native register i."""
+        lw, form = self.lw, self.form
+        if form.d not in ("f32", "s32") or not isinstance(gather, DirectGather):
+            return False
+        c_words = fragment_loads(lw, self.ins, portable._registers(lw, self.c, self.c_fragment, "C"))
+        stores = result_stores(lw, self.ins, portable._registers(lw, self.d, self.c_fragment, "D"))
+        if c_words is None or stores is None:
+            return False
+        located = self.c_fragment.locate()  # PTX (row, column) → (lane, register, 0)
+        for i in range(4):
+            c_table, d_table = [], []
+            for lane in range(WARP):
+                source, register, _ = located[held(lane, i)]
+                c_table.append(c_words[register].address.table[source])
+                d_table.append(stores.words[register].address.table[source])
+            if linear(c_words[0].address.width, c_table) is None or \
+                    linear(stores.words[0].address.width, d_table) is None:
+                return False
+            self.tables.append((c_table, d_table))
+        self.gather, self.c_word, self.stores = gather, c_words[0], stores
+        return True
+
+    def c_words(self) -> list[ir.Value]:
+        """The C word of each native result register."""
+        return [self.gather.load(self.c_word, c_table) for c_table, _ in self.tables]
+
+    def store(self, native: list[ir.Value], c_words: list[ir.Value] | None) -> None:
+        """The native results stored, `c_words` added first where given (the addition `mma` makes: f32 one
+        rounding, s32 wrapping or saturating)."""
+        b = self.lw.builder
+        for i, (_, d_table) in enumerate(self.tables):
+            total = native[i]
+            if c_words is not None and self.form.d == "f32":
+                total = b.bitcast(b.fadd(b.bitcast(total, F32), b.bitcast(c_words[i], F32)), I32)
+            elif c_words is not None and self.form.satfinite:
+                total = self.lw.intrinsic("llvm.sadd.sat", [total, c_words[i]])
+            elif c_words is not None:
+                total = b.add(total, c_words[i])
+            b.store(total, self.gather.pointer(self.stores.words[0], d_table), align=4)
+        self.lw.replaced.update(id(statement) for statement in self.stores.statements)
+
+
+def _loaded_register(operand: str, lane: int, register: int) -> tuple[str, int]:
+    """The fragment register that register `register` of operand `operand` is at PTX lane `lane`: the swapped
+    A ("p", `_swapped`) holds A's register r ^ (lane & 1)."""
+    return ("a", register ^ (lane & 1)) if operand == "p" else (operand, register)
+
+
 def _declare(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
     function = module.globals.get(name)
     if function is None:
@@ -325,8 +401,11 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment) -> list[ir.Value]:
-    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring)."""
+def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
+                   gathering: Callable[[list], Gather | DirectGather],
+                   direct: DirectResult) -> list[ir.Value] | None:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
+    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
     plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
     steps = []
     for step in plan.steps:
@@ -338,15 +417,25 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
                 sources = _paired(sources, where[operand], [place for _, place in words], operand)
             operands.append(sources)
         steps.append(operands)
-    gather = Gather(lw, warp, registers, _lanes(lw, warp))
-    gather.fetch([source for step in steps for words in step for source in words])
+    sources = [source for step in steps for words in step for source in words]
+    gather = gathering(sources)
+    gather.fetch(sources)
     builder = lw.builder
     accumulator = plan.initial
+    held = {(lane, i): place for place, (lane, i) in plan.result.items()}  # native (lane, register) → PTX
+    stored = direct.prepare(gather, lambda lane, i: held[lane, i])
+    c_words = direct.c_words() if stored else None
+    if stored and form.d == "f32":  # C the accumulator of registers 0–3 (4–7 are never read)
+        for i, word in enumerate(c_words):
+            accumulator = builder.insert_element(accumulator, builder.bitcast(word, F32), ir.Constant(I32, i))
     for step, (first, second) in enumerate(steps):
         accumulator = plan.call(builder, step, [gather.element(s, 32) for s in first],
                                 [gather.element(s, 32) for s in second], accumulator)
     count = plan.accumulator.count
     native = [builder.bitcast(builder.extract_element(accumulator, ir.Constant(I32, i)), I32) for i in range(count)]
+    if stored:
+        direct.store(native, None if form.d == "f32" else c_words)
+        return None
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
@@ -374,11 +463,19 @@ def mma(lw, ins):
     warp = WarpPosition(lw)
     where = {"a": a_fragment.locate(), "b": b_fragment.locate()}
     registers["p"], where["p"] = _swapped(lw, warp, registers["a"], where["a"])
-    if cores == "mfma":
-        products = _mfma_products(lw, form, registers, where, warp)
-    else:
-        products = _wmma_products(lw, form, registers, where, warp, elements)
+    fragments = {"a": portable._registers(lw, a, a_fragment, "A"), "b": portable._registers(lw, b, b_fragment, "B")}
+
+    def gathering(sources: list) -> Gather | DirectGather:
+        # A and B loaded in the native layout where they come straight from loads (lower/mma_direct.py)
+        return direct_gather(lw, ins, warp, registers, _lanes(lw, warp), fragments, _loaded_register, sources)
     builder = lw.builder
+    direct = DirectResult(lw, ins, form, c, d, c_fragment)
+    if cores == "mfma":
+        products = _mfma_products(lw, form, registers, where, warp, gathering, direct)
+    else:
+        products = _wmma_products(lw, form, where, warp, elements, gathering, direct)
+    if products is None:
+        return
     c_words = portable._read_fragment(lw, c, c_fragment, "C")
     if form.d == "f16":
         halves = [builder.bitcast(portable._element(lw, word, j, 16), F16) for word in c_words for j in (0, 1)]
