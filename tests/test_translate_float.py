@@ -699,7 +699,7 @@ def test_min_max_and_sign_operations(width, target):
             if ftz:
                 operands = [flush(p, width) for p in operands]
             want = min_max(op, width, operands, nan, xs, ab)
-            if is_nan(want, width):  # the canonical NaN (f32: any NaN, as the ISA leaves it unspecified)
+            if is_nan(want, width) and width == 64:  # f64: the second operand (an H200's), not the model's
                 assert is_nan(got, width), (text, hex(a[i]), hex(b[i]), hex(got))
             else:
                 assert got == want, (text, hex(a[i]), hex(b[i]), hex(c[i]), hex(got), hex(want))

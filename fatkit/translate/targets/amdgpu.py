@@ -326,6 +326,14 @@ class AmdgpuTarget(Target):
             for function in module.functions:
                 if not function.is_declaration:
                     set.add(function.attributes, '"amdgpu-agpr-alloc"="0"')
+        # MODE.IEEE off (the descriptor's ENABLE_IEEE_MODE): v_min/v_max then take a signalling NaN operand
+        # as any NaN (the other operand is the result), so LLVM drops the quieting `v_max x, x` of each input
+        # before them; IEEE mode changes nothing else the ISA's pseudocode computes (min/max only), and
+        # arithmetic NaN results, which PTX leaves open, stay NaNs. Every module, so that the linkonce_odr
+        # helpers shared between modules, and inlining, see one mode.
+        for function in module.functions:
+            if not function.is_declaration:
+                set.add(function.attributes, '"amdgpu-ieee"="false"')
         module.add_named_metadata(
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])
