@@ -574,10 +574,12 @@ def _approximate_ftz_ok(function: str, x: float, got: int) -> bool:
     return abs(y / root - 1) <= 2 ** -23 if function == "sqrt" else abs(y * root - 1) <= 2 ** -22.9
 
 
-def test_approximate_ftz_forms_on_bit_patterns(target):
+@pytest.mark.parametrize("flushing", [True, False], ids=["flushing-mode", "mixed-modes"])
+def test_approximate_ftz_forms_on_bit_patterns(target, flushing):
     """.approx.ftz on random bit patterns, subnormals, zeros, infinities and NaNs, and about the inputs where
     a subnormal result appears (ex2 below -126, rcp above 2^126, sin of tiny angles): every result within the
-    ISA's bound and none subnormal; expected values from Python's math."""
+    ISA's bound and none subnormal; expected values from Python's math. Once in a kernel of .ftz forms only
+    (the flushing mode on AMD targets) and once beside an add.f32 that keeps subnormals (explicit flushes)."""
     rng = random.Random(18)
     xs = random_patterns(rng, 32, 400) + edges(32) + [CANONICAL_NAN[32], 0x7FC00000 | SIGN[32]]
     xs += [rng.getrandbits(23) | rng.choice((0, SIGN[32])) for _ in range(60)]  # subnormals (and zeros)
@@ -585,7 +587,10 @@ def test_approximate_ftz_forms_on_bit_patterns(target):
     xs += [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(124, 127) * rng.choice((1, -1)), 32) for _ in range(80)]
     xs += [pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-126, -120) * rng.choice((1, -1)), 32) for _ in range(80)]
     functions = ["rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos"]
-    rows = run(32, [f"{f}.approx.ftz.f32 {{d}}, {{a}};" for f in functions], xs, target=target)
+    ops = [f"{f}.approx.ftz.f32 {{d}}, {{a}};" for f in functions] + ([] if flushing else ["add.f32 {d}, {a}, {a};"])
+    if target != "host":
+        assert _denorm_modes(HEADER + float_kernel("k", 32, ops), target)[0] == (0 if flushing else 3)
+    rows = run(32, ops, xs, target=target)
     for x_bits, row in zip(xs, rows):
         x = value(flush(x_bits, 32), 32)
         for function, got in zip(functions, row):

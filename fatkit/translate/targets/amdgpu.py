@@ -196,7 +196,7 @@ class AmdgpuTarget(Target):
         reciprocal.set_metadata("fpmath", one_ulp)
         return reciprocal
 
-    def approximate_ftz(self, builder, function, value, flush):
+    def approximate_ftz(self, builder, function, value, flush, flushing=False):
         # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) and only the flushes PTX's
         # results need, each decided from the input, so that the result is right whether an instruction keeps
         # subnormals or flushes them (LLVM takes it that these flush; fatkit.emulate keeps them):
@@ -219,6 +219,8 @@ class AmdgpuTarget(Target):
             return builder.bitcast(sign, f32)
 
         zero = ir.Constant(f32, 0.0)
+        if flushing:
+            return self._approximate_flushing(builder, function, value, bare, flush)
         if function == "ex2":
             return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
         if function == "lg2":
@@ -234,6 +236,22 @@ class AmdgpuTarget(Target):
                 result = builder.select(magnitude_beyond("<", 2.0 ** -120), signed_zero(), result)
             return result
         return None
+
+    @staticmethod
+    def _approximate_flushing(builder, function, value, bare, flush):
+        # Under the flushing mode `flush` is llvm.canonicalize (`v_max x, x`, which flushes there), so the
+        # flushes are on the values themselves, one instruction each, and right whether the instruction
+        # itself flushes or not: the input where a subnormal one would change the result (rcp, sqrt, rsqrt,
+        # lg2), the result where it can be subnormal (ex2, rcp). sin/cos need neither: their turns x·1/2π
+        # is an f32 multiply, which the mode flushes (a subnormal x or product becomes a zero of its sign),
+        # and neither gives a subnormal result from a normal number of turns.
+        if function in ("sin", "cos"):
+            return bare(function, builder.fmul(value, ir.Constant(value.type, 1 / (2 * math.pi))))
+        name = {"ex2": "exp2", "lg2": "log", "rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}.get(function)
+        if name is None:
+            return None
+        result = bare(name, value if function == "ex2" else flush(value))
+        return flush(result) if function in ("ex2", "rcp") else result
 
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
