@@ -91,7 +91,6 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
 
 _PLAIN = {"add": "fadd", "sub": "fsub", "mul": "fmul"}
 _SMALLEST_NORMAL = 2.0 ** -126
-_NEGATIVE = 0x3C  # llvm.is.fpclass: −inf, negative normals, negative subnormals, −0 (not a NaN of either sign)
 
 
 def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[ir.Value]) -> ir.Value:
@@ -117,10 +116,14 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         if value is None:
             raise lw.fail(f"{operation}.{mode}.ftz.f32 needs the target's rounding mode switch")
     if operation == "mul":
+        # The difference is negative (−0 included) exactly when the product is tiny, and then `value` is
+        # ±0 or ±2^-126: scaled by 2^(its bits as a negative integer, below −2^31 + 2^23) it is the zero of
+        # its sign, and unchanged by 2^0 otherwise (NaN and ±inf results stay NaN and ±inf).
         magnitudes = [lw.intrinsic("llvm.fabs", [v]) for v in values]
         difference = rounding.fma(b, *magnitudes, ir.Constant(F32, -_SMALLEST_NORMAL))
-        tiny = rounding.in_classes(b, difference, _NEGATIVE)
-    elif operation == "fma":
+        scale = lw.intrinsic("llvm.smin", [rounding.bits(b, difference), ir.Constant(I32, 0)])
+        return rounding.ldexp(b, value, scale)
+    if operation == "fma":
         towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
         if towards_zero is None:
             raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
