@@ -338,6 +338,10 @@ def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Valu
     it, both: the canonical NaN (f32, the ISA), the second operand (f64, where the ISA says nothing and an
     H200 returns it)."""
     b = lw.builder
+    if x.type == F32 and not propagate_nan:
+        native = lw.target.number_min_max(b, smaller, x, y)
+        if native is not None:
+            return native
     core = lw.intrinsic("llvm.minimumnum" if smaller else "llvm.maximumnum", [x, y])
     if propagate_nan:
         return b.select(b.fcmp_unordered("uno", x, y), rounding.canonical_nan(x.type), core)

@@ -150,6 +150,24 @@ class AmdgpuTarget(Target):
         value = builder.call(asm, values)
         return builder.extract_value(value, 0) if flushing else value
 
+    def number_min_max(self, builder, smaller, x, y):
+        # v_max3_f32 x, y, 0x7fffffff with MODE.IEEE off (finish_module): v_max(x, y) gives the other operand
+        # for one NaN (signalling ones too) and y for two, and the max of that with the canonical NaN is
+        # that for a number and the canonical NaN for a NaN (the ISA's pseudocode; v_min3 alike). One
+        # inline-asm instruction, as LLVM would fold a max with a NaN constant away or reorder the operands.
+        # gfx12 has no IEEE mode bit and other min/max instructions: there lowering builds it.
+        if self.id.generation >= 12:
+            return None
+        name = "v_min3_f32" if smaller else "v_max3_f32"
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        if self.id.generation >= 10:  # VOP3 takes a literal from gfx10 on
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32]), f"{name} $0, $1, $2, 0x7fffffff", "=v,v,v",
+                               side_effect=True)
+            return builder.call(asm, [x, y])
+        asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32, i32]), f"{name} $0, $1, $2, $3", "=v,v,v,s",
+                           side_effect=True)
+        return builder.call(asm, [x, y, ir.Constant(i32, 0x7FFFFFFF)])
+
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)
         if register in ("%tid", "%ctaid"):

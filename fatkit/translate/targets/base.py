@@ -212,6 +212,12 @@ class Target(ABC):
         flushes the input and the result of `approximate` itself."""
         return None
 
+    def number_min_max(self, builder: ir.IRBuilder, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value | None:
+        """PTX's f32 min (`smaller`) or max of `x` and `y` without .NaN (one NaN: the other operand; both: the
+        canonical NaN; −0.0 below +0.0) as one target instruction where it has one; None: lowering builds it
+        from llvm.minimumnum/maximumnum."""
+        return None
+
     def approximate_f64(self, builder: ir.IRBuilder, function: str, value: ir.Value) -> ir.Value | None:
         """`rcp`/`rsqrt` .approx.ftz.f64 of `value` as the target's own instruction, where it has PTX's (the
         nvptx verification target); None: lowering computes it from the upper word as the ISA defines."""
