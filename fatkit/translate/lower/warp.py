@@ -173,10 +173,18 @@ def vote(lw: Lowering, ins: ast.Instruction) -> None:
     (destination, source), membermask = _split(lw, ins, 3)
     builder = lw.builder
     warp = WarpPosition(lw)
-    members = warp.members(membermask)
     predicate = _predicate(lw, source)
-    votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, members))
-    votes, lanes = warp.to_warp(votes), warp.to_warp(lanes)
+    if membermask is None or warp.wave.width == WARP:
+        members = warp.members(membermask)
+        votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, members))
+        votes, lanes = warp.to_warp(votes), warp.to_warp(lanes)
+    else:  # a 64-lane wave: the whole wave's votes, the membermask applied to the warp's 32 bits after (the
+        # same bits, without the membermask shifted to a wave mask and back)
+        every_lane = ir.Constant(warp.wave, (1 << warp.wave.width) - 1)
+        votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, every_lane))
+        member_bits = lw.read(membermask, "b32")
+        votes = builder.and_(warp.to_warp(votes), member_bits)
+        lanes = builder.and_(warp.to_warp(lanes), member_bits)
     if mode == "ballot":
         lw.write(destination, votes, "b32")
         return
