@@ -9,10 +9,13 @@ the .approx/.full functions (div, rcp, rsqrt, sqrt, ex2, lg2, sin, cos, tanh) th
 
 from __future__ import annotations
 
+import weakref
+
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
 from fatkit.translate.lower.core import F32, F64, I32, I64, Lowering, handles
+from fatkit.translate.passes.base import operand_names
 from fatkit.translate.ptx import ast
 
 _ROUNDINGS = set(rounding.ROUNDINGS)
@@ -300,22 +303,52 @@ def _unary(lw: Lowering, ins: ast.Instruction, compute) -> None:
     _finish(lw, d, compute(lw.builder, a), t, ftz)
 
 
-def _sign_op(b, a: ir.Value, result: ir.Value) -> ir.Value:
+# Instructions whose results do not depend on the bits of a NaN source, in their .f32 forms: they give a NaN
+# whose bits PTX leaves open (arithmetic), the other operand or the canonical NaN (min/max), or a predicate
+# (setp, testp).
+_NAN_BITS_UNREAD = frozenset({"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt", "rsqrt", "ex2", "lg2",
+                              "sin", "cos", "tanh", "min", "max", "setp", "testp"})
+_NAN_BITS_READERS: weakref.WeakKeyDictionary[Lowering, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _nan_bits_read(lw: Lowering) -> frozenset[str]:
+    """The registers of the function some instruction may read the bits of: everything mentioned anywhere
+    but as the destination (operand 0) of an .f32 abs/neg or `_NAN_BITS_UNREAD`, or a plain source of the
+    latter."""
+    registers = _NAN_BITS_READERS.get(lw)
+    if registers is None:
+        read: set[str] = set()
+        for ins in lw.kernel.instructions():
+            f32 = "f32" in ins.modifiers
+            for index, operand in enumerate(ins.operands):
+                if f32 and index == 0 and ins.opcode in _NAN_BITS_UNREAD | {"abs", "neg"}:
+                    continue
+                if f32 and index and ins.opcode in _NAN_BITS_UNREAD and type(operand) is ast.Name:
+                    continue
+                read.update(operand_names(operand))
+        registers = _NAN_BITS_READERS[lw] = frozenset(read)
+    return registers
+
+
+def _sign_op(lw: Lowering, ins: ast.Instruction, a: ir.Value, result: ir.Value) -> ir.Value:
     """abs/neg's result; an f32 NaN becomes the canonical NaN, as an H200 gives (f64 NaNs keep their bits
-    but the sign, as there)."""
-    if a.type != F32:
+    but the sign, as there), unless no instruction reads the destination's bits (only `_NAN_BITS_UNREAD`
+    read it: nvcc's expf negates a sum it then adds)."""
+    destination = ins.operands[0]
+    if a.type != F32 or (type(destination) is ast.Name and destination.name not in _nan_bits_read(lw)):
         return result
+    b = lw.builder
     return b.select(rounding.is_nan(b, a), rounding.canonical_nan(F32), result)
 
 
 @handles("abs", family="float")
 def abs_(lw: Lowering, ins: ast.Instruction) -> None:
-    _unary(lw, ins, lambda b, a: _sign_op(b, a, lw.intrinsic("llvm.fabs", [a])))
+    _unary(lw, ins, lambda b, a: _sign_op(lw, ins, a, lw.intrinsic("llvm.fabs", [a])))
 
 
 @handles("neg", family="float")
 def neg(lw: Lowering, ins: ast.Instruction) -> None:
-    _unary(lw, ins, lambda b, a: _sign_op(b, a, b.fneg(a)))
+    _unary(lw, ins, lambda b, a: _sign_op(lw, ins, a, b.fneg(a)))
 
 
 @handles("copysign", family="float")
