@@ -4,7 +4,8 @@ target's hardware-lane interface (`Target.lane_id`, `exchange`, `ballot`, `activ
 
 A 64-lane wave holds two warps: the PTX lane is the hardware lane mod 32 and a warp's lanes start at its
 base hardware lane (0 or 32). A membermask names lanes of the executing thread's own warp, so it is shifted
-to that base before it reaches the target, and wave masks coming back are shifted down again. Forms without
+to that base before it reaches the target, and wave masks coming back are shifted down again (vote takes the
+whole wave's ballot and applies the membermask to the warp's 32 bits after). Forms without
 .sync take part with the lanes executing together (`active_lanes`). Values read from a lane that is
 inactive or outside the membermask are unspecified, as in PTX; those of the lanes taking part are exact.
 """
