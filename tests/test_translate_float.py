@@ -718,6 +718,18 @@ def test_min_max_and_sign_operations(width, target):
             assert nan_a or rest[4] == flush(a[i], 32) ^ SIGN[32]
 
 
+def test_min_max_with_a_constant_operand(target):
+    """min/max.f32 with an immediate (relu's max(x, 0), a NaN immediate, −0.0): LLVM's maximumnum alone, its
+    NaN select folded; expected values from the model (f32 NaN results the canonical NaN exactly)."""
+    values = edges(32) + [CANONICAL_NAN[32], INF[32] | 5 | SIGN[32], 0x80000001, 0x7FC00000]
+    constants = {"0f00000000": 0, "0f80000000": SIGN[32], "0f7FC00000": 0x7FC00000, "0f3F800000": pattern(1.0, 32)}
+    ops = [f"{op}.f32 {{d}}, {{a}}, {imm};" for op in ("min", "max") for imm in constants]
+    rows = run(32, ops, values, target=target)
+    for x, row in zip(values, rows):
+        for (op, constant), got in zip([(op, c) for op in ("min", "max") for c in constants.values()], row):
+            assert got == min_max(op, 32, [x, constant], False, False, False), (op, hex(x), hex(constant), hex(got))
+
+
 def test_abs_neg_read_only_by_arithmetic(target):
     """abs/neg.f32 of a NaN give the canonical NaN (an H200's); where only arithmetic, min/max and compares
     read the result (nvcc's expf: a neg its fma adds), lowering leaves the NaN as it is, which none of their

@@ -371,7 +371,10 @@ def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Valu
     it, both: the canonical NaN (f32, the ISA), the second operand (f64, where the ISA says nothing and an
     H200 returns it)."""
     b = lw.builder
-    if x.type == F32 and not propagate_nan:
+    # (with a constant operand, llvm.maximumnum alone is the rule: LLVM drops the NaN select, the constant
+    # an inline operand, as in max(x, 0))
+    constant = any(isinstance(v, ir.Constant) for v in (x, y))
+    if x.type == F32 and not propagate_nan and not constant:
         native = lw.target.number_min_max(b, smaller, x, y)
         if native is not None:
             return native
