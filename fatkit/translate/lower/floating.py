@@ -9,10 +9,13 @@ the .approx/.full functions (div, rcp, rsqrt, sqrt, ex2, lg2, sin, cos, tanh) th
 
 from __future__ import annotations
 
+import weakref
+
 from llvmlite import ir
 
 from fatkit.translate.lower import rounding
 from fatkit.translate.lower.core import F32, F64, I32, I64, Lowering, handles
+from fatkit.translate.passes.base import operand_names
 from fatkit.translate.ptx import ast
 
 _ROUNDINGS = set(rounding.ROUNDINGS)
@@ -82,7 +85,7 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
     `approximate` between flushes of the source and the result."""
     d, a = lw.operands(ins, 2)
     b, x = lw.builder, lw.read(a, t)
-    native = lw.target.approximate_ftz(b, function, x, lw.flush) if ftz else None
+    native = lw.target.approximate_ftz(b, function, x, lw.flush, lw.flushing) if ftz else None
     if native is not None:
         lw.write(d, native, t)
         return
@@ -91,7 +94,6 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
 
 _PLAIN = {"add": "fadd", "sub": "fsub", "mul": "fmul"}
 _SMALLEST_NORMAL = 2.0 ** -126
-_NEGATIVE = 0x3C  # llvm.is.fpclass: −inf, negative normals, negative subnormals, −0 (not a NaN of either sign)
 
 
 def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[ir.Value]) -> ir.Value:
@@ -117,10 +119,14 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         if value is None:
             raise lw.fail(f"{operation}.{mode}.ftz.f32 needs the target's rounding mode switch")
     if operation == "mul":
+        # The difference is negative (−0 included) exactly when the product is tiny, and then `value` is
+        # ±0 or ±2^-126: scaled by 2^(its bits as a negative integer, below −2^31 + 2^23) it is the zero of
+        # its sign, and unchanged by 2^0 otherwise (NaN and ±inf results stay NaN and ±inf).
         magnitudes = [lw.intrinsic("llvm.fabs", [v]) for v in values]
         difference = rounding.fma(b, *magnitudes, ir.Constant(F32, -_SMALLEST_NORMAL))
-        tiny = rounding.in_classes(b, difference, _NEGATIVE)
-    elif operation == "fma":
+        scale = lw.intrinsic("llvm.smin", [rounding.bits(b, difference), ir.Constant(I32, 0)])
+        return rounding.ldexp(b, value, scale)
+    if operation == "fma":
         towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
         if towards_zero is None:
             raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
@@ -297,22 +303,52 @@ def _unary(lw: Lowering, ins: ast.Instruction, compute) -> None:
     _finish(lw, d, compute(lw.builder, a), t, ftz)
 
 
-def _sign_op(b, a: ir.Value, result: ir.Value) -> ir.Value:
+# Instructions whose results do not depend on the bits of a NaN source, in their .f32 forms: they give a NaN
+# whose bits PTX leaves open (arithmetic), the other operand or the canonical NaN (min/max), or a predicate
+# (setp, testp).
+_NAN_BITS_UNREAD = frozenset({"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt", "rsqrt", "ex2", "lg2",
+                              "sin", "cos", "tanh", "min", "max", "setp", "testp"})
+_NAN_BITS_READERS: weakref.WeakKeyDictionary[Lowering, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def _nan_bits_read(lw: Lowering) -> frozenset[str]:
+    """The registers of the function some instruction may read the bits of: everything mentioned anywhere
+    but as the destination (operand 0) of an .f32 abs/neg or `_NAN_BITS_UNREAD`, or a plain source of the
+    latter."""
+    registers = _NAN_BITS_READERS.get(lw)
+    if registers is None:
+        read: set[str] = set()
+        for ins in lw.kernel.instructions():
+            f32 = "f32" in ins.modifiers
+            for index, operand in enumerate(ins.operands):
+                if f32 and index == 0 and ins.opcode in _NAN_BITS_UNREAD | {"abs", "neg"}:
+                    continue
+                if f32 and index and ins.opcode in _NAN_BITS_UNREAD and type(operand) is ast.Name:
+                    continue
+                read.update(operand_names(operand))
+        registers = _NAN_BITS_READERS[lw] = frozenset(read)
+    return registers
+
+
+def _sign_op(lw: Lowering, ins: ast.Instruction, a: ir.Value, result: ir.Value) -> ir.Value:
     """abs/neg's result; an f32 NaN becomes the canonical NaN, as an H200 gives (f64 NaNs keep their bits
-    but the sign, as there)."""
-    if a.type != F32:
+    but the sign, as there), unless no instruction reads the destination's bits (only `_NAN_BITS_UNREAD`
+    read it: nvcc's expf negates a sum it then adds)."""
+    destination = ins.operands[0]
+    if a.type != F32 or (type(destination) is ast.Name and destination.name not in _nan_bits_read(lw)):
         return result
+    b = lw.builder
     return b.select(rounding.is_nan(b, a), rounding.canonical_nan(F32), result)
 
 
 @handles("abs", family="float")
 def abs_(lw: Lowering, ins: ast.Instruction) -> None:
-    _unary(lw, ins, lambda b, a: _sign_op(b, a, lw.intrinsic("llvm.fabs", [a])))
+    _unary(lw, ins, lambda b, a: _sign_op(lw, ins, a, lw.intrinsic("llvm.fabs", [a])))
 
 
 @handles("neg", family="float")
 def neg(lw: Lowering, ins: ast.Instruction) -> None:
-    _unary(lw, ins, lambda b, a: _sign_op(b, a, b.fneg(a)))
+    _unary(lw, ins, lambda b, a: _sign_op(lw, ins, a, b.fneg(a)))
 
 
 @handles("copysign", family="float")
@@ -335,6 +371,13 @@ def _min_max_two(lw, smaller: bool, propagate_nan: bool, x: ir.Value, y: ir.Valu
     it, both: the canonical NaN (f32, the ISA), the second operand (f64, where the ISA says nothing and an
     H200 returns it)."""
     b = lw.builder
+    # (with a constant operand, llvm.maximumnum alone is the rule: LLVM drops the NaN select, the constant
+    # an inline operand, as in max(x, 0))
+    constant = any(isinstance(v, ir.Constant) for v in (x, y))
+    if x.type == F32 and not propagate_nan and not constant:
+        native = lw.target.number_min_max(b, smaller, x, y)
+        if native is not None:
+            return native
     core = lw.intrinsic("llvm.minimumnum" if smaller else "llvm.maximumnum", [x, y])
     if propagate_nan:
         return b.select(b.fcmp_unordered("uno", x, y), rounding.canonical_nan(x.type), core)

@@ -105,13 +105,15 @@ def flush(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def saturate(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """.sat: clamp to [0.0, 1.0]; NaN and −0.0 become +0.0. LLVM makes min(maximumNumber(x + 0.0, +0.0),
-    1.0) the clamp output modifier (folded into an arithmetic instruction before it, where there is one),
-    which AMD GPUs run with DX10_CLAMP set: NaN becomes +0. Adding +0.0 first turns −0.0 into +0.0 (IEEE
-    754, round to nearest), so the result does not depend on what the clamp does with −0.0."""
+    """.sat: clamp to [0.0, 1.0]; NaN and −0.0 become +0.0. LLVM makes minnum(maxnum(x + 0.0, +0.0), 1.0)
+    the clamp output modifier (folded into an arithmetic instruction before it, where there is one), which
+    AMD GPUs run with DX10_CLAMP set: NaN becomes +0. Adding +0.0 first turns −0.0 into +0.0 (IEEE 754,
+    round to nearest), so the result does not depend on what the clamp does with −0.0; it also makes a NaN
+    an arithmetic result, quiet, of which maxnum gives the other operand (as maximumnum would: AMDGPU folds
+    only maxnum into the clamp when MODE.IEEE is off)."""
     name = _MANGLED[x.type]
     positive_zero = builder.fadd(x, _zero(x.type))
-    low = builder.call(_declare(builder, f"llvm.maximumnum.{name}", x.type, [x.type] * 2),
+    low = builder.call(_declare(builder, f"llvm.maxnum.{name}", x.type, [x.type] * 2),
                        [positive_zero, _zero(x.type)])
     return builder.call(_declare(builder, f"llvm.minnum.{name}", x.type, [x.type] * 2),
                         [low, ir.Constant(x.type, 1.0)])

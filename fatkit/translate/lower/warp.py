@@ -4,7 +4,8 @@ target's hardware-lane interface (`Target.lane_id`, `exchange`, `ballot`, `activ
 
 A 64-lane wave holds two warps: the PTX lane is the hardware lane mod 32 and a warp's lanes start at its
 base hardware lane (0 or 32). A membermask names lanes of the executing thread's own warp, so it is shifted
-to that base before it reaches the target, and wave masks coming back are shifted down again. Forms without
+to that base before it reaches the target, and wave masks coming back are shifted down again (vote takes the
+whole wave's ballot and applies the membermask to the warp's 32 bits after). Forms without
 .sync take part with the lanes executing together (`active_lanes`). Values read from a lane that is
 inactive or outside the membermask are unspecified, as in PTX; those of the lanes taking part are exact.
 """
@@ -173,10 +174,18 @@ def vote(lw: Lowering, ins: ast.Instruction) -> None:
     (destination, source), membermask = _split(lw, ins, 3)
     builder = lw.builder
     warp = WarpPosition(lw)
-    members = warp.members(membermask)
     predicate = _predicate(lw, source)
-    votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, members))
-    votes, lanes = warp.to_warp(votes), warp.to_warp(lanes)
+    if membermask is None or warp.wave.width == WARP:
+        members = warp.members(membermask)
+        votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, members))
+        votes, lanes = warp.to_warp(votes), warp.to_warp(lanes)
+    else:  # a 64-lane wave: the whole wave's votes, the membermask applied to the warp's 32 bits after (the
+        # same bits, without the membermask shifted to a wave mask and back)
+        every_lane = ir.Constant(warp.wave, (1 << warp.wave.width) - 1)
+        votes, lanes = warp.lane_call(lambda target: target.ballot(builder, predicate, every_lane))
+        member_bits = lw.read(membermask, "b32")
+        votes = builder.and_(warp.to_warp(votes), member_bits)
+        lanes = builder.and_(warp.to_warp(lanes), member_bits)
     if mode == "ballot":
         lw.write(destination, votes, "b32")
         return

@@ -150,6 +150,24 @@ class AmdgpuTarget(Target):
         value = builder.call(asm, values)
         return builder.extract_value(value, 0) if flushing else value
 
+    def number_min_max(self, builder, smaller, x, y):
+        # v_max3_f32 x, y, 0x7fffffff with MODE.IEEE off (finish_module): v_max(x, y) gives the other operand
+        # for one NaN (signalling ones too) and y for two, and the max of that with the canonical NaN is
+        # that for a number and the canonical NaN for a NaN (the ISA's pseudocode; v_min3 alike). One
+        # inline-asm instruction, as LLVM would fold a max with a NaN constant away or reorder the operands.
+        # gfx12 has no IEEE mode bit and other min/max instructions: there lowering builds it.
+        if self.id.generation >= 12:
+            return None
+        name = "v_min3_f32" if smaller else "v_max3_f32"
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        if self.id.generation >= 10:  # VOP3 takes a literal from gfx10 on
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32]), f"{name} $0, $1, $2, 0x7fffffff", "=v,v,v",
+                               side_effect=True)
+            return builder.call(asm, [x, y])
+        asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32, i32]), f"{name} $0, $1, $2, $3", "=v,v,v,s",
+                           side_effect=True)
+        return builder.call(asm, [x, y, ir.Constant(i32, 0x7FFFFFFF)])
+
     def special_register(self, builder, register, component):
         module, i32 = builder.module, ir.IntType(32)
         if register in ("%tid", "%ctaid"):
@@ -196,7 +214,7 @@ class AmdgpuTarget(Target):
         reciprocal.set_metadata("fpmath", one_ulp)
         return reciprocal
 
-    def approximate_ftz(self, builder, function, value, flush):
+    def approximate_ftz(self, builder, function, value, flush, flushing=False):
         # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) and only the flushes PTX's
         # results need, each decided from the input, so that the result is right whether an instruction keeps
         # subnormals or flushes them (LLVM takes it that these flush; fatkit.emulate keeps them):
@@ -219,6 +237,8 @@ class AmdgpuTarget(Target):
             return builder.bitcast(sign, f32)
 
         zero = ir.Constant(f32, 0.0)
+        if flushing:
+            return self._approximate_flushing(builder, function, value, bare, flush)
         if function == "ex2":
             return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
         if function == "lg2":
@@ -234,6 +254,22 @@ class AmdgpuTarget(Target):
                 result = builder.select(magnitude_beyond("<", 2.0 ** -120), signed_zero(), result)
             return result
         return None
+
+    @staticmethod
+    def _approximate_flushing(builder, function, value, bare, flush):
+        # Under the flushing mode `flush` is llvm.canonicalize (`v_max x, x`, which flushes there), so the
+        # flushes are on the values themselves, one instruction each, and right whether the instruction
+        # itself flushes or not: the input where a subnormal one would change the result (rcp, sqrt, rsqrt,
+        # lg2), the result where it can be subnormal (ex2, rcp). sin/cos need neither: their turns x·1/2π
+        # is an f32 multiply, which the mode flushes (a subnormal x or product becomes a zero of its sign),
+        # and neither gives a subnormal result from a normal number of turns.
+        if function in ("sin", "cos"):
+            return bare(function, builder.fmul(value, ir.Constant(value.type, 1 / (2 * math.pi))))
+        name = {"ex2": "exp2", "lg2": "log", "rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}.get(function)
+        if name is None:
+            return None
+        result = bare(name, value if function == "ex2" else flush(value))
+        return flush(result) if function in ("ex2", "rcp") else result
 
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
@@ -326,6 +362,14 @@ class AmdgpuTarget(Target):
             for function in module.functions:
                 if not function.is_declaration:
                     set.add(function.attributes, '"amdgpu-agpr-alloc"="0"')
+        # MODE.IEEE off (the descriptor's ENABLE_IEEE_MODE): v_min/v_max then take a signalling NaN operand
+        # as any NaN (the other operand is the result), so LLVM drops the quieting `v_max x, x` of each input
+        # before them; IEEE mode changes nothing else the ISA's pseudocode computes (min/max only), and
+        # arithmetic NaN results, which PTX leaves open, stay NaNs. Every module, so that the linkonce_odr
+        # helpers shared between modules, and inlining, see one mode.
+        for function in module.functions:
+            if not function.is_declaration:
+                set.add(function.attributes, '"amdgpu-ieee"="false"')
         module.add_named_metadata(
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])

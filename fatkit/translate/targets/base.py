@@ -205,10 +205,17 @@ class Target(ABC):
         return builder.fdiv(one, result) if function == "rsqrt" else result
 
     def approximate_ftz(self, builder: ir.IRBuilder, function: str, value: ir.Value,
-                        flush: Callable[[ir.Value], ir.Value]) -> ir.Value | None:
+                        flush: Callable[[ir.Value], ir.Value], flushing: bool = False) -> ir.Value | None:
         """`function` .approx.ftz of f32 `value` (subnormal inputs read as zeros of their sign, subnormal results
         become them) as the target's own instructions, where these need fewer flushes (`flush` makes one
-        value's); None: lowering flushes the input and the result of `approximate` itself."""
+        value's; `flushing`: the function runs under the flushing mode, `flushing_mode`); None: lowering
+        flushes the input and the result of `approximate` itself."""
+        return None
+
+    def number_min_max(self, builder: ir.IRBuilder, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value | None:
+        """PTX's f32 min (`smaller`) or max of `x` and `y` without .NaN (one NaN: the other operand; both: the
+        canonical NaN; −0.0 below +0.0) as one target instruction where it has one; None: lowering builds it
+        from llvm.minimumnum/maximumnum."""
         return None
 
     def approximate_f64(self, builder: ir.IRBuilder, function: str, value: ir.Value) -> ir.Value | None:
