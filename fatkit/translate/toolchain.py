@@ -14,7 +14,7 @@ from importlib import metadata
 @lru_cache(maxsize=None)
 def llvm_version() -> str:
     """The LLVM that compiles the code objects: the one llvmlite was built with, `22.1.0`, or the libLLVM that
-    `FATKIT_LIBLLVM` names (targets/libllvm.py), `22.1.8 libLLVM.so.22.1` (another build may compile
+    `FATKIT_LIBLLVM` names (targets/libllvm.py), `22.1.8+libLLVM.so.22.1` (another build may compile
     differently, so it is told apart even where the version is the same)."""
     from llvmlite import binding
 
@@ -24,7 +24,7 @@ def llvm_version() -> str:
     library = libllvm.library_path()
     if library is None:
         return own
-    return f"{libllvm.checked(library, binding.llvm_version_info[0])} {os.path.basename(library)}"
+    return f"{libllvm.checked(library, binding.llvm_version_info[0])}+{os.path.basename(library)}"
 
 
 @lru_cache(maxsize=None)
