@@ -25,7 +25,7 @@ from fatkit.errors import FatkitError
 LIBRARY_VARIABLE = "FATKIT_LIBLLVM"
 _OBJECT_FILE, _ASSEMBLY_FILE = 1, 0  # LLVMCodeGenFileType
 _RELOC_PIC, _CODE_MODEL_DEFAULT = 2, 0  # LLVMRelocMode, LLVMCodeModel
-_P = ctypes.c_void_p
+_P = ctypes.c_void_p  # (a handle: ctypes gives it back as an int, or None for NULL)
 
 
 def library_path() -> str | None:
@@ -96,7 +96,7 @@ def checked(path: str, major: int) -> str:
     return ".".join(map(str, found))
 
 
-def _message(lib: ctypes.CDLL, pointer: _P) -> str:
+def _message(lib: ctypes.CDLL, pointer: int | None) -> str:
     text = ctypes.string_at(pointer).decode(errors="replace") if pointer else ""
     if pointer:
         lib.LLVMDisposeMessage(pointer)
@@ -160,7 +160,7 @@ class LibraryCompiler:
                 lib.LLVMDisposeModule(module)
             lib.LLVMContextDispose(context)
 
-    def _parsed(self, context: _P, text: str, name: str) -> _P:
+    def _parsed(self, context: int, text: str, name: str) -> int | None:
         lib, data = self.lib, text.encode()
         buffer = lib.LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len(data), name.encode())
         module, message = _P(), _P()
@@ -168,7 +168,7 @@ class LibraryCompiler:
             raise FatkitError(f"LLVM cannot parse the IR of {name}: {_message(lib, message.value)}")
         return module.value
 
-    def _optimised(self, module: _P) -> None:
+    def _optimised(self, module: int) -> None:
         lib = self.lib
         options = lib.LLVMCreatePassBuilderOptions()
         try:
@@ -181,7 +181,7 @@ class LibraryCompiler:
             lib.LLVMDisposeErrorMessage(text)
             raise FatkitError(f"LLVM's pass pipeline failed: {message}")
 
-    def _emitted(self, module: _P, file_type: int) -> bytes:
+    def _emitted(self, module: int, file_type: int) -> bytes:
         lib = self.lib
         message, buffer = _P(), _P()
         if lib.LLVMTargetMachineEmitToMemoryBuffer(self.machine, module, file_type, ctypes.byref(message),
