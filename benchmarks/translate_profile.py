@@ -8,7 +8,8 @@ get them) the native side, each timed on its own: IR text → LLVM modules (pars
 modules, verification, the middle-end (the new pass manager's O`opt_level` pipeline, with its passes' own
 times), and code generation (`emit_object`: LLVM's codegen passes, instruction selection among them, with
 their times), then ld.lld and the validation of the code object. CPU seconds of this process, which other
-work on the machine distorts less than wall time (ld.lld's are its wall seconds).
+work on the machine distorts less than wall time (ld.lld's are its wall seconds). With `FATKIT_LIBLLVM` set
+(fatkit/translate/targets/libllvm.py) the native side is that library's, timed step by step.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from llvmlite import binding as llvm  # noqa: E402
 
 from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
 from fatkit.translate.targets.amdgpu import codegen_groups, link, with_one_metadata_note  # noqa: E402
-from fatkit.translate.targets.amdgpu_child import target_machine  # noqa: E402
+from fatkit.translate.targets import libllvm  # noqa: E402
+from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine  # noqa: E402
 from fatkit.translate.targets.base import middle_end  # noqa: E402
 
 # a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
@@ -64,6 +66,10 @@ def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
         profiler.disable()
     kernels = list(lowered.kernels)
     ir_bytes = sum(len(k.llvm_ir) for k in kernels)
+    library = libllvm.library_path()
+    if library is not None:
+        native_profile(path, text, kernels, lowered.target.processor, options.opt_level, library, seconds)
+        return
     machine = target_machine(lowered.target.processor, options.opt_level)
     middle: dict[str, float] = defaultdict(float)
     codegen: dict[str, float] = defaultdict(float)
@@ -118,6 +124,35 @@ def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
         print("```\n" + "\n".join(line for line in out.getvalue().splitlines()
                                    if line.strip() and not line.startswith("   Ordered")) + "\n```\n")
+
+
+def native_profile(path: Path, text: str, kernels: list, processor: str, opt_level: int, library: str,
+                   seconds: dict[str, float]) -> None:
+    """The native side through the libLLVM `FATKIT_LIBLLVM` names (targets/libllvm.py), as the codegen children
+    then run it: its steps' CPU seconds (LLVM's pass timers are its own, not llvmlite's, so none are read)."""
+    compiler = libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level)
+    native: dict[str, float] = {}
+    objects = []
+    for group in codegen_groups(kernels):
+        kind = "asm" if any("asm sideeffect" in k.llvm_ir for k in group) else "obj"
+        product = compiler.compile([k.llvm_ir for k in group], kind, native)
+        if kind == "obj":
+            objects.append(product)
+    clock = time.perf_counter()
+    if objects:
+        link(objects if len(objects) == 1 else with_one_metadata_note(objects))
+    native["ld.lld (wall)"] = time.perf_counter() - clock
+    ir_bytes = sum(len(k.llvm_ir) for k in kernels)
+    print(f"## {path.name}: {len(text) / 1000:.0f} KB of PTX, {len(kernels)} kernels, "
+          f"{ir_bytes / 1000:.0f} KB of LLVM IR ({ir_bytes / len(text):.2f} per PTX byte), "
+          f"{len(codegen_groups(kernels))} codegen groups, {processor}, LLVM {libllvm.version(library)} "
+          f"from {library}\n")
+    rows = [(f"{name} (Python)", seconds[name]) for name in ("parse", "passes", "lower")] + list(native.items())
+    total = sum(s for _, s in rows)
+    print("| stage | s | share |\n|---|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value:.2f} | {100 * value / total:.0f} % |")
+    print(f"| total | {total:.2f} | |\n")
 
 
 def main() -> None:

@@ -643,6 +643,34 @@ def test_logic_and_shifts(target):
     check("logic", cases, target=target)
 
 
+def test_shifts_by_immediates_and_constant_operands(target):
+    """Immediate shift amounts (lowering needs no range test for them) below, at and past the width, and shifts
+    and integer cvts of values known at lowering time (a mov'd immediate: folded into a constant)."""
+    cases = []
+    for bits in (16, 32, 64):
+        for amount in (0, 1, 3, bits - 1, bits, bits + 1, 200):
+            cases.append(op(f"shl.b{bits} {{d}}, {{a}}, {amount};", bits,
+                            lambda a, b, c, e, n=bits, k=amount: ux(a, n) << k if k < n else 0))
+            for kind in "bus":
+                cases.append(op(f"shr.{kind}{bits} {{d}}, {{a}}, {amount};", bits,
+                                lambda a, b, c, e, n=bits, k=amount, s=kind == "s":
+                                sx(a, n) >> min(k, n - 1) if s else (ux(a, n) >> k if k < n else 0)))
+    constant = 0x9234_5678_8765_4321
+    for amount in (0, 5, 31, 32, 33):
+        cases.append((f"mov.b64 %y0, {constant}; shl.b64 %dd, %y0, {amount};", 64,
+                      lambda a, b, c, e, k=amount: ux(constant << k, 64) if k < 64 else 0))
+        cases.append((f"mov.b64 %y0, {constant}; shr.s64 %dd, %y0, {amount};", 64,
+                      lambda a, b, c, e, k=amount: sx(constant, 64) >> k))
+        cases.append((f"mov.b32 %t0, {constant & M32}; shr.u32 %d, %t0, {amount};", 32,
+                      lambda a, b, c, e, k=amount: (constant & M32) >> k if k < 32 else 0))
+    for value in (0, 1, 0x7FFF_FFFF, 0x8000_0001, M32):
+        cases += [(f"mov.b32 %t0, {value}; cvt.s64.s32 %dd, %t0;", 64, lambda a, b, c, e, v=value: sx(v, 32)),
+                  (f"mov.b32 %t0, {value}; cvt.u64.u32 %dd, %t0;", 64, lambda a, b, c, e, v=value: v),
+                  (f"mov.b32 %t0, {value}; cvt.u16.u32 %dh, %t0;", 16, lambda a, b, c, e, v=value: v & 0xFFFF),
+                  (f"mov.b32 %t0, {value}; cvt.s16.s32 %dh, %t0;", 16, lambda a, b, c, e, v=value: v & 0xFFFF)]
+    check("shift_immediates", cases, target=target)
+
+
 # --------------------------------------------------------------------------------------------------
 # what is rejected, and the AMD targets
 

@@ -74,6 +74,30 @@ def _is_integer(ptx_type: str) -> bool:
     return ptx_type[0] in "bsu" and ptx_type[1:].isdigit()
 
 
+def constant_bits(value: ir.Value) -> int | None:
+    """The bits of an integer constant as an unsigned number, or None for any other value (LLVM simplifies what
+    is known at lowering time too, but its InstCombine runs were most of the middle-end's time, so the
+    resizes and shifts that PTX immediates feed are folded here)."""
+    if type(value) is not ir.Constant or not isinstance(value.type, ir.IntType) or type(value.constant) is not int:
+        return None
+    return value.constant & ((1 << value.type.width) - 1)
+
+
+def int_resized(builder: ir.IRBuilder, value: ir.Value, ty: ir.IntType, signed: bool) -> ir.Value:
+    """`value` (an integer) zero- or sign-extended or truncated to `ty`; a constant stays a constant."""
+    width = value.type.width
+    if width == ty.width:
+        return value
+    bits = constant_bits(value)
+    if bits is not None:
+        if signed and width < ty.width and bits >> (width - 1):
+            bits -= 1 << width
+        return ir.Constant(ty, bits & ((1 << ty.width) - 1))
+    if width > ty.width:
+        return builder.trunc(value, ty)
+    return (builder.sext if signed else builder.zext)(value, ty)
+
+
 def align_up(offset: int, alignment: int) -> int:
     return (offset + alignment - 1) // alignment * alignment
 
@@ -571,9 +595,7 @@ class Lowering:
             return self.builder.bitcast(value, target)
         if not (_is_integer(have) and _is_integer(want)):
             raise self.fail(f"a .{have} register used as .{want}")
-        if ast.TYPE_SIZES[have] > ast.TYPE_SIZES[want]:
-            return self.builder.trunc(value, target)
-        return (self.builder.sext if have[0] == "s" else self.builder.zext)(value, target)
+        return int_resized(self.builder, value, target, have[0] == "s")
 
     def read(self, operand: ast.Operand, ptx_type: str) -> ir.Value:
         """A source operand as a value of `ptx_type`."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fatkit.translate.lower.core import I1, I8, I16, I32, I64, Lowering, handles
+from fatkit.translate.lower.core import I1, I8, I16, I32, I64, Lowering, constant_bits, handles, int_resized
 from fatkit.translate.ptx import ast
 
 _INTEGER = {"u16", "u32", "u64", "s16", "s32", "s64"}
@@ -45,15 +45,22 @@ def _one_of(lw: Lowering, ins: ast.Instruction, choices: tuple[str, ...], requir
 
 def _resize(lw: Lowering, value: ir.Value, ty: ir.IntType) -> ir.Value:
     """An unsigned value as `ty`: zero-extended or truncated."""
-    if value.type.width == ty.width:
-        return value
-    return (lw.builder.zext if value.type.width < ty.width else lw.builder.trunc)(value, ty)
+    return int_resized(lw.builder, value, ty, signed=False)
 
 
 def _shift_or_zero(lw: Lowering, op: str, value: ir.Value, amount: ir.Value) -> ir.Value:
     """`value` shifted by the unsigned i32 `amount` with op "shl" or "lshr"; 0 once amount ≥ the width
-    (PTX's result; LLVM's shift is poison there)."""
+    (PTX's result; LLVM's shift is poison there). A constant amount (the operands pass's packing and
+    unpacking, most shifts in PTX) needs no range test."""
     ty = value.type
+    known = constant_bits(amount)
+    if known is not None:
+        bits = constant_bits(value)
+        if known >= ty.width:
+            return _const(ty, 0)
+        if bits is not None:
+            return _const(ty, bits << known if op == "shl" else bits >> known)
+        return getattr(lw.builder, op)(value, _const(ty, known)) if known else value
     too_far = lw.builder.icmp_unsigned(">=", amount, _const(I32, ty.width))
     safe = _resize(lw, lw.builder.select(too_far, _const(I32, 0), amount), ty)
     return lw.builder.select(too_far, _const(ty, 0), getattr(lw.builder, op)(value, safe))
@@ -695,7 +702,9 @@ def shift(lw: Lowering, ins: ast.Instruction) -> None:
     d, a, b = lw.operands(ins, 3)
     value, amount = lw.read(a, t), lw.read(b, "u32")
     if ins.opcode == "shr" and t[0] == "s":  # counts past the width fill with the sign, as width-1 does
-        clamped = lw.intrinsic("llvm.umin", [amount, _const(I32, value.type.width - 1)])
+        known = constant_bits(amount)
+        clamped = lw.intrinsic("llvm.umin", [amount, _const(I32, value.type.width - 1)]) if known is None \
+            else _const(I32, min(known, value.type.width - 1))
         lw.write(d, lw.builder.ashr(value, _resize(lw, clamped, value.type)), t)
         return
     lw.write(d, _shift_or_zero(lw, "shl" if ins.opcode == "shl" else "lshr", value, amount), t)

@@ -397,6 +397,18 @@ class Module:
     address_size: int | None
     items: tuple[ModuleItem, ...]
     source: str = field(default="<ptx>", compare=False)
+    # name → the definition if the module has one, else the first declaration (`function`); built once, since
+    # lowering and the passes ask for every call's callee
+    _by_name: dict[str, Function] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, Function] = {}
+        for item in self.items:
+            if type(item) is Function:
+                known = by_name.get(item.name)
+                if known is None or (known.body is None and item.body is not None):
+                    by_name[item.name] = item
+        object.__setattr__(self, "_by_name", by_name)
 
     @property
     def arch(self) -> str | None:
@@ -417,13 +429,7 @@ class Module:
 
     def function(self, name: str) -> Function | None:
         """The definition of `name` if the module has one, else its declaration, else None."""
-        found = None
-        for item in self.items:
-            if type(item) is Function and item.name == name:
-                if item.body is not None:
-                    return item
-                found = found or item
-        return found
+        return self._by_name.get(name)
 
 
 # --------------------------------------------------------------------------------------------------

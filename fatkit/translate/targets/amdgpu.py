@@ -44,6 +44,7 @@ from fatkit.formats.common import align
 from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.runtime import CLUSTER_DIMS_KEY, CLUSTER_MAX_CTAS_KEY, CLUSTER_SHAPE_OFFSET_KEY
+from fatkit.translate.targets import libllvm
 from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, target_machine
 from fatkit.translate.targets.base import (
     Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
@@ -476,6 +477,10 @@ class _CodegenChild:
     file: LLVM may write there at length, and a pipe nobody reads would stall it."""
 
     def __init__(self) -> None:
+        # the LLVM the child compiles with (`FATKIT_LIBLLVM` when it started, which it inherits)
+        self.library = libllvm.library_path()
+        if self.library is not None:  # (a library that does not fit is the user's error, not a kernel's)
+            libllvm.checked(self.library, llvm.llvm_version_info[0])
         self.log = tempfile.TemporaryFile()
         # the child imports this fatkit, wherever it came from: another one on its path would speak another
         # protocol (or translate differently)
@@ -542,7 +547,7 @@ class _CodegenChildren:
                 self._idle, self._owner = [], os.getpid()
             while self._idle:
                 child = self._idle.pop()
-                if child.alive:
+                if child.alive and child.library == libllvm.library_path():
                     return child
                 child.close()
         return _CodegenChild()

@@ -9,6 +9,9 @@ stderr and starts a fresh one for the next request.
 The protocol, on the child's stdin and stdout: a request is a line `processor opt_level kind count` and
 `count` LLVM modules, each an 8-byte little-endian length and that many bytes of IR text; the answer is a
 status byte (0: the product; 1: a Python error's traceback) and an 8-byte length, then that many bytes.
+
+With `FATKIT_LIBLLVM` set (targets/libllvm.py) the child compiles through that library and never imports
+llvmlite, so that one LLVM only is loaded in it.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ import struct
 import sys
 import traceback
 
-from llvmlite import binding as llvm
+from typing import TYPE_CHECKING, Callable
 
-from fatkit.translate.targets.base import linked_and_optimised
+from fatkit.translate.targets import libllvm
+
+if TYPE_CHECKING:
+    from llvmlite import binding as llvm
 
 TRIPLE = "amdgcn-amd-amdhsa"
 _LENGTH = struct.Struct("<Q")
@@ -28,6 +34,8 @@ ANSWER = struct.Struct("<BQ")  # status, length
 
 
 def target_machine(processor: str, opt_level: int = 2) -> llvm.TargetMachine:
+    from llvmlite import binding as llvm
+
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     return llvm.Target.from_triple(TRIPLE).create_target_machine(
@@ -38,6 +46,10 @@ def compile_modules(texts: list[str], machine: llvm.TargetMachine, opt_level: in
     """The LLVM modules `texts` linked, optimised and emitted as `kind`: "obj", "asm" or "llvm". They are
     parsed into a context of their own, so that a child compiling one request after another gives each the
     type names, and so the output, a fresh process would."""
+    from llvmlite import binding as llvm
+
+    from fatkit.translate.targets.base import linked_and_optimised
+
     context = llvm.create_context()
     module = linked_and_optimised(texts, machine, opt_level, context)
     if kind == "llvm":
@@ -53,7 +65,8 @@ def serve() -> None:
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    machines: dict[tuple[str, int], llvm.TargetMachine] = {}
+    compilers: dict[tuple[str, int], Callable[[list[str], str], bytes]] = {}
+    library = libllvm.library_path()
     while True:
         header = requests.readline()
         if not header:
@@ -62,15 +75,23 @@ def serve() -> None:
         opt_level = int(opt)
         texts = [requests.read(_LENGTH.unpack(requests.read(_LENGTH.size))[0]).decode() for _ in range(int(count))]
         try:
-            machine = machines.get((processor, opt_level))
-            if machine is None:
-                machine = machines[processor, opt_level] = target_machine(processor, opt_level)
-            status, answer = 0, compile_modules(texts, machine, opt_level, kind)
+            compiler = compilers.get((processor, opt_level))
+            if compiler is None:
+                compiler = compilers[processor, opt_level] = _compiler(library, processor, opt_level)
+            status, answer = 0, compiler(texts, kind)
         except Exception:  # reported to the parent as the child's failure, as an uncaught error would be
             status, answer = 1, traceback.format_exc().encode()
         answers.write(ANSWER.pack(status, len(answer)))
         answers.write(answer)
         answers.flush()
+
+
+def _compiler(library: str | None, processor: str, opt_level: int) -> Callable[[list[str], str], bytes]:
+    """What compiles a request's modules for `processor`: the libLLVM at `library`, else llvmlite's LLVM."""
+    if library is not None:
+        return libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level).compile
+    machine = target_machine(processor, opt_level)
+    return lambda texts, kind: compile_modules(texts, machine, opt_level, kind)
 
 
 def request(processor: str, opt_level: int, kind: str, texts: list[str]) -> bytes:
