@@ -164,7 +164,8 @@ def test_texref_is_a_hip_texture_reference_global_read_at_its_texture_object_fie
 
 @pytest.mark.parametrize("target, why", [
     ("gfx942", "gfx942 has no image instructions"),
-    ("gfx90a", "gfx90a has no image instructions"),
+    ("gfx950", "gfx950 has no image instructions"),
+    ("gfx90a", "gfx90a: textures and surfaces are translated for RDNA (gfx10 and later) only"),
     ("host", "the host target has no texture units"),
 ])
 def test_targets_without_image_instructions_refuse_naming_the_instruction_and_line(target, why):

@@ -19,8 +19,9 @@ element index: x is divided by the element's size. Two things are computed here:
 coordinates (and gradients), and bilinear filtering at level 0 of 1-D/2-D textures, which NVIDIA weighs in
 a fixed-point way AMD's sampler does not (`_nvidia_bilinear`, fitted to an H200). Channels a format lacks
 read 0, as on NVIDIA.
-GCN/CDNA processors (gfx9 and earlier, gfx942 among them) have no image instructions and HIP makes no
-texture objects for them, so these instructions are refused there.
+gfx942 and gfx950 (CDNA3/CDNA4) have no image instructions and HIP no texture or surface objects for them, so
+these instructions are refused there; on the other gfx9 processors (GCN, CDNA1/CDNA2, which have image
+instructions: gfx90a without samplers) they are refused too, as fatkit builds RDNA's image operations only.
 """
 
 from __future__ import annotations
@@ -60,14 +61,23 @@ def reference_global(module: ir.Module, variable: ast.Variable, address_space: i
     return storage
 
 
+# No MIMG encoding at all (LLVM's assembler refuses every image opcode for them; its code generator refuses
+# image samples) and clang predefines __HIP_NO_IMAGE_SUPPORT for them: no texture or surface API in HIP there
+_NO_IMAGES = ("gfx940", "gfx941", "gfx942", "gfx950")
+
+
 def _check_target(lw: Lowering) -> None:
     target_id = getattr(lw.target, "id", None)
     if target_id is None or getattr(target_id, "vendor", None) != "amd":
         raise lw.fail(f"the {lw.target.name} target has no texture units: textures and surfaces translate for "
                       "AMD RDNA processors (gfx10 and later) only")
+    if target_id.processor in _NO_IMAGES:
+        raise lw.fail(f"{lw.target.name} has no image instructions (CDNA3/CDNA4: no image load, store, sample or "
+                      "atomic in its ISA), and HIP has no texture or surface objects for it (clang defines "
+                      "__HIP_NO_IMAGE_SUPPORT there)")
     if target_id.generation < 10:
-        raise lw.fail(f"{lw.target.name} has no image instructions (GCN/CDNA, gfx9 and earlier), and HIP creates "
-                      "no texture or surface objects for it")
+        raise lw.fail(f"{lw.target.name}: textures and surfaces are translated for RDNA (gfx10 and later) only; "
+                      "gfx9's image instructions (GCN, CDNA1; gfx90a's without samplers) are not built by fatkit")
 
 
 def _object(lw: Lowering, address: ast.Operand) -> ir.Value:
