@@ -227,7 +227,7 @@ HAZARD_KINDS: dict[str, HazardKind] = {
 # --------------------------------------------------------------------------------------------------
 # detection: PTX → kinds
 
-# kinds whose hardware the families they name lack (image instructions on wave64 GCN/CDNA)
+# kinds the families they name cannot run (images: none on gfx942/gfx950; on gfx908/gfx90a not translated)
 _MISSING_HARDWARE = frozenset({"texture", "surface"})
 
 # base opcode → kind, for opcodes every form of which is one hazard
