@@ -35,6 +35,11 @@ filter that way. Cases check, each printing what it measured:
   filtering of those four formats in 1-D, 2-D and 3-D under clamp and wrap; 512 lookups a case at random
   coordinates, 8-bit ties, the 8-bit grid's neighbours, texel centres and borders (`axis_coords`), texels of
   random bits with each format's extremes. Their raw arrays (texels, coords, measured, model) go to OUT.npz.
+  The fourth run's records: textures_h200_run4.json and .npz (the raw arrays, less the models and the
+  conversions' coordinates).
+- (the fifth run, first) blend sweeps: two-texel 1-D textures of SNORM8, half4, SNORM16 and UNORM16 looked up
+  at every weight α/256 (64 texel pairs each); the refitted 3-D rule at fresh texels and coordinates (float
+  under clamp, wrap and border; the four normalised formats).
 Each new case records its error in place of its measurement if NVIDIA's API or hardware refuses it.
 """
 
@@ -218,23 +223,10 @@ def nvidia_sample_unorm8(texels: np.ndarray, u: float, v: float, address: str) -
 
 
 def nvidia_sample_3d(texels: np.ndarray, u: float, v: float, w: float) -> np.ndarray:
-    """Trilinear tex.3d of a (D, H, W, C) float texture, clamp addressing, as an H200 filters (fitted to the 16
-    lanes × 4 channels of the 2026-12-02 run, to the bit): the three fractions of `nvidia_fraction`; the 2-D
-    rule's four weights (`nvidia_weights`) of the x and **z** fractions, each split by the y fraction (the
-    upper share rounded to nearest 256th, ties up, the lower by difference); `nvidia_blend`'s sum. (Splitting
-    by z instead, the 2-D rule on x and y, matched 6 of the 16 lanes.)"""
-    depth, height, width = texels.shape[:3]
-    (i, alpha), (j, beta), (k, gamma) = (nvidia_fraction(float(np.float32(c)) * n - 0.5)
-                                         for c, n in ((u, width), (v, height), (w, depth)))
-    weights, corners = [], []
-    for (di, dk), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, gamma)):
-        upper = math.floor(planar * beta / 256 + 0.5)
-        for dj, weight in ((0, planar - upper), (1, upper)):
-            weights.append(weight)
-            corners.append(texels[min(max(k + dk, 0), depth - 1), min(max(j + dj, 0), height - 1),
-                                  min(max(i + di, 0), width - 1)])
-    return np.array([nvidia_blend(weights, [t[c] for t in corners]) for c in range(texels.shape[3])],
-                    dtype=np.float32)
+    """Trilinear tex.3d of a (D, H, W, C) float texture, clamp addressing, as an H200 filters:
+    `nvidia_filter` with `nvidia_weights_3d` (refitted to the fourth run's 1 280-lane weight sweep) and
+    `nvidia_blend`'s sum."""
+    return nvidia_filter(texels, (u, v, w), "clamp", float_blend)
 
 
 def gather_order(texels: np.ndarray, u: float, v: float, component: int) -> list[float]:
@@ -321,19 +313,32 @@ def nvidia_weights_1d(alpha: int) -> list[int]:
 
 
 def nvidia_weights_3d(alpha: int, beta: int, gamma: int) -> list[int]:
-    """tex.3d's eight weights in 256ths, of texels (i+di, j+dj, k+dk) in the order dk, dj, di (di fastest):
-    `nvidia_sample_3d`'s rule (the 2-D rule on α and γ, each weight split by β, the upper share rounded)."""
+    """tex.3d's eight weights in 256ths, of texels (i+di, j+dj, k+dk) in the order dk, dj, di (di fastest),
+    fitted to the fourth H200 run's weight sweep (1 280 lanes, every weight exact; `weights_from_sweep_3d`):
+    the z fraction splits the whole into slices 1 − γ, γ; each slice is split by α, its x = 1 share rounded
+    to the nearest 256th, ties up; each of those four by β, the y = 1 share rounded to nearest with ties up
+    where di = 1 and ties **down** where di = 0 (every one of 67 ties measured so); the other shares by
+    difference. (No 2-D rule on two of the axes split by the third fits: the best, x and z split by y, misses
+    51 lanes.)"""
     weights = [0] * 8
-    for (di, dk), planar in zip(((0, 0), (1, 0), (0, 1), (1, 1)), nvidia_weights(alpha, gamma)):
-        upper = math.floor(planar * beta / 256 + 0.5)
-        weights[4 * dk + di], weights[4 * dk + 2 + di] = planar - upper, upper
+    for dk, slice_weight in ((0, 256 - gamma), (1, gamma)):
+        right = math.floor(slice_weight * alpha / 256 + 0.5)
+        for di, cell in ((0, slice_weight - right), (1, right)):
+            share = Fraction(cell * beta, 256)
+            upper = math.floor(share + Fraction(1, 2)) if di else math.ceil(share - Fraction(1, 2))
+            weights[4 * dk + di], weights[4 * dk + 2 + di] = cell - upper, upper
     return weights
 
 
-def nvidia_footprint(sizes: tuple[int, ...], coords, unnormalised: bool = False):
+def nvidia_footprint(sizes: tuple[int, ...], coords, unnormalised: bool = False, address: str = "clamp"):
     """The lower texel index (x first) and the NVIDIA weights (`nvidia_weights_1d`, `nvidia_weights`,
-    `nvidia_weights_3d`, ordered x fastest) of a linear lookup at `coords`."""
-    found = [nvidia_fraction(float(np.float32(c)) * (1 if unnormalised else n) - 0.5) for c, n in zip(coords, sizes)]
+    `nvidia_weights_3d`, ordered x fastest) of a linear lookup at `coords`. Under clamp addressing each
+    position x − 0.5 is first clamped to [0, size − 1] (the fourth run: without it 3-D lookups past an edge
+    miss 78 of 512 lanes, with it none; 1-D and 2-D give the same either way)."""
+    positions = [float(np.float32(c)) * (1 if unnormalised else n) - 0.5 for c, n in zip(coords, sizes)]
+    if address == "clamp":
+        positions = [min(max(p, 0.0), n - 1.0) for p, n in zip(positions, sizes)]
+    found = [nvidia_fraction(p) for p in positions]
     low = tuple(i for i, _f in found)
     fractions = [f for _i, f in found]
     weights = (nvidia_weights_1d, nvidia_weights, nvidia_weights_3d)[len(sizes) - 1](*fractions)
@@ -345,7 +350,7 @@ def nvidia_filter(texels: np.ndarray, coords, address: str, blend, unnormalised:
     NVIDIA's footprint and weights, then `blend(weights, values)` per channel (values: each corner's
     texel value, None for the border)."""
     sizes = texels.shape[-2::-1]
-    low, weights = nvidia_footprint(sizes, coords, unnormalised)
+    low, weights = nvidia_footprint(sizes, coords, unnormalised, address)
     offsets = [tuple((n >> axis) & 1 for axis in range(len(sizes))) for n in range(1 << len(sizes))]
     corners = [texel_nd(texels, tuple(i + d for i, d in zip(low, offset)), address) for offset in offsets]
     return np.array([blend(weights, [None if t is None else t[c] for t in corners])
@@ -357,16 +362,34 @@ def float_blend(weights: list[int], values: list) -> np.float32:
     return nvidia_blend(weights, [0.0 if v is None else float(v) for v in values])
 
 
+def snorm8_to_16(t: int) -> int:
+    """An SNORM8 texel as the 16-bit SNORM value NVIDIA filters (the fourth run's lookups of weight 1): its
+    7-bit magnitude m repeated into 15 bits, m·258 + (m >> 6), with the sign; −128 keeps magnitude 128."""
+    magnitude = abs(int(t))
+    wide = magnitude * 258 + (magnitude >> 6)
+    return -wide if t < 0 else wide
+
+
 def normalised_blend(bits: int, signed: bool):
-    """The blend fatkit's shader applies to a normalised texture today, as a candidate: UNORM8 the 16-bit
-    UNORM blend of 257·t (measured, `nvidia_sample_unorm8`); the others `nvidia_blend` of the converted
-    texels (f32), the guess the fourth H200 run tests."""
+    """NVIDIA's blend of a normalised texture (fitted to the fourth H200 run), a function of the weights and
+    the texel integers (None: the border, 0): every format filters to a 16-bit value N, the weighted sum of
+    the texels as 16-bit integers rounded to nearest, **ties up** (toward +∞), and returns N / 65535
+    (unsigned) or max(N / 32767, −1) (signed) in f32. The texels as 16-bit integers: UNORM8 257·t; UNORM16 and
+    SNORM16 t itself (−32768 too: it blends as −32768, reads −1 alone). SNORM8 is modelled as the 8-bit blend
+    Σ w·t taken to 16 bits, N = Σ w·t · 32767/127 rounded (a texel of weight 1 is `snorm8_to_16`, one step
+    off this where t·32767/127 rounds otherwise; 4 % of the fourth run's filtered channels miss by a step)."""
+    top = (1 << 16) - 1 if not signed else (1 << 15) - 1
+
+    def wide(t) -> int:
+        t = 0 if t is None else int(t)
+        return 257 * t if bits == 8 and not signed else t
+
     def blend(weights: list[int], values: list) -> np.float32:
-        if bits == 8 and not signed:
-            total = sum(Fraction(w * 257 * (0 if t is None else int(t)), 256) for w, t in zip(weights, values))
-            return np.float32(math.floor(total + Fraction(1, 2)) / 65535)
-        return nvidia_blend(weights, [0.0 if t is None else float(np.float32(float(normalised_value(t, bits, signed))))
-                                      for t in values])
+        total = sum(Fraction(w * wide(t), 256) for w, t in zip(weights, values))
+        if bits == 8 and signed:  # the blended SNORM8 value, t / 127, to 16 bits
+            total *= Fraction(32767, 127)
+        steps = math.floor(total + Fraction(1, 2))
+        return np.float32(max(Fraction(steps, top), Fraction(-1)))
     return blend
 
 
@@ -986,20 +1009,21 @@ def _run(out_path: Path | None) -> int:
                examples=[{"coords": coords[k].tolist(), "measured": out[k].tolist(), "model": model[k].tolist()}
                          for k in differing[:6]])
 
-    def normalised_filters(name: str, dims: int, address: str) -> None:
+    def normalised_filters(name: str, dims: int, address: str, fresh: int = 0) -> None:
         """Linear filtering of a normalised 4-channel texture (`NORMALISED_FORMATS`) read as floats, 512
-        lookups (`filter_coords`), against the blend fatkit's shader applies (`normalised_blend`)."""
+        lookups (`filter_coords`), against NVIDIA's blend (`normalised_blend`); `fresh`: other texels and
+        coordinates (the fifth run's check of the fourth's fit), keys ending ".fresh"."""
         bits, signed = NORMALISED_FORMATS[name]
         sizes = ((16,), (8, 4), (8, 4, 4))[dims - 1]
-        texels = normalised_texels(bits, signed, (*reversed(sizes), 4), 53 + bits + dims)
+        texels = normalised_texels(bits, signed, (*reversed(sizes), 4), 53 + bits + dims + fresh)
         kind = runtime.cudaChannelFormatKindSigned if signed else runtime.cudaChannelFormatKindUnsigned
         tex, _array = linear_texture(texels, texture.ChannelFormatDescriptor(bits, bits, bits, bits, kind), address,
                                      runtime.cudaReadModeNormalizedFloat)
-        coords = filter_coords(sizes, 512, 61 + dims)
+        coords = filter_coords(sizes, 512, 61 + dims + fresh)
         out = lookup(LOOKUPS[dims], tex.ptr, coords)
         blend = normalised_blend(bits, signed)
-        compare(f"tex.{dims}d linear {name} {address} (fatkit's blend: {'16-bit UNORM of 257·t' if name == 'unorm8' else 'f32 of the converted texels'})",
-                f"{name}.{dims}d.{address}", texels, coords, out,
+        compare(f"tex.{dims}d linear {name} {address} (NVIDIA's 16-bit blend{', fresh' if fresh else ''})",
+                f"{name}.{dims}d.{address}{'.fresh' if fresh else ''}", texels, coords, out,
                 lambda c: nvidia_filter(texels, c[:dims], address, blend))
 
     def conversions(name: str) -> None:
@@ -1021,6 +1045,60 @@ def _run(out_path: Path | None) -> int:
         compare(f"tex1Dfetch of every {name} value read as normalised floats (t / max, −1 at the most negative)",
                 f"{name}.conversion", values.astype(normalised_dtype(bits, signed)), coords, out,
                 lambda c: [np.float32(normalised_value(values[c.view(np.int32)[0]], bits, signed)), 0, 0, 0])
+
+    def fresh_3d() -> None:
+        """The refitted 3-D rule at new texels and coordinates: float 8 × 4 × 4 and 4 × 2 × 8 under clamp,
+        wrap and border, 512 lookups each (keys ending ".fresh")."""
+        rng = np.random.default_rng(211)
+        for sizes in ((8, 4, 4), (4, 2, 8)):
+            texels = rng.uniform(-4, 4, (*reversed(sizes), 4)).astype(np.float32)
+            for address in ("clamp", "wrap", "border"):
+                def one(texels=texels, sizes=sizes, address=address) -> None:
+                    tex, _array = linear_texture(texels, float4, address, runtime.cudaReadModeElementType)
+                    coords = filter_coords(sizes, 512, 223 + sizes[0])
+                    out = lookup(LOOKUPS[3], tex.ptr, coords)
+                    compare(f"tex.3d linear float {'×'.join(map(str, sizes))} {address} (NVIDIA's rule, fresh)",
+                            f"float.3d.{'x'.join(map(str, sizes))}.{address}.fresh", texels, coords, out,
+                            lambda c: nvidia_filter(texels, c[:3], address, float_blend))
+                attempt(f"tex.3d float {sizes} {address} fresh", one)
+
+    def blend_sweeps(name: str) -> None:
+        """Every weight of a two-texel blend: 16 two-texel 1-D textures (4 channels: 64 texel pairs, random
+        and the extremes) of a normalised format or half4, each looked up at x = α/256 for α = 0 … 256
+        (clamp), against `normalised_blend` / `float_blend`: the raw arrays fit the blend's rounding."""
+        half = name == "half"
+        bits, signed = (16, False) if half else NORMALISED_FORMATS[name]
+        rng = np.random.default_rng(227 + bits + signed)
+        coords = np.zeros((257, 4), np.float32)
+        coords[:, 0] = 0.25 + np.arange(257) / 512
+        if half:
+            texel_bits = rng.integers(0, 1 << 16, (16, 2, 4), dtype=np.uint16)
+            texel_bits[(texel_bits & 0x7C00) == 0x7C00] ^= 0x4000  # finite halves only
+            texel_bits.reshape(-1)[:8] = [0x0001, 0x8001, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x0400, 0x8000]
+            pairs = texel_bits.view(np.float16)
+            descriptor = texture.ChannelFormatDescriptor(16, 16, 16, 16, runtime.cudaChannelFormatKindFloat)
+            read_mode, blend = runtime.cudaReadModeElementType, float_blend
+        else:
+            pairs = normalised_texels(bits, signed, (16, 2, 4), 229 + bits)
+            kind = runtime.cudaChannelFormatKindSigned if signed else runtime.cudaChannelFormatKindUnsigned
+            descriptor = texture.ChannelFormatDescriptor(bits, bits, bits, bits, kind)
+            read_mode, blend = runtime.cudaReadModeNormalizedFloat, normalised_blend(bits, signed)
+        for n, texels in enumerate(pairs):
+            tex, _array = linear_texture(texels, descriptor, "clamp", read_mode)
+            out = lookup(LOOKUPS[1], tex.ptr, coords)
+            model_texels = texels.astype(np.float32) if half else texels
+            compare(f"tex.1d linear {name} blend sweep {n} (every weight of two texels)",
+                    f"blend.{name}.{n}", texels, coords, out,
+                    lambda c, model_texels=model_texels: nvidia_filter(model_texels, c[:1], "clamp", blend))
+
+    def fifth_run() -> None:
+        for name in ("snorm8", "half", "snorm16", "unorm16"):
+            attempt(f"blend sweep {name}", lambda name=name: blend_sweeps(name))
+        fresh_3d()
+        for name in NORMALISED_FORMATS:
+            for address in ("clamp", "wrap"):
+                attempt(f"tex.3d {name} {address} fresh",
+                        lambda name=name, address=address: normalised_filters(name, 3, address, fresh=1000))
 
     def float_filters() -> None:
         """Linear float filtering beyond 2-D's fitted cases: tex.1d (16 texels; clamp, wrap, border), tex.3d of
@@ -1140,7 +1218,8 @@ def _run(out_path: Path | None) -> int:
                             lambda name=name, dims=dims, address=address: normalised_filters(name, dims, address))
 
     # the cases most likely to fault the context (queries NVIDIA may not answer, tld4 of a cube map) last
-    fourth_run()  # the cases the fourth run adds, first: they are what it is for
+    fifth_run()  # the cases the fifth run adds, then the fourth's, first: they are what the runs are for
+    fourth_run()
     attempt("tex.2d bilinear weights", weight_sweep)
     attempt("offsets", offsets)
     attempt("normalised bilinear", normalized_bilinear)
