@@ -370,7 +370,13 @@ def tex(lw, ins):
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
 _NVIDIA_FILTERED = ("1d", "2d", "3d", "1darray", "2darray")
 _WEIGHT_SCALE = 256.0  # 8 fractional bits
-_UNORM_INT8 = 2  # HSA's channel type (HIP's query word 8)
+# HSA's channel types (HIP's query word 8) of the normalised formats → (texel levels: the float × this is
+# the integer, × this to 16 bits, the sum × this before rounding, the 16-bit value's top): fitted to the
+# fourth H200 run (UNORM8, UNORM16, SNORM16 every lane; SNORM8 a near model: verification/textures.py)
+_NORMALISED_BLENDS = {0: (127.0, 1.0, 32767 / 127, 32767.0), 1: (32767.0, 1.0, 1.0, 32767.0),
+                      2: (255.0, 257.0, 1.0, 65535.0), 3: (65535.0, 1.0, 1.0, 65535.0)}
+_HALF_FLOAT = 14
+_CLAMP_TO_EDGE = 2  # the S# clamp code of CUDA's clamp addressing
 _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
 
 
@@ -398,6 +404,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     axes = 3 if dim == "3d" else 2 if dim.startswith("2d") else 1
     unnormalized = b.icmp_unsigned("!=", b.and_(word0, ir.Constant(I32, 1 << 15)), ir.Constant(I32, 0))
     sizes = _resinfo(lw, rsrc, dim, ir.Constant(I32, 0))
+    one = ir.Constant(F32, 1.0)
     fractions, lows, size_values = [], [], []
     for axis in range(axes):
         size = b.uitofp(sizes[axis], F32)
@@ -405,6 +412,12 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         position = b.fsub(position, ir.Constant(F32, 0.5))
         if axis < len(offsets):
             position = b.fadd(position, b.sitofp(offsets[axis], F32))
+        # clamp-to-edge addressing (S# clamp code 2 for this axis) clamps the position to the texel centres
+        # first, as NVIDIA does: it changes the 3-D weights of a lookup past an edge (1-D and 2-D: the same)
+        clamped = lw.intrinsic("llvm.minnum", [lw.intrinsic("llvm.maxnum", [position, ir.Constant(F32, 0.0)]),
+                                               b.fsub(size, one)])
+        mode = b.and_(b.lshr(word0, ir.Constant(I32, 3 * axis)), ir.Constant(I32, 7))
+        position = b.select(b.icmp_unsigned("==", mode, ir.Constant(I32, _CLAMP_TO_EDGE)), clamped, position)
         low = lw.intrinsic("llvm.floor", [position])
         fractions.append(_nearest_ties_up(lw, b.fsub(position, low)))
         lows.append(low)
@@ -421,8 +434,6 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
                       [ir.Constant(I32, 15), *centre, *coords[axes:], rsrc, point, *_TAIL])
         return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
 
-    one = ir.Constant(F32, 1.0)
-
     def planar(alpha: ir.Value, beta: ir.Value) -> list[ir.Value]:
         """The 2-D weights of (0, 0), (1, 0), (0, 1), (1, 1): only αβ is rounded; each axis's pair of weights
         still sums to its fraction (all exact in f32: αβ has 16 fractional bits)."""
@@ -435,14 +446,27 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
     elif axes == 2:
         corners, weights = [(0, 0), (1, 0), (0, 1), (1, 1)], planar(*fractions)
-    else:  # 3-D: the 2-D rule on x and z, each of its weights split by y (the upper share rounded)
+    else:  # 3-D: slices by z, each split by x (its x = 1 share rounded), each cell by y (ties by x, below)
         corners, weights = [], []
-        for (dx, dz), weight in zip(((0, 0), (1, 0), (0, 1), (1, 1)), planar(fractions[0], fractions[2])):
-            upper = _nearest_ties_up(lw, b.fmul(weight, fractions[1]))
-            corners += [(dx, 0, dz), (dx, 1, dz)]
-            weights += [b.fsub(weight, upper), upper]
+        for dz, slice_weight in ((0, b.fsub(one, fractions[2])), (1, fractions[2])):
+            right = _nearest_ties_up(lw, b.fmul(slice_weight, fractions[0]))
+            for dx, cell in ((0, b.fsub(slice_weight, right)), (1, right)):
+                upper = _nearest_256th(lw, b.fmul(cell, fractions[1]), ties_up=dx == 1)
+                corners += [(dx, 0, dz), (dx, 1, dz)]
+                weights += [b.fsub(cell, upper), upper]
     texels = [texel(corner) for corner in corners]
-    unorm8 = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _UNORM_INT8))
+    # a normalised format blends to a 16-bit value: its texels back to integers (× levels), widened to 16 bits
+    # (× widen), the sum (× after) rounded to nearest, ties up, over `top`; per HSA channel type
+    def by_type(values: dict[int, float], otherwise: float) -> ir.Value:
+        chosen: ir.Value = ir.Constant(F64, otherwise)
+        for code, value in values.items():
+            chosen = b.select(b.icmp_unsigned("==", channel_type, ir.Constant(I32, code)), ir.Constant(F64, value),
+                              chosen)
+        return chosen
+    normalised = b.icmp_unsigned("<=", channel_type, ir.Constant(I32, max(_NORMALISED_BLENDS)))
+    levels, widen, after, top = (by_type({code: rule[k] for code, rule in _NORMALISED_BLENDS.items()}, 1.0)
+                                 for k in range(4))
+    half = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _HALF_FLOAT))
     filtered = []
     for channel in range(4):
         total = ir.Constant(F64, -0.0)  # a sum of -0 texels stays -0, as NVIDIA's does
@@ -450,14 +474,17 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
             term = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
             # a texel of weight 0 takes no part (not even as 0 · Inf or as +0 beside a -0)
             total = b.select(b.fcmp_ordered("==", weight, ir.Constant(F32, 0.0)), total, term)
-        # UNORM8: each texel t / 255 back to t, as 257·t (16 bits); the sum exact in f64
+        # the texels' integers (t / 255 back to t, …) widened to 16 bits; the sum exact in f64
         wide = ir.Constant(F64, 0.0)
         for weight, values in zip(weights, texels):
-            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), ir.Constant(F64, 255.0))])
-            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, ir.Constant(F64, 257.0)), wide])
-        steps = lw.intrinsic("llvm.floor", [b.fadd(wide, ir.Constant(F64, 0.5))])
-        sixteen = b.fptrunc(b.fdiv(steps, ir.Constant(F64, 65535.0)), F32)
-        filtered.append(b.select(unorm8, sixteen, _f32_ties_away(lw, total)))
+            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), levels)])
+            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, widen), wide])
+        steps = lw.intrinsic("llvm.floor", [b.fadd(b.fmul(wide, after), ir.Constant(F64, 0.5))])
+        sixteen = lw.intrinsic("llvm.maxnum", [b.fptrunc(b.fdiv(steps, top), F32), ir.Constant(F32, -1.0)])
+        blended = _f32_ties_away(lw, total)
+        # a half texture's result is an f16 value (NVIDIA's: every lane of the fourth run)
+        blended = b.select(half, b.fpext(b.fptrunc(blended, ir.HalfType()), F32), blended)
+        filtered.append(b.select(normalised, sixteen, blended))
     filtered_end = b.block
     b.branch(following)
 
@@ -478,6 +505,18 @@ def _nearest_ties_up(lw: Lowering, value: ir.Value) -> ir.Value:
     scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
     steps = lw.intrinsic("llvm.floor", [scaled])
     up = b.fcmp_ordered(">=", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
+    steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
+    return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
+
+
+def _nearest_256th(lw: Lowering, value: ir.Value, ties_up: bool) -> ir.Value:
+    """`_nearest_ties_up`, or with ties down."""
+    if ties_up:
+        return _nearest_ties_up(lw, value)
+    b = lw.builder
+    scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
+    steps = lw.intrinsic("llvm.floor", [scaled])
+    up = b.fcmp_ordered(">", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
     steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
     return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
 
