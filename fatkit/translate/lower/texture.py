@@ -362,8 +362,10 @@ def tex(lw, ins):
 # lanes, to the bit): the fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits (nearest, ties
 # up), the weight αβ of texel (i+1, j+1) rounded to 8 bits the same way and the other three by difference
 # (α − αβ, β − αβ, 1 − α − β + αβ), and the weighted sum of the texels of non-zero weight rounded once to f32,
-# ties away from zero. A 3-D texture: the 2-D rule on the x and z fractions, each of those four weights split
-# by the y fraction (its upper share rounded the same way, the lower by difference). AMD's texture unit weighs
+# ties away from zero. A 3-D texture (refitted to the fourth run's weight sweep): slices 1 − γ and γ, each split
+# by α (the x = 1 share rounded), each cell by β (the y = 1 share rounded, ties up where x = 1 and down where
+# x = 0). Clamp addressing clamps the position to [0, size − 1] first. Normalised formats blend to 16 bits
+# (_NORMALISED_BLENDS), half textures to an f16 value. AMD's texture unit weighs
 # with its own precision, so for the dimensions below a bilinear sampler's lookup is done here: the four
 # texels (two in 1-D, eight in 3-D) point-sampled at their centres through the
 # same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
@@ -383,9 +385,9 @@ _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
 def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: list[ir.Value], rsrc: ir.Value,
                      sampler: ir.Value, channel_type: ir.Value, hardware) -> list[ir.Value]:
     """The four f32 channels of a level-0 lookup: NVIDIA's bilinear filter when the S# filters bilinearly
-    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). An 8-bit
-    UNORM texture (HIP's channel-type word: UNORM_INT8) blends as NVIDIA's does, to a 16-bit UNORM value:
-    N = Σ weight · 257·t rounded to nearest (ties up: none measured), N / 65535 in f32."""
+    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). A
+    normalised texture (HIP's channel-type word: SNORM/UNORM 8 or 16 bits) blends as NVIDIA's does, to a
+    16-bit value: e.g. UNORM8 N = Σ weight · 257·t rounded to nearest, ties up, N / 65535 in f32."""
     b = lw.builder
     word0, word2 = (b.extract_element(sampler, ir.Constant(I32, i)) for i in (0, 2))
     bilinear = b.icmp_unsigned("==", b.and_(b.lshr(word2, ir.Constant(I32, 20)), ir.Constant(I32, 3)),
