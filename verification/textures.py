@@ -9,8 +9,9 @@ clamp/wrap/mirror/border addressing modes; tld4 returns one component of those f
 (-u +v), (+u +v), (+u -v), (-u -v). `nvidia_sample` (float textures) and `nvidia_sample_unorm8` are how an
 H200 filters, fitted to the bit to every filtered lane of the 2026-12-02 run (fractions in 256ths, ties up;
 only αβ rounded, the other weights by difference; one rounding of the sum, ties away from zero; UNORM8 to a
-16-bit UNORM value; tex.3d: the 2-D rule on x and z, split by y, `nvidia_sample_3d`); the translated kernels
-filter that way. Cases check, each printing what it measured:
+16-bit UNORM value); `nvidia_filter` carries the rule to 1-D and 3-D (`nvidia_weights_3d`, refitted to the
+fourth run: slices by z, split by x, then by y) and to every normalised format (`normalised_blend`, 16-bit
+blends); the translated kernels filter that way. Cases check, each printing what it measured:
 
 - bilinear tex.2d under each addressing mode, at coordinates whose weights are exact in 8 bits (the values the
   emulator tests use), and at coordinates whose weights are not, to find NVIDIA's weight precision;
