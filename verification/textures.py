@@ -377,8 +377,8 @@ def normalised_blend(bits: int, signed: bool):
     the texels as 16-bit integers rounded to nearest, **ties up** (toward +∞), and returns N / 65535
     (unsigned) or max(N / 32767, −1) (signed) in f32. The texels as 16-bit integers: UNORM8 257·t; UNORM16 and
     SNORM16 t itself (−32768 too: it blends as −32768, reads −1 alone). SNORM8 is modelled as the 8-bit blend
-    Σ w·t taken to 16 bits, N = Σ w·t · 32767/127 rounded (a texel of weight 1 is `snorm8_to_16`, one step
-    off this where t·32767/127 rounds otherwise; 4 % of the fourth run's filtered channels miss by a step)."""
+    Σ w·t taken to 16 bits, N = Σ w·t · 32767/127 rounded (a texel of weight 1 reads `snorm8_to_16`); it misses
+    5 % of the fifth run's sweep values by one step (the H200 rounds some values just past a half down)."""
     top = (1 << 16) - 1 if not signed else (1 << 15) - 1
 
     def wide(t) -> int:
