@@ -60,14 +60,15 @@ BODY = """
 """
 PTX_80 = ".version 8.0\n.target sm_80\n.address_size 64\n" + BODY.format(name="fill80")
 PTX_90A = ".version 8.0\n.target sm_90a\n.address_size 64\n" + BODY.format(name="fill90")
-PTX_CLOCK = ".version 8.0\n.target sm_86\n.address_size 64\n" + """
-.visible .entry clocked(.param .u64 out)
+PTX_REFUSED = ".version 8.0\n.target sm_86\n.address_size 64\n" + """
+.visible .entry launch_value(.param .u64 out)
 {
+    .reg .b32 %r<2>;
     .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [out];
     cvta.to.global.u64 %rd2, %rd1;
-    mov.u64 %rd3, %clock64;
-    st.global.u64 [%rd2], %rd3;
+    mov.u32 %r1, %envreg3;
+    st.global.u32 [%rd2], %r1;
     ret;
 }
 """
@@ -95,7 +96,7 @@ PTX_PRINTF = ".version 8.0\n.target sm_70\n.address_size 64\n" + DECLARATIONS + 
 ENTRIES = {
     "sm_80": (PTX_80, True, None),
     "sm_90a": (PTX_90A, True, None),
-    "clock": (PTX_CLOCK, False, "kernels not translated"),
+    "envreg": (PTX_REFUSED, False, "kernels not translated"),
     "no_address_size": (PTX_NO_ADDRESS_SIZE, False, ".address_size missing"),
     "printf": (PTX_PRINTF, False, "printf"),
     "grid_sync": (GRID_SYNC, False, "cooperative launch"),

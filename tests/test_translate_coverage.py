@@ -123,7 +123,7 @@ def test_llvm_compiles_every_lowered_example(processor):
     failed = [(r.name, r.reason) for r in translation.kernels if r.status != "ok"]
     refused_here = [(name, reason) for name, reason in failed if "LLVM codegen failed" not in reason]
     assert [name for name, reason in failed if "LLVM codegen failed" in reason] == []
-    # what a processor itself cannot give (gfx1100 has no 64-bit cycle counter, gfx942 no image instructions)
+    # what a processor itself cannot give (gfx942 has no image instructions)
     # is all that may be refused
     assert all(processor in reason for _, reason in refused_here), refused_here
     assert len(parse_code_object(translation.product).kernels) == len(kernels) - len(failed)

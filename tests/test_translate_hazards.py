@@ -86,7 +86,7 @@ INSTRUCTIONS = [
     ("cluster-launch-control", "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
                                "[%r1], [%r2];", WARNING, BOTH),
     ("multimem", "multimem.ld_reduce.relaxed.sys.global.add.u32 %r1, [%rd1];", ERROR, BOTH),
-    # image instructions: RDNA only (wave32); GCN/CDNA have none
+    # image instructions: RDNA only (wave32); gfx942/gfx950 have none, gfx908/gfx90a's are not translated
     ("texture", "tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6}];", ERROR, W64),
     ("texture", "txq.width.b32 %r1, [%rd1];", ERROR, W64),
     ("surface", "suld.b.2d.b32.trap {%r1}, [%rd1, {%r2, %r3}];", ERROR, W64),

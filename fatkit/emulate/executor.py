@@ -126,9 +126,18 @@ class LaunchStats:
     waves: int = 0
     seconds: float = 0.0
     budget: int = 0  # wave-instructions allowed before the launch counts as hung
+    clock_value: int = (1 << 32) - 2  # the last value `clock` gave: a launch's first reads carry into bit 32
     # the loaded code object and its address (its globals after the run)
     image: np.ndarray | None = field(default=None, repr=False, compare=False)
     image_base: int = 0
+
+    def clock(self) -> int:
+        """The launch's counter (s_memtime, s_memrealtime, gfx11's REALTIME message): 2^32 − 2 plus the
+        wave-instructions executed by the end of the last time slice, and past every earlier read, so that
+        two reads differ and the value never goes back, as a hardware clock's; starting just below 2^32, the
+        first reads already need both words."""
+        self.clock_value = max(self.clock_value + 1, (1 << 32) - 2 + self.wave_instructions)
+        return self.clock_value
 
     def count(self, klass: str, n: int = 1) -> None:
         self.per_class[klass] = self.per_class.get(klass, 0) + n
@@ -459,7 +468,7 @@ class Preparer:
                 raise FatkitError(f"{name.lower()} message 0x{message:x} at pc 0x{pc:x} is not modelled")
 
             def run(w):
-                w.swrite(d, 2 if name.endswith("B64") else 1, self.launch.stats.wave_instructions)
+                w.swrite(d, 2 if name.endswith("B64") else 1, self.launch.stats.clock())
                 w.pc += size
             return Step(name, SMEM, size, run, pc)
         if name in ("S_TRAP", "S_SETHALT"):
@@ -626,7 +635,7 @@ class Preparer:
                 d = inst.sdata.offset
 
                 def run(w):
-                    w.swrite(d, 2, self.launch.stats.wave_instructions)
+                    w.swrite(d, 2, self.launch.stats.clock())
                     w.pc += size
                 return Step(name, SMEM, size, run, pc)
             raise FatkitError(f"{name}: scalar memory operation not modelled")

@@ -58,7 +58,7 @@ _FORMATS = {
     23: (16, 2, "unorm"), 27: (16, 2, "uint"), 28: (16, 2, "sint"), 29: (16, 2, "float"),
     42: (8, 4, "unorm"), 43: (8, 4, "snorm"), 46: (8, 4, "uint"), 47: (8, 4, "sint"),
     48: (32, 2, "uint"), 49: (32, 2, "sint"), 50: (32, 2, "float"),
-    51: (16, 4, "unorm"), 55: (16, 4, "uint"), 56: (16, 4, "sint"), 57: (16, 4, "float"),
+    51: (16, 4, "unorm"), 52: (16, 4, "snorm"), 55: (16, 4, "uint"), 56: (16, 4, "sint"), 57: (16, 4, "float"),
     61: (32, 4, "uint"), 62: (32, 4, "sint"), 63: (32, 4, "float"),
 }
 _WRAP, _MIRROR, _CLAMP_LAST_TEXEL, _CLAMP_BORDER = 0, 1, 2, 6

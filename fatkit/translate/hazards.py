@@ -139,12 +139,12 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                        "on AMD (fatkit runs a cluster, of the shape the PTX fixes or the launch gives, "
                                        "as one workgroup, which the shim launches so: docs/runtime.md)"),
     "multimem": HazardKind(ERROR, BOTH, "{name}: NVLink multicast memory has no AMD counterpart"),
-    "texture": HazardKind(ERROR, (WAVE64,), "{name}: GCN/CDNA (gfx9, gfx942) have no image instructions and HIP "
-                                            "makes no texture objects for them; RDNA samples through HIP's "
-                                            "texture objects (docs/runtime.md)"),
-    "surface": HazardKind(ERROR, (WAVE64,), "{name}: GCN/CDNA (gfx9, gfx942) have no image instructions and HIP "
-                                            "makes no surface objects for them; RDNA accesses HIP's surface "
-                                            "objects (docs/runtime.md)"),
+    "texture": HazardKind(ERROR, (WAVE64,), "{name}: gfx942/gfx950 (CDNA3/4) have no image instructions and HIP "
+                                            "no texture objects for them (gfx908/gfx90a: not translated); RDNA "
+                                            "samples through HIP's texture objects (docs/runtime.md)"),
+    "surface": HazardKind(ERROR, (WAVE64,), "{name}: gfx942/gfx950 (CDNA3/4) have no image instructions and HIP "
+                                            "no surface objects for them (gfx908/gfx90a: not translated); RDNA "
+                                            "accesses HIP's surface objects (docs/runtime.md)"),
     "dynamic-parallelism": HazardKind(ERROR, BOTH, "calls {name}: device-side kernel launches (dynamic "
                                                    "parallelism) are not available on AMD"),
     "shared-memory": HazardKind(ERROR, (), "{bytes} bytes of static shared memory exceed the LDS of {where}"),
@@ -220,13 +220,14 @@ HAZARD_KINDS: dict[str, HazardKind] = {
     "trap": HazardKind(INFO, BOTH, "{name}: stops the kernel; on AMD the whole queue is aborted"),
     "dynamic-stack": HazardKind(INFO, BOTH, "{name}: dynamic stack allocation; uses AMD scratch memory"),
     "hardware-id": HazardKind(INFO, BOTH, "{name}: hardware placement id; AMD's counterpart has other ranges"),
-    "clock": HazardKind(INFO, BOTH, "{name}: counts at another rate on AMD (s_memtime, s_memrealtime)"),
+    "clock": HazardKind(INFO, BOTH, "{name}: counts at another rate on AMD (s_memtime; on gfx11 the constant "
+                                    "100 MHz REALTIME clock; s_memrealtime)"),
 }
 
 # --------------------------------------------------------------------------------------------------
 # detection: PTX → kinds
 
-# kinds whose hardware the families they name lack (image instructions on wave64 GCN/CDNA)
+# kinds the families they name cannot run (images: none on gfx942/gfx950; on gfx908/gfx90a not translated)
 _MISSING_HARDWARE = frozenset({"texture", "surface"})
 
 # base opcode → kind, for opcodes every form of which is one hazard

@@ -19,8 +19,9 @@ element index: x is divided by the element's size. Two things are computed here:
 coordinates (and gradients), and bilinear filtering at level 0 of 1-D/2-D textures, which NVIDIA weighs in
 a fixed-point way AMD's sampler does not (`_nvidia_bilinear`, fitted to an H200). Channels a format lacks
 read 0, as on NVIDIA.
-GCN/CDNA processors (gfx9 and earlier, gfx942 among them) have no image instructions and HIP makes no
-texture objects for them, so these instructions are refused there.
+gfx942 and gfx950 (CDNA3/CDNA4) have no image instructions and HIP no texture or surface objects for them, so
+these instructions are refused there; on the other gfx9 processors (GCN, CDNA1/CDNA2, which have image
+instructions: gfx90a without samplers) they are refused too, as fatkit builds RDNA's image operations only.
 """
 
 from __future__ import annotations
@@ -60,14 +61,23 @@ def reference_global(module: ir.Module, variable: ast.Variable, address_space: i
     return storage
 
 
+# No MIMG encoding at all (LLVM's assembler refuses every image opcode for them; its code generator refuses
+# image samples) and clang predefines __HIP_NO_IMAGE_SUPPORT for them: no texture or surface API in HIP there
+_NO_IMAGES = ("gfx940", "gfx941", "gfx942", "gfx950")
+
+
 def _check_target(lw: Lowering) -> None:
     target_id = getattr(lw.target, "id", None)
     if target_id is None or getattr(target_id, "vendor", None) != "amd":
         raise lw.fail(f"the {lw.target.name} target has no texture units: textures and surfaces translate for "
                       "AMD RDNA processors (gfx10 and later) only")
+    if target_id.processor in _NO_IMAGES:
+        raise lw.fail(f"{lw.target.name} has no image instructions (CDNA3/CDNA4: no image load, store, sample or "
+                      "atomic in its ISA), and HIP has no texture or surface objects for it (clang defines "
+                      "__HIP_NO_IMAGE_SUPPORT there)")
     if target_id.generation < 10:
-        raise lw.fail(f"{lw.target.name} has no image instructions (GCN/CDNA, gfx9 and earlier), and HIP creates "
-                      "no texture or surface objects for it")
+        raise lw.fail(f"{lw.target.name}: textures and surfaces are translated for RDNA (gfx10 and later) only; "
+                      "gfx9's image instructions (GCN, CDNA1; gfx90a's without samplers) are not built by fatkit")
 
 
 def _object(lw: Lowering, address: ast.Operand) -> ir.Value:
@@ -352,24 +362,32 @@ def tex(lw, ins):
 # lanes, to the bit): the fractions α, β of x − 0.5 and y − 0.5 (in texels) rounded to 8 bits (nearest, ties
 # up), the weight αβ of texel (i+1, j+1) rounded to 8 bits the same way and the other three by difference
 # (α − αβ, β − αβ, 1 − α − β + αβ), and the weighted sum of the texels of non-zero weight rounded once to f32,
-# ties away from zero. A 3-D texture: the 2-D rule on the x and z fractions, each of those four weights split
-# by the y fraction (its upper share rounded the same way, the lower by difference). AMD's texture unit weighs
+# ties away from zero. A 3-D texture (refitted to the fourth run's weight sweep): slices 1 − γ and γ, each split
+# by α (the x = 1 share rounded), each cell by β (the y = 1 share rounded, ties up where x = 1 and down where
+# x = 0). Clamp addressing clamps the position to [0, size − 1] first. Normalised formats blend to 16 bits
+# (_NORMALISED_BLENDS), half textures to an f16 value. AMD's texture unit weighs
 # with its own precision, so for the dimensions below a bilinear sampler's lookup is done here: the four
 # texels (two in 1-D, eight in 3-D) point-sampled at their centres through the
 # same S# with its filter set to point (the hardware still applies the addressing mode and border), and the
 # weights and the sum computed as NVIDIA does (the sum in f64: the products are exact there).
 _NVIDIA_FILTERED = ("1d", "2d", "3d", "1darray", "2darray")
 _WEIGHT_SCALE = 256.0  # 8 fractional bits
-_UNORM_INT8 = 2  # HSA's channel type (HIP's query word 8)
+# HSA's channel types (HIP's query word 8) of the normalised formats → (texel levels: the float × this is
+# the integer, × this to 16 bits, the sum × this before rounding, the 16-bit value's top): fitted to the
+# fourth H200 run (UNORM8, UNORM16, SNORM16 every lane; SNORM8 a near model: verification/textures.py)
+_NORMALISED_BLENDS = {0: (127.0, 1.0, 32767 / 127, 32767.0), 1: (32767.0, 1.0, 1.0, 32767.0),
+                      2: (255.0, 257.0, 1.0, 65535.0), 3: (65535.0, 1.0, 1.0, 65535.0)}
+_HALF_FLOAT = 14
+_CLAMP_TO_EDGE = 2  # the S# clamp code of CUDA's clamp addressing
 _FILTER_BITS = 0xF << 20  # S# dword 2: magnification and minification filters
 
 
 def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: list[ir.Value], rsrc: ir.Value,
                      sampler: ir.Value, channel_type: ir.Value, hardware) -> list[ir.Value]:
     """The four f32 channels of a level-0 lookup: NVIDIA's bilinear filter when the S# filters bilinearly
-    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). An 8-bit
-    UNORM texture (HIP's channel-type word: UNORM_INT8) blends as NVIDIA's does, to a 16-bit UNORM value:
-    N = Σ weight · 257·t rounded to nearest (ties up: none measured), N / 65535 in f32."""
+    (magnification filter 1), else `hardware()`'s sample (point filtering, which needs no weights). A
+    normalised texture (HIP's channel-type word: SNORM/UNORM 8 or 16 bits) blends as NVIDIA's does, to a
+    16-bit value: e.g. UNORM8 N = Σ weight · 257·t rounded to nearest, ties up, N / 65535 in f32."""
     b = lw.builder
     word0, word2 = (b.extract_element(sampler, ir.Constant(I32, i)) for i in (0, 2))
     bilinear = b.icmp_unsigned("==", b.and_(b.lshr(word2, ir.Constant(I32, 20)), ir.Constant(I32, 3)),
@@ -388,6 +406,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     axes = 3 if dim == "3d" else 2 if dim.startswith("2d") else 1
     unnormalized = b.icmp_unsigned("!=", b.and_(word0, ir.Constant(I32, 1 << 15)), ir.Constant(I32, 0))
     sizes = _resinfo(lw, rsrc, dim, ir.Constant(I32, 0))
+    one = ir.Constant(F32, 1.0)
     fractions, lows, size_values = [], [], []
     for axis in range(axes):
         size = b.uitofp(sizes[axis], F32)
@@ -395,6 +414,12 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         position = b.fsub(position, ir.Constant(F32, 0.5))
         if axis < len(offsets):
             position = b.fadd(position, b.sitofp(offsets[axis], F32))
+        # clamp-to-edge addressing (S# clamp code 2 for this axis) clamps the position to the texel centres
+        # first, as NVIDIA does: it changes the 3-D weights of a lookup past an edge (1-D and 2-D: the same)
+        clamped = lw.intrinsic("llvm.minnum", [lw.intrinsic("llvm.maxnum", [position, ir.Constant(F32, 0.0)]),
+                                               b.fsub(size, one)])
+        mode = b.and_(b.lshr(word0, ir.Constant(I32, 3 * axis)), ir.Constant(I32, 7))
+        position = b.select(b.icmp_unsigned("==", mode, ir.Constant(I32, _CLAMP_TO_EDGE)), clamped, position)
         low = lw.intrinsic("llvm.floor", [position])
         fractions.append(_nearest_ties_up(lw, b.fsub(position, low)))
         lows.append(low)
@@ -411,8 +436,6 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
                       [ir.Constant(I32, 15), *centre, *coords[axes:], rsrc, point, *_TAIL])
         return [b.extract_element(value, ir.Constant(I32, i)) for i in range(4)]
 
-    one = ir.Constant(F32, 1.0)
-
     def planar(alpha: ir.Value, beta: ir.Value) -> list[ir.Value]:
         """The 2-D weights of (0, 0), (1, 0), (0, 1), (1, 1): only αβ is rounded; each axis's pair of weights
         still sums to its fraction (all exact in f32: αβ has 16 fractional bits)."""
@@ -425,14 +448,27 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         corners, weights = [(0,), (1,)], [b.fsub(one, fractions[0]), fractions[0]]
     elif axes == 2:
         corners, weights = [(0, 0), (1, 0), (0, 1), (1, 1)], planar(*fractions)
-    else:  # 3-D: the 2-D rule on x and z, each of its weights split by y (the upper share rounded)
+    else:  # 3-D: slices by z, each split by x (its x = 1 share rounded), each cell by y (ties by x, below)
         corners, weights = [], []
-        for (dx, dz), weight in zip(((0, 0), (1, 0), (0, 1), (1, 1)), planar(fractions[0], fractions[2])):
-            upper = _nearest_ties_up(lw, b.fmul(weight, fractions[1]))
-            corners += [(dx, 0, dz), (dx, 1, dz)]
-            weights += [b.fsub(weight, upper), upper]
+        for dz, slice_weight in ((0, b.fsub(one, fractions[2])), (1, fractions[2])):
+            right = _nearest_ties_up(lw, b.fmul(slice_weight, fractions[0]))
+            for dx, cell in ((0, b.fsub(slice_weight, right)), (1, right)):
+                upper = _nearest_256th(lw, b.fmul(cell, fractions[1]), ties_up=dx == 1)
+                corners += [(dx, 0, dz), (dx, 1, dz)]
+                weights += [b.fsub(cell, upper), upper]
     texels = [texel(corner) for corner in corners]
-    unorm8 = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _UNORM_INT8))
+    # a normalised format blends to a 16-bit value: its texels back to integers (× levels), widened to 16 bits
+    # (× widen), the sum (× after) rounded to nearest, ties up, over `top`; per HSA channel type
+    def by_type(values: dict[int, float], otherwise: float) -> ir.Value:
+        chosen: ir.Value = ir.Constant(F64, otherwise)
+        for code, value in values.items():
+            chosen = b.select(b.icmp_unsigned("==", channel_type, ir.Constant(I32, code)), ir.Constant(F64, value),
+                              chosen)
+        return chosen
+    normalised = b.icmp_unsigned("<=", channel_type, ir.Constant(I32, max(_NORMALISED_BLENDS)))
+    levels, widen, after, top = (by_type({code: rule[k] for code, rule in _NORMALISED_BLENDS.items()}, 1.0)
+                                 for k in range(4))
+    half = b.icmp_unsigned("==", channel_type, ir.Constant(I32, _HALF_FLOAT))
     filtered = []
     for channel in range(4):
         total = ir.Constant(F64, -0.0)  # a sum of -0 texels stays -0, as NVIDIA's does
@@ -440,14 +476,17 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
             term = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fpext(values[channel], F64), total])
             # a texel of weight 0 takes no part (not even as 0 · Inf or as +0 beside a -0)
             total = b.select(b.fcmp_ordered("==", weight, ir.Constant(F32, 0.0)), total, term)
-        # UNORM8: each texel t / 255 back to t, as 257·t (16 bits); the sum exact in f64
+        # the texels' integers (t / 255 back to t, …) widened to 16 bits; the sum exact in f64
         wide = ir.Constant(F64, 0.0)
         for weight, values in zip(weights, texels):
-            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), ir.Constant(F64, 255.0))])
-            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, ir.Constant(F64, 257.0)), wide])
-        steps = lw.intrinsic("llvm.floor", [b.fadd(wide, ir.Constant(F64, 0.5))])
-        sixteen = b.fptrunc(b.fdiv(steps, ir.Constant(F64, 65535.0)), F32)
-        filtered.append(b.select(unorm8, sixteen, _f32_ties_away(lw, total)))
+            level = lw.intrinsic("llvm.roundeven", [b.fmul(b.fpext(values[channel], F64), levels)])
+            wide = lw.intrinsic("llvm.fma", [b.fpext(weight, F64), b.fmul(level, widen), wide])
+        steps = lw.intrinsic("llvm.floor", [b.fadd(b.fmul(wide, after), ir.Constant(F64, 0.5))])
+        sixteen = lw.intrinsic("llvm.maxnum", [b.fptrunc(b.fdiv(steps, top), F32), ir.Constant(F32, -1.0)])
+        blended = _f32_ties_away(lw, total)
+        # a half texture's result is an f16 value (NVIDIA's: every lane of the fourth run)
+        blended = b.select(half, b.fpext(b.fptrunc(blended, ir.HalfType()), F32), blended)
+        filtered.append(b.select(normalised, sixteen, blended))
     filtered_end = b.block
     b.branch(following)
 
@@ -468,6 +507,18 @@ def _nearest_ties_up(lw: Lowering, value: ir.Value) -> ir.Value:
     scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
     steps = lw.intrinsic("llvm.floor", [scaled])
     up = b.fcmp_ordered(">=", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
+    steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
+    return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
+
+
+def _nearest_256th(lw: Lowering, value: ir.Value, ties_up: bool) -> ir.Value:
+    """`_nearest_ties_up`, or with ties down."""
+    if ties_up:
+        return _nearest_ties_up(lw, value)
+    b = lw.builder
+    scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
+    steps = lw.intrinsic("llvm.floor", [scaled])
+    up = b.fcmp_ordered(">", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
     steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
     return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
 

@@ -333,8 +333,10 @@ class AmdgpuTarget(Target):
         generation = self.id.generation
         if register == "%clock64":
             if generation == 11:
-                raise Unavailable(f"{self.processor} counts shader cycles in a 20-bit register "
-                                  "(SHADER_CYCLES) that wraps within a millisecond, not a 64-bit counter")
+                # gfx11's cycle counter (SHADER_CYCLES, what llvm.readcyclecounter and HIP's clock64() read
+                # there) has 20 bits and wraps within a millisecond; the 64-bit monotonic counter gfx11 has is
+                # REALTIME (s_sendmsg_rtn_b64, HIP's wall_clock64()): a constant clock, not the shader's.
+                return builder.call(_intrinsic(module, "llvm.readsteadycounter", i64, ()), [])
             return builder.call(_intrinsic(module, "llvm.readcyclecounter", i64, ()), [])  # s_memtime / SHADER_CYCLES
         if register == "%globaltimer":
             # s_memrealtime / MSG_RTN_GET_REALTIME: the 100 MHz constant clock, 10 ns a tick.
