@@ -224,3 +224,11 @@ def test_translate_names_an_unreadable_input_once(tmp_path):
 def test_help_documents_the_exit_codes(command):
     text = "".join(fatkit(*command, "--help").stdout.split())  # argparse wraps lines, inside words too
     assert "exitcodes:0ok;1aninputortranslationfailure" in text and "2usage;3a--require-ptx/--fail-ongate" in text
+
+
+def test_repack_refuses_a_missing_path_before_writing(tmp_path):
+    out = tmp_path / "out"
+    proc = fatkit("repack", "--target", "gfx942", "-o", str(out), str(SAMPLES / "nv_lib.so"),
+                  str(tmp_path / "nope.so"), check=1)
+    assert proc.stderr.splitlines() == [f"error: no such file or directory: {tmp_path / 'nope.so'}"]
+    assert not out.exists() and not proc.stdout
