@@ -232,3 +232,24 @@ def test_repack_refuses_a_missing_path_before_writing(tmp_path):
                   str(tmp_path / "nope.so"), check=1)
     assert proc.stderr.splitlines() == [f"error: no such file or directory: {tmp_path / 'nope.so'}"]
     assert not out.exists() and not proc.stdout
+
+
+@pytest.mark.parametrize("cut", [4, 100, 1000])
+def test_cache_lookup_of_a_truncated_fatbin_is_an_error_not_a_miss(tmp_path, cut):
+    """It said `miss: no PTX in the file`, as if the fatbin were whole and held only cubins."""
+    path = tmp_path / "cut.fatbin"
+    path.write_bytes((SAMPLES / "nv_kern.fatbin").read_bytes()[:cut])
+    proc = fatkit("cache", "lookup", "--cache", str(tmp_path / "cache"), "--target", "gfx942", "--ptx", str(path),
+                  check=1)
+    assert proc.stderr.startswith(f"error: {path}: offset 0x0: fatbin container") and "miss" not in proc.stdout
+
+
+def test_cache_lookup_names_the_file_and_never_waits_on_a_fifo(tmp_path):
+    empty = tmp_path / "empty.ptx"
+    empty.write_bytes(b"")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, why in ((empty, "the image holds neither a fatbin nor PTX text"), (fifo, "not a regular file")):
+        proc = subprocess.run([sys.executable, "-m", "fatkit", "cache", "lookup", "--cache", str(tmp_path / "c"),
+                               "--target", "gfx942", "--ptx", str(path)], capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stderr) == (1, f"error: {path}: {why}\n")
