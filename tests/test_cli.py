@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 import subprocess
 import sys
@@ -144,3 +145,111 @@ def test_inspect_json_imports_only_the_readers_of_what_the_file_holds():
                 "fatkit.translate.targets.ids", "fatkit.formats.hsaco", "fatkit.formats.fatkit_amd",
                 "fatkit.formats.ar", "fatkit.formats.offload_bundle", "fatkit.cache"}
     assert loaded & unwanted == set()
+
+
+def test_named_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    """A FIFO named on the command line: opening it would block for a writer; it is refused, exit 1."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "fatkit", "inspect", str(fifo)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert f"error: nothing read from {fifo}: not a regular file" in proc.stderr.splitlines()
+
+
+@pytest.mark.parametrize("cut", [4, 16, 100, 1000])
+def test_truncated_input_exits_1_with_one_line_naming_file_and_offset(tmp_path, cut):
+    path = tmp_path / f"cut{cut}.fatbin"
+    path.write_bytes((SAMPLES / "nv_kern.fatbin").read_bytes()[:cut])
+    for command in (["inspect"], ["inspect", "--json"], ["extract", "-o", str(tmp_path / "out")], ["lint"]):
+        proc = fatkit(*command, str(path), check=1)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: nothing read from {path}: offset 0x0: "
+                          + errors[0].split(": offset 0x0: ", 1)[-1]], proc.stderr
+        assert "runs past the end" in errors[0]
+        if "--json" in command:
+            assert json.loads(proc.stdout)["binaries"][0]["errors"]
+
+
+def test_a_file_read_in_part_and_a_good_file_still_exit_0(tmp_path):
+    """Exit 1 is for inputs nothing was read from: a corrupt file whose containers were found is a report."""
+    data = bytearray((SAMPLES / "nv_lib.so").read_bytes())
+    data[0x28:0x30] = (len(data) + 0x1000).to_bytes(8, "little")  # e_shoff past the end: no section table
+    path = tmp_path / "noshdr.so"
+    path.write_bytes(bytes(data))
+    out = json.loads(fatkit("inspect", "--json", str(path), str(SAMPLES / "nv_kern.fatbin")).stdout)
+    assert out["binaries"][0]["errors"] and out["binaries"][0]["containers"]
+
+
+def test_zip_without_device_code_is_reported(tmp_path):
+    """A zip whose members cannot hold GPU code used to print nothing at all."""
+    path = tmp_path / "docs.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("README.txt", "no GPU code here\n")
+    text = fatkit("inspect", str(path)).stdout
+    assert text.startswith(f"{path}  zip") and "AMD: none" in text
+    out = json.loads(fatkit("inspect", "--json", str(path)).stdout)
+    assert [(b["path"], b["format"]) for b in out["binaries"]] == [(str(path), "zip")]
+
+
+def test_truncated_section_table_is_reported_once(tmp_path):
+    path = tmp_path / "cut.so"
+    path.write_bytes((SAMPLES / "nv_lib.so").read_bytes()[:1000])
+    out = json.loads(fatkit("inspect", "--json", str(path), check=1).stdout)
+    messages = [(e["offset"], e["message"]) for e in out["binaries"][0]["errors"]]
+    assert messages and len(messages) == len(set(messages))
+
+
+def test_directory_table_shows_why_a_binary_was_not_read(tmp_path):
+    """More than DETAIL_LIMIT binaries are one table; the errors of each used to be left out of it."""
+    kern = (SAMPLES / "nv_kern.fatbin").read_bytes()
+    for i in range(6):
+        (tmp_path / f"k{i}.fatbin").write_bytes(kern)
+    (tmp_path / "cut.fatbin").write_bytes(kern[:100])
+    proc = fatkit("inspect", str(tmp_path), check=1)
+    assert "! cut.fatbin: offset 0x0: fatbin container" in proc.stdout
+    assert f"error: nothing read from {tmp_path / 'cut.fatbin'}: offset 0x0" in proc.stderr
+
+
+def test_translate_names_an_unreadable_input_once(tmp_path):
+    path = tmp_path / "cut.fatbin"
+    path.write_bytes((SAMPLES / "nv_kern.fatbin").read_bytes()[:100])
+    proc = fatkit("translate", "--target", "gfx942", "-o", str(tmp_path / "out"), str(path), check=1)
+    assert proc.stderr.count(str(path)) == 1, proc.stderr
+    assert f"! {path}: offset 0x0: fatbin container" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["inspect"], ["extract"], ["translate"], ["lint"], ["precompile"],
+                                     ["repack"], ["cache"]])
+def test_help_documents_the_exit_codes(command):
+    text = "".join(fatkit(*command, "--help").stdout.split())  # argparse wraps lines, inside words too
+    assert "exitcodes:0ok;1aninputortranslationfailure" in text and "2usage;3a--require-ptx/--fail-ongate" in text
+
+
+def test_repack_refuses_a_missing_path_before_writing(tmp_path):
+    out = tmp_path / "out"
+    proc = fatkit("repack", "--target", "gfx942", "-o", str(out), str(SAMPLES / "nv_lib.so"),
+                  str(tmp_path / "nope.so"), check=1)
+    assert proc.stderr.splitlines() == [f"error: no such file or directory: {tmp_path / 'nope.so'}"]
+    assert not out.exists() and not proc.stdout
+
+
+@pytest.mark.parametrize("cut", [4, 100, 1000])
+def test_cache_lookup_of_a_truncated_fatbin_is_an_error_not_a_miss(tmp_path, cut):
+    """It said `miss: no PTX in the file`, as if the fatbin were whole and held only cubins."""
+    path = tmp_path / "cut.fatbin"
+    path.write_bytes((SAMPLES / "nv_kern.fatbin").read_bytes()[:cut])
+    proc = fatkit("cache", "lookup", "--cache", str(tmp_path / "cache"), "--target", "gfx942", "--ptx", str(path),
+                  check=1)
+    assert proc.stderr.startswith(f"error: {path}: offset 0x0: fatbin container") and "miss" not in proc.stdout
+
+
+def test_cache_lookup_names_the_file_and_never_waits_on_a_fifo(tmp_path):
+    empty = tmp_path / "empty.ptx"
+    empty.write_bytes(b"")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, why in ((empty, "the image holds neither a fatbin nor PTX text"), (fifo, "not a regular file")):
+        proc = subprocess.run([sys.executable, "-m", "fatkit", "cache", "lookup", "--cache", str(tmp_path / "c"),
+                               "--target", "gfx942", "--ptx", str(path)], capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stderr) == (1, f"error: {path}: {why}\n")

@@ -160,7 +160,8 @@ def _ptx_texts_by_sm(image: bytes) -> list[tuple[int, bytes]]:
     data = bytes(image)
     if data.startswith(FATBIN_MAGIC_BYTES):
         found = []
-        for offset in find_containers(data):
+        # a fatbin whose first container fails validation is parsed anyway, for the error saying why (where)
+        for offset in list(find_containers(data)) or [0]:
             container = parse_container(data, offset)
             found += [(entry.sm, entry_payload(data, entry)) for entry in container.entries if entry.kind == KIND_PTX]
         return sorted(found, key=lambda pair: -pair[0])

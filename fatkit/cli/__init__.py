@@ -18,6 +18,8 @@ EXIT_OK = 0
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_GATE = 3
+EXIT_CODES = ("exit codes: 0 ok; 1 an input or translation failure (a missing path, an input nothing could be read "
+              "from, a failed translation); 2 usage; 3 a --require-ptx/--fail-on gate")
 
 # (name, module, summary) in the order `fatkit --help` lists them: a user's order, the `cache` group last.
 # Each module has `add_arguments(parser)` and `run(args, parser) -> int` (the exit status).
@@ -43,7 +45,8 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     `fatkit --help` or an unknown command's error, and each parser costs argparse a round of gettext look-ups
     (files searched on disk) at every start."""
     parser = argparse.ArgumentParser(prog="fatkit", description="Find, judge and translate the GPU code inside "
-                                                                "CUDA binaries for AMD GPUs.")
+                                                                "CUDA binaries for AMD GPUs.",
+                                     epilog=EXIT_CODES)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     asks_help = chosen is None or any(arg in ("-h", "--help") for arg in argv[:list(argv).index(chosen)])
@@ -51,7 +54,7 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     for name, module_name, summary in COMMANDS:
         if known and name != chosen:
             continue
-        command = commands.add_parser(name, help=summary, description=summary)
+        command = commands.add_parser(name, help=summary, description=summary, epilog=EXIT_CODES)
         if name == chosen:
             module = importlib.import_module(module_name)
             command.description = module.__doc__

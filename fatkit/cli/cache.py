@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from fatkit.cli import EXIT_INPUT, EXIT_OK, options
-from fatkit.errors import InputError
+from fatkit.errors import FatkitError, InputError
 
 if TYPE_CHECKING:
     from fatkit.cache import Cache, CacheEntry
@@ -81,13 +81,19 @@ def lookup(args: argparse.Namespace) -> int:
 
     ptx, target, output, cache_dir = args.ptx, str(args.target), args.output, args.cache_dir
     try:
+        if ptx.exists() and not ptx.is_file():  # a FIFO would block the read for a writer
+            raise InputError("not a regular file", path=str(ptx))
         image = ptx.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path=str(ptx)) from None
+    try:
+        texts = ptx_texts(image)
+    except FatkitError as exc:  # a corrupt fatbin, an empty file: the error names the file
+        raise exc.located(str(ptx)) from None
     with _open(cache_dir) as cache:
         entry = find(cache, image, target)
         _report_problems(cache)
-    keys = [str(make_key(text, target)) for text in ptx_texts(image)]
+    keys = [str(make_key(text, target)) for text in texts]
     if entry is not None and output is not None:
         output.write_bytes(entry.code_object)
     if args.as_json:

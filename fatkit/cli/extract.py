@@ -4,8 +4,12 @@ manifest.json naming where each came from."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from fatkit.cli import EXIT_OK, options
+from fatkit.cli import options
+
+if TYPE_CHECKING:
+    from fatkit.errors import FatkitError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +31,10 @@ def run(args: argparse.Namespace) -> int:
     chosen = {kind for kind, on in (("ptx", args.ptx), ("elf", args.cubin), ("hsaco", args.hsaco),
                                     ("nvvm", args.nvvm)) if on}
     kinds = chosen or {"ptx", "elf", "hsaco", "nvvm"}
+    unreadable: list[FatkitError] = []
     with file_progress(args.paths, "extracting") as on_file:
-        manifest = extract_entries(scan_paths(args.paths, on_file=on_file), args.output, kinds, args.arch)
+        manifest = extract_entries(scan_paths(args.paths, on_file=on_file, unreadable=unreadable), args.output, kinds,
+                                   args.arch)
     if args.as_json:
         from fatkit.cli.output import print_json
 
@@ -37,4 +43,6 @@ def run(args: argparse.Namespace) -> int:
         from fatkit.cli.render import render_extract
 
         render_extract(manifest, args.output)
-    return EXIT_OK
+    from fatkit.cli.output import unreadable_inputs
+
+    return unreadable_inputs(unreadable)

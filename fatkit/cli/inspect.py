@@ -7,9 +7,12 @@ native (AMD code objects already there) or none (no device code).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fatkit.cli import EXIT_GATE, EXIT_OK, options
+
+if TYPE_CHECKING:
+    from fatkit.errors import FatkitError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from fatkit.extract.scan import scan_paths
 
     binaries: list[dict[str, Any]] = []
+    unreadable: list[FatkitError] = []
     with file_progress(args.paths, "inspecting") as on_file:
-        for binary in scan_paths(args.paths, on_file=on_file):
+        for binary in scan_paths(args.paths, on_file=on_file, unreadable=unreadable):
             describe(binary, kernels=args.kernels, hashes=args.hashes)
             if args.kernels:
                 binary.verdict = judge(binary, by_kernel=True)
@@ -55,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
             from fatkit.cli.lint import render_hazard_summary
 
             render_hazard_summary(binaries)
+    if unreadable:
+        from fatkit.cli.output import unreadable_inputs
+
+        return unreadable_inputs(unreadable)
     if args.require_ptx and any(b["verdict"]["amd"] in ("no", "partial") for b in binaries):
         return EXIT_GATE
     return EXIT_OK

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from fatkit.cli import EXIT_GATE, EXIT_OK, options
 from fatkit.cli.output import console
 from fatkit.cli.render import short_path
-from fatkit.errors import UsageError
+from fatkit.errors import FatkitError, UsageError
 from fatkit.translate.hazards import SEVERITIES, ModuleHazards, target_family
 
 if TYPE_CHECKING:
@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
     target = args.target
     modules: list[ModuleHazards] = []
     scan_errors: list[dict[str, Any]] = []
+    unreadable: list[FatkitError] = []
     with file_progress(args.paths, "linting") as on_file:
-        for binary in scan_paths(args.paths, on_file=on_file):
+        for binary in scan_paths(args.paths, on_file=on_file, unreadable=unreadable):
             found = [m.for_target(target) if target else m for m in lint_binary(binary)]
             modules.extend(found)
             scan_errors.extend({"path": binary.path, "message": str(e)} for e in binary.errors)
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
                     "errors": scan_errors})
     else:
         render_lint(modules, summary, scan_errors, target=target)
+    if unreadable:
+        from fatkit.cli.output import unreadable_inputs
+
+        return unreadable_inputs(unreadable)
     if args.fail_on is not None and summary["worst"] is not None \
             and SEVERITIES.index(summary["worst"]) <= SEVERITIES.index(args.fail_on):
         return EXIT_GATE

@@ -11,8 +11,10 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
 import fatkit
+from fatkit.cli import EXIT_INPUT, EXIT_OK
 
 if TYPE_CHECKING:
+    from fatkit.errors import FatkitError
     from rich.console import Console
     from rich.table import Table
 
@@ -62,3 +64,11 @@ def _stderr(styled: str, plain: str, message: str) -> None:
         Console(stderr=True).print(styled.format(escape(message)), highlight=False)
     else:
         sys.stderr.write(plain + "\n")
+
+
+def unreadable_inputs(failures: list[FatkitError]) -> int:
+    """The exit status after a scan: 1 when some input held nothing readable (scan_paths' `unreadable`), with
+    an `error:` line naming each (file, offset, why)."""
+    for failure in failures:
+        error(f"nothing read from {failure}")
+    return EXIT_INPUT if failures else EXIT_OK

@@ -16,6 +16,7 @@ from fatkit.cli import EXIT_INPUT, EXIT_OK, options
 
 if TYPE_CHECKING:
     from fatkit.cache.precompile import Report
+    from fatkit.errors import FatkitError
 
 FORMATS = ("cache", "zluda")
 
@@ -69,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("argument --dry-run: only with --format zluda")
     elif not targets:
         args.parser.error("the following arguments are required: --target (or --format zluda)")
+    unreadable: list[FatkitError] = []
     with file_progress(args.paths, "scanning") as on_file:
-        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=link_units))
+        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file, unreadable=unreadable), on_error=warn,
+                                   link_rdc=link_units))
     with Cache(args.cache_dir or default_cache_dir()) as cache, _translation_progress() as (on_planned, on_done):
         # For ZLUDA every PTX entry gets its own translation: ZLUDA picks among them with its own parser.
         report = precompile(modules, targets, cache, jobs=args.jobs, options=options.translation_options(args),
@@ -90,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         _render(report, exported)
+    if unreadable:
+        return EXIT_INPUT  # an input warned of above held nothing readable
     if any(m["status"] == "failed" and m["stored_as"] is None for m in report.modules):
         return EXIT_INPUT  # codegen, validation or the translator itself failed: not a settled answer
     return EXIT_OK

@@ -177,7 +177,13 @@ def _render_tree(out: Console, binaries: list[dict[str, Any]]) -> None:
                      " ".join(v["cubin_archs"]) or "-", " ".join(v["amd_targets"]) or "-", _verdict(v))
     out.print(rows)
     if empty:
-        out.print(f"[dim]… and {empty} binaries without NVIDIA or AMD device code (listed by --json)[/]")
+        out.print(f"[dim]… and {empty} {'binary' if empty == 1 else 'binaries'} without NVIDIA or AMD device code "
+                  "(listed by --json)[/]")
+    for b in binaries:  # what the table cannot show: why a binary was read only in part, or not at all
+        for err in b["errors"]:
+            place = f"offset 0x{err['offset']:x}: " if err["offset"] is not None else ""
+            out.print(f"[yellow]! {short_path(b['path'].removeprefix(base))}: {place}{err['message']}[/]",
+                      highlight=False)
 
 
 def render_extract(manifest: dict[str, Any], output: Path) -> None:

@@ -79,6 +79,7 @@ def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
                     if head.startswith(ELF_MAGIC) or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
         else:
+            expand_inputs([path])  # a missing path: the same error as every other command's, before any output
             yield path, PurePosixPath(path.name)
 
 

@@ -61,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     from fatkit.extract.select import ptx_modules
     from fatkit.translate.link import link_units
 
+    unreadable: list[FatkitError] = []
     with file_progress(args.paths, "translating") as on_file:
-        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file), on_error=warn, link_rdc=link_units))
+        modules = list(ptx_modules(scan_paths(args.paths, on_file=on_file, unreadable=unreadable), on_error=warn,
+                                   link_rdc=link_units))
     if args.dump_after is not None:
         for module in modules:
             _dump(module, targets, args.dump_after)
@@ -77,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         _render(reports, outdir)
     kernels = [k for r in reports for k in r["kernels"]]
-    if any(r["error"] for r in reports) or any(k["status"] == "error" for k in kernels):
-        return EXIT_INPUT
+    if unreadable or any(r["error"] for r in reports) or any(k["status"] == "error" for k in kernels):
+        return EXIT_INPUT  # an input warned of above held nothing readable, or a translation failed
     if args.strict and any(k["status"] == "unsupported" for k in kernels):
         if not args.as_json:
             from fatkit.cli.output import console

@@ -135,9 +135,10 @@ def _broken_links(directory: Path) -> str:
 
 def _map_file(path: Path) -> Buffer:
     try:
+        # stat before open: opening a FIFO named on the command line would wait for a writer forever
+        if not stat.S_ISREG(Path(path).stat().st_mode):
+            raise InputError("not a regular file", path=str(path))
         with open(path, "rb") as f:
-            if not stat.S_ISREG(Path(path).stat().st_mode):
-                raise InputError("not a regular file", path=str(path))
             size = f.seek(0, 2)
             if size == 0:
                 return b""
@@ -168,9 +169,11 @@ def scan_path(path: str | Path, *, only_candidates: bool = False) -> Iterator[Bi
     yield from scan_source(Source(str(path), buf), only_candidates=only_candidates)
 
 
-def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] | None = None) -> Iterator[Binary]:
+def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] | None = None,
+               unreadable: list[FatkitError] | None = None) -> Iterator[Binary]:
     """Binaries in files and directory trees (`expand_inputs`: links followed, each real file once); `on_file`
-    is called before each file (progress bars)."""
+    is called before each file (progress bars). `unreadable` collects, for each binary nothing could be read
+    from (errors, no container: truncated, corrupt, not a regular file), its first error: commands exit 1."""
     paths = list(paths)
     walked = {Path(raw) for raw in paths if Path(raw).is_dir()}
     files = expand_inputs(paths)
@@ -178,9 +181,17 @@ def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] |
         if on_file is not None:
             on_file(file)
         try:
-            yield from scan_path(file, only_candidates=any(file.is_relative_to(d) for d in walked))
+            for binary in scan_path(file, only_candidates=any(file.is_relative_to(d) for d in walked)):
+                yield _noted(binary, unreadable)
         except FatkitError as exc:
-            yield _judged(Binary(path=str(file), size=0, format="unreadable", errors=[exc.located(str(file))]))
+            yield _noted(_judged(Binary(path=str(file), size=0, format="unreadable",
+                                        errors=[exc.located(str(file))])), unreadable)
+
+
+def _noted(binary: Binary, unreadable: list[FatkitError] | None) -> Binary:
+    if unreadable is not None and binary.errors and not binary.containers:
+        unreadable.append(binary.errors[0].located(binary.path))
+    return binary
 
 
 def _judged(binary: Binary) -> Binary:
@@ -238,6 +249,7 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
         yield Binary(path=source.name, size=len(source.buf), format="zip",
                      errors=[FormatError(f"zip is corrupt: {exc}", path=source.name)])
         return
+    scanned = False
     for info in infos:
         name = f"{source.name}!{info.filename}"
         try:
@@ -250,7 +262,10 @@ def _scan_zip(source: Source, *, only_candidates: bool) -> Iterator[Binary]:
             yield Binary(path=name, size=info.file_size, format="unreadable", errors=[exc.located(name)])
             continue
         if data is not None:
+            scanned = True
             yield from scan_source(Source(name, data), only_candidates=only_candidates)
+    if not scanned:  # a zip without a member that may hold device code is still reported (as holding none)
+        yield Binary(path=source.name, size=len(source.buf), format="zip")
 
 
 def _zip_member(buf: Buffer, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Buffer | None:
@@ -334,6 +349,8 @@ def scan_buffer(source: Source) -> Binary:
     except FatkitError as exc:
         binary.errors.append(exc.located(name))
     finder.magic_scan()
+    # a truncated section table fails both the wrapper lookup and the section walk: report it once
+    binary.errors = list({(e.offset, e.message): e for e in binary.errors}.values())
     binary.containers.sort(key=lambda c: c.offset)
     for i, container in enumerate(binary.containers):
         container.index = i

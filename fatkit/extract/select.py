@@ -58,7 +58,7 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
     for binary in binaries:
         name = safe_component(re.split(r"[/!\\]", binary.path)[-1])
         for error in binary.errors:
-            on_error(f"{binary.path}: {error}")
+            on_error(str(error.located(binary.path)))  # scan errors name their file already
         found: list[tuple[PtxModule, bool]] = []  # (module, whether it is an -rdc unit)
         for container in binary.containers:
             for entry in container.entries:
@@ -70,7 +70,7 @@ def ptx_modules(binaries: Iterable[Binary], on_error: Callable[[str], None], *,
                 try:
                     text = entry.payload.decode("utf-8", errors="replace")
                 except FatkitError as exc:
-                    on_error(f"{binary.path}: {exc}")
+                    on_error(str(exc.located(binary.path)))
                     continue
                 found.append((PtxModule(binary.path, None if in_file else container.index,
                                         None if in_file else entry.index, None if in_file else entry.arch,
