@@ -3,9 +3,9 @@ and gfx942, run on fatkit.emulate with the recorded inputs, and compared with th
 on an H200 — bit for bit, except NaN bits of the operations whose NaNs the PTX ISA leaves open and `.approx`
 results, judged against the ISA's error bounds (verification/replay.py says how).
 
-The subset (deterministic, documented in verification/replay.py's `ci_subset`): every table case (469 of the
-integer, float, half and convert families) and every sixteenth `mma:sm90` case in the index's order (an mma
-case takes seconds), on both targets. `python verification/replay.py` runs all 777 cases."""
+The subset (deterministic, documented in verification/replay.py's `ci_subset`): every table case (987 of the
+integer, float, half, convert, video and cluster families) and every sixteenth `mma:sm90` case in the index's
+order (an mma case takes seconds), on both targets. `python verification/replay.py` runs all 1,295 cases."""
 
 from __future__ import annotations
 

@@ -410,7 +410,7 @@ def h200_model(form: dict, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
       nearest even;
     - m8n8k4 .f16 (Volta's form): converted to f32, an f32 fma chain in k order, each step rounded to nearest
       even: an f32 D from +0 with c added last; an f16 D as two pairs, fl(fl(a0·b0) + a1·b1) and the same for
-      k2, k3, added to c (k2·k3's pair first), that f32 rounded to nearest even f16;
+      k2, k3, added to c (k0·k1's pair first), that f32 rounded to nearest even f16;
     - f64: an fma chain from c in k order."""
     types = form["types"]
     d = types["d"]
@@ -420,9 +420,9 @@ def h200_model(form: dict, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
         return _ieee_chain([c] + [(a[:, i], b[:, i], ("f64", "f64")) for i in range(k)], "f64")
     if shape == "m8n8k4" and types["a"] == "f16":
         c32 = _f16_to_f32_bits(c) if types["c"] == "f16" else c
-        if d == "f16":  # two pairs (k0·k1, k2·k3), each from its first product, added to c: k2·k3's first
+        if d == "f16":  # two pairs (k0·k1, k2·k3), each from its first product, added to c: k0·k1's first
             low, high = (_ieee_chain([(a[:, i], b[:, i], ("f16", "f16")) for i in ks], "f32") for ks in ((0, 1), (2, 3)))
-            return _ieee_chain([_f32_to_f16_rn(_ieee_chain([c32, high, low], "f32"))], "f16")
+            return _ieee_chain([_f32_to_f16_rn(_ieee_chain([c32, low, high], "f32"))], "f16")
         chain = _ieee_chain([np.zeros_like(c)] + [(a[:, i], b[:, i], ("f16", "f16")) for i in range(k)], "f32")
         return _ieee_chain([c32, chain], "f32")
     if types["a"] in ("e4m3", "e5m2"):

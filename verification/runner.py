@@ -362,9 +362,12 @@ def main() -> None:
     parser.add_argument("--only", default=None)
     parser.add_argument("--replay-out", type=Path, default=None,
                         help="where to write replay.npz + replay_index.json, mma_exact.npz and mma_failed.npz")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the inputs' random seed (a run's results name theirs): the same build, cases and seed "
+                             "give the same inputs again")
     args = parser.parse_args()
     manifest = json.loads((args.build / "manifest.json").read_text())
-    seed = time.time_ns() & 0xFFFFFFFF
+    seed = args.seed if args.seed is not None else time.time_ns() & 0xFFFFFFFF
     rng = np.random.default_rng(seed)
     records, started = [], time.perf_counter()
     device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()

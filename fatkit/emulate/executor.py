@@ -1255,6 +1255,8 @@ class Preparer:
         s0, s1 = getters[fn.params.index("S0")], getters[fn.params.index("S1")]
         idx = inst.vdst.offset - 256
         mask = (1 << width) - 1
+        # a 16-bit result goes to the half op_sel[3] names, the other half kept (gfx9: cleared, for the low half)
+        high = width == 16 and bool(getattr(inst, "opsel", 0) & 8)
 
         def value(x):
             x = np.broadcast_to(np.asarray(x, dtype=object), (self.lanes,)) & mask
@@ -1264,7 +1266,9 @@ class Preparer:
             a, b = value(s0(w)), value(s1(w))
             exact = a + b if op == "ADD" else a - b if op == "SUB" else b - a
             clamped = np.minimum(np.maximum(exact, lo), hi) & mask
-            if width == 16:
+            if high:
+                clamped = (w.v[idx].astype(object) & 0xFFFF) | (clamped << 16)
+            elif width == 16 and not self.cdna:
                 clamped = (w.v[idx].astype(object) & 0xFFFF0000) | clamped
             w.vwrite(idx, 1, clamped, w.exec_bool)
             w.pc += size
@@ -1313,7 +1317,7 @@ class Preparer:
         """The destination VGPR's writer; `lanes` (DPP's row and bank masks) leaves the others as they were."""
         idx, count = inst.vdst.offset - 256, max(1, bits // 32)
         if "_SDWA" in kind:
-            return self.sdwa_put(inst, idx)
+            return self.sdwa_put(inst, idx, bits)
         hi = bool(opsel & 8) and bits == 16
         if bits == 16 and not self.cdna and not kind.startswith("VOP3") and idx >= 128:
             idx, hi = idx - 128, True  # true16 v[n].h
@@ -1434,11 +1438,13 @@ class Preparer:
             return runtime._sext(v, width) & M32 if sext else v
         return read
 
-    def sdwa_put(self, inst, idx):
+    def sdwa_put(self, inst, idx, bits: int = 32):
         sel, unused = inst.dst_sel, inst.dst_unused
         shift, width = (0, 32) if sel == 6 else (((sel & 3) * 8, 8) if sel < 4 else ((sel - 4) * 16, 16))
 
         def put(w, v):
+            if bits == 16:  # a 16-bit operation's result is 16 bits wide, the ALU's upper half zero (dst_sel DWORD)
+                v = v & 0xFFFF
             part = (v & ((1 << width) - 1)) << shift
             if width < 32:
                 if unused == 2:  # preserve

@@ -657,14 +657,14 @@ def _sm90(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, 
     if form.shape == "m8n8k4" and form.a == "f16":
         # Volta's form, as ptxas lowers it (HADD2.F32 conversions; products exact in f64): an f32 D is an FFMA
         # chain from +0 over k, then c added by an FADD; an f16 D is two pairs, FMUL then FFMA each (k0·k1 and
-        # k2·k3), added to c by two FADDs, k2·k3's first, then F2FP to f16
+        # k2·k3), added to c by two FADDs, k0·k1's first, then F2FP to f16
         if form.d == "f16":
-            halves = []
+            total = c_value
             for (x0, y0), (x1, y1) in (pairs[0:2], pairs[2:4]):
                 first = _round_f64(lw, b.fmul(x0, y0), "f32")
-                halves.append(_round_f64(lw, b.fadd(b.fmul(x1, y1), first), "f32"))
-            total = _round_f64(lw, b.fadd(c_value, halves[1]), "f32")
-            return _round_result(lw, _round_f64(lw, b.fadd(total, halves[0]), "f32"), form.d)
+                pair = _round_f64(lw, b.fadd(b.fmul(x1, y1), first), "f32")
+                total = _round_f64(lw, b.fadd(total, pair), "f32")
+            return _round_result(lw, total, form.d)
         chain = ir.Constant(F64, 0.0)
         for x, y in pairs:
             chain = _round_f64(lw, b.fadd(b.fmul(x, y), chain), "f32")  # the f16 product is exact in f32
