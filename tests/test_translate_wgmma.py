@@ -177,3 +177,127 @@ def test_wgmma_refused_forms(form, why):
            f"    {form}\n    ret;\n}}\n")
     with pytest.raises(FatkitError, match=why):
         amd_program(ptx, "gfx942")
+
+
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+
+
+def _typed_kernel(n: int, d_type: str, a_type: str, b_type: str, a_registers: bool, satfinite: bool) -> str:
+    """The kernel of `_kernel` for any type: D, C and A words as .b32 registers, no scaling or transposes."""
+    words = n // 4 if d_type == "f16" else n // 2
+    k = 256 // BITS[a_type]
+    d = ", ".join(f"%r{100 + i}" for i in range(words))
+    text = _kernel(n, a_registers, "1", 1, 1)
+    text = text.replace(f".reg .f32 %f<{n // 2}>;", ".reg .b32 %r<400>;").replace(".reg .b32 %r<30>;", "")
+    for i in range(n // 2):
+        text = text.replace(f"ld.global.f32 %f{i}, [%rd9+{4 * i}];", f"ld.global.b32 %r{100 + i}, [%rd9+{4 * i}];"
+                            if i < words else "")
+        text = text.replace(f"st.global.f32 [%rd10+{4 * i}], %f{i};", f"st.global.b32 [%rd10+{4 * i}], %r{100 + i};"
+                            if i < words else "")
+    text = text.replace(f"mul.wide.u32 %rd14, %r1, {4 * (n // 2)};", f"mul.wide.u32 %rd14, %r1, {4 * words};")
+    old = text[text.index("    wgmma.mma_async"):text.index("    wgmma.commit_group")]
+    a_operand = "{%r20, %r21, %r22, %r23}" if a_registers else "%rd5"
+    transposes = (", 0" if a_registers else ", 0, 0") if a_type in ("f16", "bf16") else ""
+    tail = "" if a_type in ("s8", "u8") else ", 1, 1" + transposes
+    flags = ".satfinite" if satfinite else ""
+    return text.replace(old, f"    wgmma.mma_async.sync.aligned.m64n{n}k{k}.{d_type}.{a_type}.{b_type}{flags} {{{d}}}, "
+                             f"{a_operand}, %rd6, 1{tail};\n")
+
+
+def _elements_of(a_type: str, rng, shape) -> np.ndarray:
+    """Random element bit patterns of `a_type` (finite floats with spread exponents)."""
+    if a_type == "f16":
+        return _spread_f16(rng, shape).view(np.uint16)
+    if a_type in ("bf16", "tf32"):
+        values = (rng.uniform(1, 2, shape) * np.exp2(rng.integers(-30, 20, shape))
+                  * rng.choice([-1, 1], shape)).astype(np.float32).view(np.uint32)
+        low_random = rng.integers(0, 1 << 13, shape, dtype=np.uint32)  # tf32: the ignored low bits
+        return (values >> 16).astype(np.uint16) if a_type == "bf16" else (values & ~np.uint32(0x1FFF)) | low_random
+    raw = rng.integers(0, 256, shape, dtype=np.uint8)
+    if a_type == "e4m3":
+        raw[(raw & 0x7F) == 0x7F] = 0x3F
+    elif a_type == "e5m2":
+        raw[(raw & 0x7C) == 0x7C] = 0x3C
+    return raw
+
+
+TYPED = [  # d, a, b, A in registers, A mode, B mode, satfinite, n
+    pytest.param("f16", "f16", "f16", False, 1, 1, False, 32, id="f16.f16-desc-swizzle128"),
+    pytest.param("f32", "bf16", "bf16", True, 0, 2, False, 24, id="f32.bf16-regA-swizzle64"),
+    pytest.param("f32", "tf32", "tf32", False, 2, 0, False, 40, id="f32.tf32-desc-swizzle64-plain"),
+    pytest.param("f32", "e4m3", "e5m2", False, 3, 1, False, 16, id="f32.e4m3.e5m2-desc"),
+    pytest.param("f16", "e5m2", "e5m2", True, 0, 3, False, 16, id="f16.e5m2-regA"),
+    pytest.param("s32", "s8", "u8", False, 0, 0, False, 24, id="s32.s8.u8-desc"),
+    pytest.param("s32", "u8", "s8", True, 0, 1, True, 32, id="s32.u8.s8-regA-satfinite"),
+]
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+@pytest.mark.parametrize("d_type,a_type,b_type,a_registers,a_mode,b_mode,satfinite,n", TYPED)
+def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode, satfinite, n):
+    from tests.test_translate_mma import _f16_half_ulp, decode
+    rng = np.random.default_rng(BITS[a_type] * 31 + n)
+    k = 256 // BITS[a_type]
+    a, bt = _elements_of(a_type, rng, (64, k)), _elements_of(b_type, rng, (n, k))
+    if d_type == "f16" and a_type == "e5m2":  # magnitudes below 2 (exponent field < 16), so that f16 D stays finite
+        a, bt = a & 0xBF, bt & 0xBF
+    a_raw, b_raw = a.view(np.uint8).reshape(64, 32), bt.view(np.uint8).reshape(n, 32)
+    image = np.zeros(SHARED, np.uint8)
+
+    def place(raw: np.ndarray, start: int, mode: int) -> int:
+        lbo, sbo = (128, 256) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
+        for row in range(raw.shape[0]):
+            for kb in range(32):
+                image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
+        return _descriptor(start, mode, lbo, sbo)
+
+    desc_a = 0 if a_registers else place(a_raw, 0, a_mode)
+    desc_b = place(b_raw, 16384, b_mode)
+    words = n // 4 if d_type == "f16" else n // 2
+    if d_type == "s32":
+        c = rng.integers(-(1 << 31), 1 << 31, (128, words), dtype=np.int64)
+        c[::7] = (1 << 31) - 5  # near the top, where a positive sum wraps or saturates
+        c = c.astype(np.int32).view(np.uint32)
+    elif d_type == "f16":
+        c = _spread_f16(rng, (128, 2 * words)).view(np.uint32)
+    else:
+        c = (rng.uniform(-4, 4, (128, words)) * np.exp2(rng.integers(-6, 6, (128, words)))).astype(np.float32)
+        c = c.view(np.uint32)
+    fragments = np.zeros((128, 4), np.uint32)
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for r in range(4):
+            row, kb = 16 * w + g + 8 * (r & 1), 4 * t + 16 * (r >> 1)
+            fragments[thread, r] = int(a_raw[row, kb:kb + 4].view(np.uint32)[0])
+    out = np.zeros_like(c)
+    program = amd_program(_typed_kernel(n, d_type, a_type, b_type, a_registers, satfinite), target)
+    program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
+    A = [[decode(a_type, int(x)) for x in row] for row in a]
+    B = [[decode(b_type, int(x)) for x in row] for row in bt]  # B transposed
+    per = 2 if d_type == "f16" else 1
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for e in range(words * per):
+            i = e  # f16 D: word i // 2 holds elements i and i + 1 (low half first), in mma.sync's order
+            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+            where = f"thread {thread} element {e} (row {row}, col {col})"
+            if d_type == "s32":
+                exact = int(c.view(np.int32)[thread, e]) + sum(int(A[row][kk]) * int(B[col][kk]) for kk in range(k))
+                want = max(-(1 << 31), min((1 << 31) - 1, exact)) if satfinite else \
+                    (exact + (1 << 31)) % (1 << 32) - (1 << 31)
+                assert int(out.view(np.int32)[thread, e]) == want, where
+                continue
+            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k)]
+            if d_type == "f16":
+                c_value = Fraction(float(c.view(np.float16)[thread, e]))
+                got = float(out.view(np.float16)[thread, e])
+            else:
+                c_value = Fraction(float(c.view(np.float32)[thread, e]))
+                got = float(out.view(np.float32)[thread, e])
+            exact = c_value + sum(terms)
+            bound = native_bound(k, c_value, terms)
+            if d_type == "f16":  # rounded to f16 once; fp8 under the sm90 model three times (docs/numerics.md:
+                # the two halves of k each a block rounded to f16, then c added), at most at Σ|terms| + |c|
+                roundings = 3 if a_type[0] == "e" else 1
+                bound += roundings * _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
