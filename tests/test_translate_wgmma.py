@@ -29,11 +29,22 @@ def _address(start: int, mode: int, lbo: int, sbo: int, row: int, kb: int) -> in
     return linear ^ (((linear >> 7) & chunks) << 4)
 
 
+def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int) -> int:
+    """Byte address of 16-bit element (mn, k) of an MN-major tile: 8 MN elements to a 16-byte chunk, 8 k rows
+    to a core matrix (unswizzled: chunks SBO apart along MN, 8-k groups LBO apart) or to a swizzle atom of S
+    bytes a row (swizzled: atoms LBO apart along MN, 8-k groups SBO apart)."""
+    s = SWIZZLE_BYTES[mode]
+    chunk, chunks = mn // 8, s // 16
+    along, across = (sbo, lbo) if mode == 0 else (lbo, sbo)
+    linear = start + 2 * (mn % 8) + 16 * (chunk % chunks) + along * (chunk // chunks) + s * (k % 8) + across * (k // 8)
+    return linear ^ (((linear >> 7) & (chunks - 1)) << 4) if mode else linear
+
+
 def _descriptor(start: int, mode: int, lbo: int, sbo: int) -> int:
     return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | (mode << 62)
 
 
-def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int) -> str:
+def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int, trans: str = "") -> str:
     words = n // 2
     d = ", ".join(f"%f{i}" for i in range(words))
     loads = "\n".join(f"    ld.global.f32 %f{i}, [%rd9+{4 * i}];" for i in range(words))
@@ -41,9 +52,9 @@ def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int)
     if a_registers:
         a_operand = "{%r20, %r21, %r22, %r23}"
         a_load = "\n".join(f"    ld.global.b32 %r{20 + r}, [%rd11+{4 * r}];" for r in range(4))
-        tail = f"{scale_a}, {scale_b}, 0"
+        tail = f"{scale_a}, {scale_b}, {int('b' in trans)}"
     else:
-        a_operand, a_load, tail = "%rd5", "", f"{scale_a}, {scale_b}, 0, 0"
+        a_operand, a_load, tail = "%rd5", "", f"{scale_a}, {scale_b}, {int('a' in trans)}, {int('b' in trans)}"
     scale = {"1": "1", "0": "0", "pred": "%p2"}[scale_d]
     return f""".version 8.0
 .target sm_90a
@@ -106,27 +117,40 @@ def _spread_f16(rng, shape) -> np.ndarray:
     return values.astype(np.float16)
 
 
-CASES = [  # n, A in registers, A mode, B mode, k offset (bytes into the swizzle row), scale-d, scale-a, scale-b
-    pytest.param(16, False, 0, 0, 0, "1", 1, 1, id="n16-plain"),
-    pytest.param(256, False, 0, 0, 0, "1", 1, 1, id="n256-plain"),
-    pytest.param(64, False, 1, 1, 32, "1", 1, 1, id="n64-swizzle128-k32"),
-    pytest.param(64, False, 2, 3, 0, "pred", -1, 1, id="n64-swizzle64-32-negA"),
-    pytest.param(48, True, 0, 1, 64, "0", 1, -1, id="n48-regA-swizzle128-k64-negB-noacc"),
-    pytest.param(64, True, 0, 2, 0, "pred", 1, 1, id="n64-regA-swizzle64-acc"),
+CASES = [  # n, A in registers, A mode, B mode, k offset (bytes into the swizzle row), scale-d, scale-a, scale-b,
+    # the MN-major (transposed) operands
+    pytest.param(16, False, 0, 0, 0, "1", 1, 1, "", id="n16-plain"),
+    pytest.param(256, False, 0, 0, 0, "1", 1, 1, "", id="n256-plain"),
+    pytest.param(64, False, 1, 1, 32, "1", 1, 1, "", id="n64-swizzle128-k32"),
+    pytest.param(64, False, 2, 3, 0, "pred", -1, 1, "", id="n64-swizzle64-32-negA"),
+    pytest.param(48, True, 0, 1, 64, "0", 1, -1, "", id="n48-regA-swizzle128-k64-negB-noacc"),
+    pytest.param(64, True, 0, 2, 0, "pred", 1, 1, "", id="n64-regA-swizzle64-acc"),
+    pytest.param(32, False, 0, 0, 0, "1", 1, 1, "ab", id="n32-transAB-plain"),
+    pytest.param(256, False, 1, 2, 0, "1", -1, 1, "ab", id="n256-transAB-swizzle128-64-negA"),
+    pytest.param(64, False, 3, 1, 0, "1", 1, 1, "a", id="n64-transA-swizzle32"),
+    pytest.param(40, True, 0, 3, 0, "1", 1, 1, "b", id="n40-regA-transB-swizzle32"),
 ]
 
 
 @pytest.mark.parametrize("target", AMD_TARGETS)
-@pytest.mark.parametrize("n,a_registers,a_mode,b_mode,k_offset,scale_d,scale_a,scale_b", CASES)
-def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b):
+@pytest.mark.parametrize("n,a_registers,a_mode,b_mode,k_offset,scale_d,scale_a,scale_b,trans", CASES)
+def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
     rng = np.random.default_rng(n * 7 + a_mode * 3 + b_mode)
     a = _spread_f16(rng, (64, 16))
     bt = _spread_f16(rng, (n, 16))  # B transposed: N rows of K (the K-major tile)
     image = np.zeros(SHARED, np.uint8)
 
-    def place(matrix: np.ndarray, start: int, mode: int) -> int:
+    def place(matrix: np.ndarray, start: int, mode: int, transposed: bool) -> int:
         """Writes `matrix` (rows × 16 f16) at `start` in `mode`; returns the descriptor (start relative)."""
         pitch = SWIZZLE_BYTES[mode]
+        if transposed:
+            lbo, sbo = (4096, 128) if mode == 0 else (8 * pitch, 8192)
+            halves = matrix.view(np.uint16)
+            for mn in range(matrix.shape[0]):
+                for k in range(16):
+                    address = _mn_address(start, mode, lbo, sbo, mn, k)
+                    image[address:address + 2] = np.frombuffer(halves[mn, k].tobytes(), np.uint8)
+            return _descriptor(start, mode, lbo, sbo)
         lbo, sbo = (128, 256) if mode == 0 else (1, 8 * pitch)
         offset = k_offset if mode else 0
         raw = matrix.view(np.uint8).reshape(matrix.shape[0], 32)
@@ -136,8 +160,8 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
         return _descriptor(start + offset, mode, lbo, sbo)
 
     a_start, b_start = 0, 16384
-    desc_a = place(a, a_start, a_mode) if not a_registers else 0
-    desc_b = place(bt, b_start, b_mode)
+    desc_a = place(a, a_start, a_mode, "a" in trans) if not a_registers else 0
+    desc_b = place(bt, b_start, b_mode, "b" in trans)
     accumulate = 1 if scale_d in ("1", "pred") else 0
     c = (rng.uniform(-4, 4, (128, n // 2)) * np.exp2(rng.integers(-6, 6, (128, n // 2)))).astype(np.float32)
     fragments = np.zeros((128, 4), np.uint32)
@@ -148,7 +172,7 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
             row, k = 16 * w + g + 8 * (r & 1), 2 * t + 8 * (r >> 1)
             fragments[thread, r] = int(a_bits[row, k]) | int(a_bits[row, k + 1]) << 16
     out = np.zeros_like(c)
-    program = amd_program(_kernel(n, a_registers, scale_d, scale_a, scale_b), target)
+    program = amd_program(_kernel(n, a_registers, scale_d, scale_a, scale_b, trans), target)
     program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, accumulate],
                    block=(128, 1, 1))
     af, bf = a.astype(np.float64) * scale_a, bt.astype(np.float64).T * scale_b
@@ -166,17 +190,22 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
 
 
 @pytest.mark.parametrize("form,why", [
-    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 1, 0;",
-     "imm-trans-a = 1"),
+    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 2, 0;",
+     "imm-trans-a of wgmma.mma_async is an integer constant"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1, 0, 0;",
+     "sparse A"),
+    ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 3, 0, 0;",
+     "imm-scale-b"),
     ("wgmma.mma_async.sync.aligned.m64n12k16.f32.f16.f16 {%f1, %f2, %f3, %f4, %f5, %f6}, %rd1, %rd2, 1, 1, 1, 0, 0;",
      "N a multiple of 8"),
 ])
 def test_wgmma_refused_forms(form, why):
     ptx = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
-           "    .reg .f32 %f<8>;\n    .reg .b64 %rd<4>;\n    ld.param.u64 %rd1, [p];\n    mov.u64 %rd2, %rd1;\n"
+           "    .reg .f32 %f<8>;\n    .reg .b32 %r<4>;\n    .reg .b64 %rd<4>;\n    ld.param.u64 %rd1, [p];\n    mov.u64 %rd2, %rd1;\n"
            f"    {form}\n    ret;\n}}\n")
-    with pytest.raises(FatkitError, match=why):
+    with pytest.raises(FatkitError, match=why) as refused:
         amd_program(ptx, "gfx942")
+    assert "line 11: wgmma.mma_async" in str(refused.value)
 
 
 BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}

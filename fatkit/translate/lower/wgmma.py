@@ -24,15 +24,20 @@ byte kb of its K elements lie at
   chunk bits 4.. (log2(S/16) of them) XORed with its bits 7.. (the pattern repeats every 8 rows of S bytes
   and follows the absolute address, so a start advanced by k within the swizzle row reads the next k slice
   of the same swizzled tile; LBO is not used: K's 32 bytes fit in S).
+In the MN-major layout (imm-trans = 1, f16/bf16 only) a 16-byte row holds 8 consecutive M/N elements of one k:
+element (mn, k) lies at start + 2·(mn mod 8) + 16·(c mod C) + G·(c div C) + P·(k mod 8) + H·(k div 8), c =
+mn div 8 its chunk, C = S/16 chunks to a pattern row (1 unswizzled), P = S (16 unswizzled); unswizzled, G =
+SBO (chunks adjacent in MN) and H = LBO (8-k groups); swizzled, G = LBO (pattern columns adjacent in MN) and
+H = SBO; then the same XOR. A fragment word's two k are then two 16-bit loads.
 Each lane gathers the 32-bit words of its mma fragments by this arithmetic: B word r of column g (lane / 4)
 of block j at (r = 8j + g, kb = 4·(lane mod 4) + 16r), and for a descriptor A, word r at (row 16w + g +
 8(r mod 2), kb = 4·(lane mod 4) + 16(r div 2)); the two (four, eight) elements of a word are consecutive k.
 
 Built: every type pair of the ISA (f16, bf16 → f16/f32; tf32 → f32; e4m3/e5m2 → f16/f32; s8/u8 → s32 with
 .satfinite), N a multiple of 8 up to 256, A from registers or a descriptor, the four swizzle modes,
-scale-d (D = A·B + D, or A·B where false) and imm-scale-a/b (±1: the operand's elements negated).
-Refused (FatkitError): imm-trans-a/b = 1 (MN-major tiles: the gather above reads K-major core matrices only),
-the sparse form wgmma.mma_async.sp, and the descriptor's matrix-base-offset field (bits 49–51) is not read:
+scale-d (D = A·B + D, or A·B where false), imm-scale-a/b (±1: the operand's elements negated) and
+imm-trans-a/b (the MN-major layout above).
+Refused (FatkitError): the sparse form wgmma.mma_async.sp, and the descriptor's matrix-base-offset field (bits 49–51) is not read:
 swizzled tiles must start at their pattern's alignment as CUTLASS lays them out.
 """
 
@@ -121,11 +126,8 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
     scales = [_immediate(lw, x, f"imm-scale-{m}", (1, -1)) for x, m in zip(operands[4:6], "ab")]
     if not scales:
         scales = [1, 1]
-    for x, m in zip(operands[6:], ("b",) if a_in_registers else ("a", "b")):
-        if _immediate(lw, x, f"imm-trans-{m}", (0, 1)):
-            raise lw.fail(f"wgmma.mma_async with imm-trans-{m} = 1 is not built: the operand's MN-major "
-                          "core-matrix layout (M/N contiguous in each 16-byte row) is not gathered, only "
-                          "K-major tiles")
+    transposed = {m: _immediate(lw, x, f"imm-trans-{m}", (0, 1)) == 1
+                  for x, m in zip(operands[6:], ("b",) if a_in_registers else ("a", "b"))}
     per_block = 2 if d_type == "f16" else 4
     d_items = list(d.items) if type(d) is ast.Vector else [d]
     if len(d_items) != n // 8 * per_block:
@@ -139,7 +141,6 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
     group, quarter = b.lshr(warp.lane, ir.Constant(I32, 2)), b.and_(warp.lane, ir.Constant(I32, 3))
     column_byte = b.shl(quarter, ir.Constant(I32, 2))  # 4·(lane mod 4): the word's first k byte
     rank = _warp_rank(lw)
-    shared = lw.address_space("shared")
 
     def flipped(word: ir.Value, scale: int) -> ir.Value:
         return b.xor(word, ir.Constant(I32, sign)) if scale == -1 else word
@@ -156,7 +157,8 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
         for r in range(4):
             row = b.add(rows, ir.Constant(I32, 8 * (r & 1)))
             kb = b.add(column_byte, ir.Constant(I32, 16 * (r >> 1)))
-            a_operands.append(_temporary(lw, flipped(a_layout.load(row, kb, shared), scales[0]), "b32"))
+            word = a_layout.word(row, kb, transposed.get("a", False))
+            a_operands.append(_temporary(lw, flipped(word, scales[0]), "b32"))
 
     if type(scale_d) is ast.IntImm:
         accumulate: ir.Value | None = ir.Constant(I1, scale_d.value != 0)
@@ -174,8 +176,9 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
             c_block = [_temporary(lw, b.select(accumulate, lw.read(item, word_type), zero), word_type)
                        for item in d_block]
         column = b.add(group, ir.Constant(I32, 8 * j))
-        b_operands = [_temporary(lw, flipped(b_layout.load(column, b.add(column_byte, ir.Constant(I32, 16 * r)),
-                                                            shared), scales[1]), "b32") for r in range(2)]
+        b_words = [b_layout.word(column, b.add(column_byte, ir.Constant(I32, 16 * r)), transposed.get("b", False))
+                   for r in range(2)]
+        b_operands = [_temporary(lw, flipped(word, scales[1]), "b32") for word in b_words]
         step = ast.Instruction("mma", mma_modifiers, (ast.Vector(tuple(d_block)), ast.Vector(tuple(a_operands)),
                                                       ast.Vector(tuple(b_operands)), ast.Vector(tuple(c_block))),
                                line=ins.line, column=ins.column)
@@ -195,7 +198,7 @@ class _Descriptor:
     """A wgmma matrix descriptor's fields (module docstring), and the K-major tile's words it addresses."""
 
     def __init__(self, lw: Lowering, descriptor: ir.Value):
-        self.lw = lw
+        self.lw, self.shared = lw, lw.address_space("shared")
         b = lw.builder
 
         def field(shift: int) -> ir.Value:
@@ -209,15 +212,42 @@ class _Descriptor:
         self.mask = b.select(self.plain, ir.Constant(I32, 0),
                              b.sub(b.lshr(ir.Constant(I32, 16), mode), ir.Constant(I32, 1)))
 
-    def load(self, row: ir.Value, kb: ir.Value, shared: int) -> ir.Value:
-        """The 32-bit word at byte `kb` of row `row` (both i32)."""
+    def word(self, row: ir.Value, kb: ir.Value, transposed: bool) -> ir.Value:
+        """The 32-bit fragment word of row `row` (M or N) at K byte `kb` (both i32): one load from a K-major
+        tile; two 16-bit loads (k and k + 1) from an MN-major one."""
+        if not transposed:
+            return self._load(self._k_major(row, kb), I32, 4)
+        b = self.lw.builder
+        k = b.lshr(kb, ir.Constant(I32, 1))
+        low, high = (self._load(self._mn_major(row, b.add(k, ir.Constant(I32, j))), ir.IntType(16), 2) for j in (0, 1))
+        return b.or_(b.zext(low, I32), b.shl(b.zext(high, I32), ir.Constant(I32, 16)))
+
+    def _k_major(self, row: ir.Value, kb: ir.Value) -> ir.Value:
         b = self.lw.builder
         three, four, seven = (ir.Constant(I32, x) for x in (3, 4, 7))
         base = b.add(self.start, b.mul(b.lshr(row, three), self.stride))
         base = b.add(base, b.mul(b.and_(row, seven), self.pitch))
         k_part = b.select(self.plain, b.add(b.mul(b.lshr(kb, four), self.leading), b.and_(kb, ir.Constant(I32, 15))),
                           kb)
-        address = b.add(base, k_part)
-        address = b.xor(address, b.shl(b.and_(b.lshr(address, seven), self.mask), four))
-        pointer = self.lw.pointer(address, shared)
-        return b.load(pointer, typ=I32, align=4)
+        return b.add(base, k_part)
+
+    def _mn_major(self, mn: ir.Value, k: ir.Value) -> ir.Value:
+        """The linear address of 16-bit element (mn, k) of an MN-major tile (module docstring)."""
+        b = self.lw.builder
+        three, seven = ir.Constant(I32, 3), ir.Constant(I32, 7)
+        chunk = b.lshr(mn, three)  # the 16-byte chunk of 8 MN elements
+        chunks = b.add(self.mask, ir.Constant(I32, 1))  # chunks in a row of the pattern: S/16 (1 unswizzled)
+        mn_groups, k_groups = b.select(self.plain, self.stride, self.leading), b.select(self.plain, self.leading,
+                                                                                        self.stride)
+        address = b.add(self.start, b.shl(b.and_(mn, seven), ir.Constant(I32, 1)))
+        address = b.add(address, b.shl(b.and_(chunk, self.mask), ir.Constant(I32, 4)))
+        address = b.add(address, b.mul(b.udiv(chunk, chunks), mn_groups))
+        address = b.add(address, b.mul(b.and_(k, seven), self.pitch))
+        return b.add(address, b.mul(b.lshr(k, three), k_groups))
+
+    def _load(self, linear: ir.Value, ty: ir.IntType, align: int) -> ir.Value:
+        """The value at `linear` after the swizzle: its 16-byte chunk bits XORed with bits 7.. ."""
+        b = self.lw.builder
+        four, seven = ir.Constant(I32, 4), ir.Constant(I32, 7)
+        address = b.xor(linear, b.shl(b.and_(b.lshr(linear, seven), self.mask), four))
+        return b.load(self.lw.pointer(address, self.shared), typ=ty, align=align)
