@@ -1,6 +1,7 @@
-"""wgmma.mma_async (lower/wgmma.py) on the AMD executor against a host model: the shared-memory tile image laid out
-here from the ISA's descriptor rules (core matrices of 8 rows × 16 bytes, K-major, the three swizzles), D
-checked against the exact f64 sum of the decoded operands within the native mma bound (docs/numerics.md)."""
+"""wgmma.mma_async (lower/wgmma.py) on the AMD executor (and the host target) against a host model: the
+shared-memory tile image laid out here from the ISA's descriptor rules (core matrices of 8 rows × 16 bytes,
+K-major and MN-major, the three swizzles), D checked against the exact sum of the decoded operands within
+the native mma bound (docs/numerics.md); integer forms exactly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from fatkit.errors import FatkitError
-from tests.amdrun import AMD_TARGETS
+from tests.amdrun import AMD_TARGETS, TARGETS
 from tests.amdrun import program as amd_program
 from tests.test_translate_mma import native_bound
 
@@ -132,7 +133,7 @@ CASES = [  # n, A in registers, A mode, B mode, k offset (bytes into the swizzle
 ]
 
 
-@pytest.mark.parametrize("target", AMD_TARGETS)
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("n,a_registers,a_mode,b_mode,k_offset,scale_d,scale_a,scale_b,trans", CASES)
 def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
     rng = np.random.default_rng(n * 7 + a_mode * 3 + b_mode)
@@ -201,7 +202,8 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
 ])
 def test_wgmma_refused_forms(form, why):
     ptx = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
-           "    .reg .f32 %f<8>;\n    .reg .b32 %r<4>;\n    .reg .b64 %rd<4>;\n    ld.param.u64 %rd1, [p];\n    mov.u64 %rd2, %rd1;\n"
+           "    .reg .f32 %f<8>;\n    .reg .b32 %r<4>;\n    .reg .b64 %rd<4>;\n"
+           "    ld.param.u64 %rd1, [p];\n    mov.u64 %rd2, %rd1;\n"
            f"    {form}\n    ret;\n}}\n")
     with pytest.raises(FatkitError, match=why) as refused:
         amd_program(ptx, "gfx942")

@@ -250,4 +250,9 @@ class _Descriptor:
         b = self.lw.builder
         four, seven = ir.Constant(I32, 4), ir.Constant(I32, 7)
         address = b.xor(linear, b.shl(b.and_(b.lshr(linear, seven), self.mask), four))
-        return b.load(self.lw.pointer(address, self.shared), typ=ty, align=align)
+        window = self.lw.callees.window
+        if window:  # shared addresses are offsets into the block's window (the host target)
+            pointer = b.gep(window.base, [address], source_etype=ir.IntType(8))
+        else:
+            pointer = self.lw.pointer(address, self.shared)
+        return b.load(pointer, typ=ty, align=align)
