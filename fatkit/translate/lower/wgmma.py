@@ -37,8 +37,8 @@ Built: every type pair of the ISA (f16, bf16 → f16/f32; tf32 → f32; e4m3/e5m
 .satfinite), N a multiple of 8 up to 256, A from registers or a descriptor, the four swizzle modes,
 scale-d (D = A·B + D, or A·B where false), imm-scale-a/b (±1: the operand's elements negated) and
 imm-trans-a/b (the MN-major layout above).
-Refused (FatkitError): the sparse form wgmma.mma_async.sp, and the descriptor's matrix-base-offset field (bits 49–51) is not read:
-swizzled tiles must start at their pattern's alignment as CUTLASS lays them out.
+Refused (FatkitError): the sparse form wgmma.mma_async.sp. The descriptor's matrix-base-offset field (bits
+49–51) is not read: swizzled tiles must start at their pattern's alignment, as CUTLASS lays them out.
 """
 
 from __future__ import annotations
