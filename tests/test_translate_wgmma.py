@@ -57,7 +57,7 @@ def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int,
     else:
         a_operand, a_load, tail = "%rd5", "", f"{scale_a}, {scale_b}, {int('a' in trans)}, {int('b' in trans)}"
     scale = {"1": "1", "0": "0", "pred": "%p2"}[scale_d]
-    return f""".version 8.0
+    return f""".version 8.4
 .target sm_90a
 .address_size 64
 .visible .entry wg(.param .u64 image, .param .u64 c, .param .u64 out, .param .u64 fragments,
@@ -136,6 +136,17 @@ CASES = [  # n, A in registers, A mode, B mode, k offset (bytes into the swizzle
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("n,a_registers,a_mode,b_mode,k_offset,scale_d,scale_a,scale_b,trans", CASES)
 def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
+    _check_f16_f32(target, "default", n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans)
+
+
+@pytest.mark.parametrize("numerics", ["sm90", "exact"])
+@pytest.mark.parametrize("target", AMD_TARGETS)
+def test_wgmma_portable_numerics(target, numerics):
+    """The mma steps on the portable path too (the default on these targets is native MFMA/WMMA)."""
+    _check_f16_f32(target, numerics, 64, False, 1, 2, 0, "pred", -1, 1, "b")
+
+
+def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
     rng = np.random.default_rng(n * 7 + a_mode * 3 + b_mode)
     a = _spread_f16(rng, (64, 16))
     bt = _spread_f16(rng, (n, 16))  # B transposed: N rows of K (the K-major tile)
@@ -173,7 +184,7 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
             row, k = 16 * w + g + 8 * (r & 1), 2 * t + 8 * (r >> 1)
             fragments[thread, r] = int(a_bits[row, k]) | int(a_bits[row, k + 1]) << 16
     out = np.zeros_like(c)
-    program = amd_program(_kernel(n, a_registers, scale_d, scale_a, scale_b, trans), target)
+    program = amd_program(_kernel(n, a_registers, scale_d, scale_a, scale_b, trans), target, mma_numerics=numerics)
     program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, accumulate],
                    block=(128, 1, 1))
     af, bf = a.astype(np.float64) * scale_a, bt.astype(np.float64).T * scale_b

@@ -123,9 +123,8 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
     count = 4 if integer else 6 if not transposable else 7 if a_in_registers else 8
     if len(operands) != count:
         raise lw.fail(f"this wgmma.mma_async takes {count} operands, not {len(operands)}")
-    scales = [_immediate(lw, x, f"imm-scale-{m}", (1, -1)) for x, m in zip(operands[4:6], "ab")]
-    if not scales:
-        scales = [1, 1]
+    # integer forms have no imm-scale operands
+    scales = [_immediate(lw, x, f"imm-scale-{m}", (1, -1)) for x, m in zip(operands[4:6], "ab")] or [1, 1]
     transposed = {m: _immediate(lw, x, f"imm-trans-{m}", (0, 1)) == 1
                   for x, m in zip(operands[6:], ("b",) if a_in_registers else ("a", "b"))}
     per_block = 2 if d_type == "f16" else 4
@@ -161,10 +160,9 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
             a_operands.append(_temporary(lw, flipped(word, scales[0]), "b32"))
 
     if type(scale_d) is ast.IntImm:
-        accumulate: ir.Value | None = ir.Constant(I1, scale_d.value != 0)
+        accumulate = ir.Constant(I1, scale_d.value != 0)
     else:
         accumulate = lw.read(scale_d, "pred")
-    word_type = "b32"
     mma_modifiers = ("sync", "aligned", mma_shape, "row", "col", d_type, a_type, b_type, d_type,
                      *(("satfinite",) if "satfinite" in flags else ()))
     for j in range(n // 8):
@@ -173,8 +171,7 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
             c_block = d_block
         else:
             zero = ir.Constant(I32, 0)
-            c_block = [_temporary(lw, b.select(accumulate, lw.read(item, word_type), zero), word_type)
-                       for item in d_block]
+            c_block = [_temporary(lw, b.select(accumulate, lw.read(item, "b32"), zero), "b32") for item in d_block]
         column = b.add(group, ir.Constant(I32, 8 * j))
         b_words = [b_layout.word(column, b.add(column_byte, ir.Constant(I32, 16 * r)), transposed.get("b", False))
                    for r in range(2)]
