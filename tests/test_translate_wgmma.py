@@ -343,3 +343,14 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
                 roundings = 3 if a_type[0] == "e" else 1
                 bound += roundings * _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
             assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+def test_hopper_sample_wgmma_kernel_translates(target):
+    """The committed Hopper sample's wgmma kernel (descriptors from the launch, m64n16k16) lowers."""
+    from pathlib import Path
+
+    from fatkit.translate.pipeline import Options, translate
+    text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
+    reports = {k.name: k for k in translate(text, Options(target=target)).kernels}
+    assert reports["_Z12wgmma_kernelPfyy"].status == "ok", reports["_Z12wgmma_kernelPfyy"].reason
