@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fatkit.errors import FatkitError
+from fatkit.translate.pipeline import Options, translate
 from tests.amdrun import AMD_TARGETS, TARGETS
 from tests.amdrun import program as amd_program
-from tests.test_translate_mma import native_bound
+from tests.test_translate_mma import _f16_half_ulp, decode, native_bound
 
 SHARED = 49152
 SWIZZLE_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}  # descriptor mode → bytes per row of the pattern
@@ -277,7 +279,6 @@ TYPED = [  # d, a, b, A in registers, A mode, B mode, satfinite, n
 @pytest.mark.parametrize("target", AMD_TARGETS)
 @pytest.mark.parametrize("d_type,a_type,b_type,a_registers,a_mode,b_mode,satfinite,n", TYPED)
 def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode, satfinite, n):
-    from tests.test_translate_mma import _f16_half_ulp, decode
     rng = np.random.default_rng(BITS[a_type] * 31 + n)
     k = 256 // BITS[a_type]
     a, bt = _elements_of(a_type, rng, (64, k)), _elements_of(b_type, rng, (n, k))
@@ -348,9 +349,6 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
 @pytest.mark.parametrize("target", AMD_TARGETS)
 def test_hopper_sample_wgmma_kernel_translates(target):
     """The committed Hopper sample's wgmma kernel (descriptors from the launch, m64n16k16) lowers."""
-    from pathlib import Path
-
-    from fatkit.translate.pipeline import Options, translate
     text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
     reports = {k.name: k for k in translate(text, Options(target=target)).kernels}
     assert reports["_Z12wgmma_kernelPfyy"].status == "ok", reports["_Z12wgmma_kernelPfyy"].reason
