@@ -21,10 +21,10 @@ GOOD = "\n" + entry("good", "u64 out", ".b32 %r<2>, .b64 %rd<2>", """
     st.global.u32 [%rd1], %r1;
     ret;
 """)
-WARPGROUP_MMA = """
+TENSOR_MEMORY = """
 .visible .entry waits()
 {
-    wgmma.fence.sync.aligned;
+    tcgen05.fence::before_thread_sync;
     ret;
 }
 """
@@ -38,14 +38,14 @@ def translate_json(*args: str, check: int = 0) -> dict:
 def mixed(tmp_path) -> Path:
     """One kernel that lowers and one that waits on async copies (outside what the translator supports)."""
     path = tmp_path / "mixed.ptx"
-    path.write_text(HEADER + GOOD + WARPGROUP_MMA)
+    path.write_text(HEADER + GOOD + TENSOR_MEMORY)
     return path
 
 
 @pytest.fixture
 def only_unsupported(tmp_path) -> Path:
     path = tmp_path / "async_only.ptx"
-    path.write_text(HEADER + WARPGROUP_MMA)
+    path.write_text(HEADER + TENSOR_MEMORY)
     return path
 
 
@@ -81,7 +81,7 @@ def test_unsupported_kernel_is_reported_and_the_rest_written(tmp_path, mixed):
     kernels = {k["name"]: k for k in module["kernels"]}
     assert kernels["good"]["status"] == "ok"
     assert kernels["waits"]["status"] == "unsupported"
-    assert "wgmma.fence" in kernels["waits"]["reason"] and kernels["waits"]["line"] == 17
+    assert "tcgen05.fence" in kernels["waits"]["reason"] and kernels["waits"]["line"] == 17
     assert [k.name for k in parse_code_object(Path(module["output"]).read_bytes()).kernels] == ["good"]
 
 
@@ -94,20 +94,20 @@ def test_all_unsupported_module_is_reported_without_output(tmp_path, only_unsupp
 
 def test_strict_exits_1_with_the_reason(tmp_path, mixed):
     proc = fatkit("translate", str(mixed), "--target", "gfx942", "-o", str(tmp_path), "--strict", check=1)
-    assert "wgmma.fence" in proc.stdout
+    assert "tcgen05.fence" in proc.stdout
     fatkit("translate", str(SAMPLE_PTX), "--target", "gfx942", "-o", str(tmp_path), "--strict", check=0)
 
 
 def test_human_output_lists_modules_and_reasons(tmp_path, mixed):
     proc = fatkit("translate", str(mixed), "--target", "gfx942", "-o", str(tmp_path))
     assert "mixed.gfx942.hsaco" in proc.stdout
-    assert "unsupported" in proc.stdout and "wgmma.fence" in proc.stdout
+    assert "unsupported" in proc.stdout and "tcgen05.fence" in proc.stdout
 
 
 def test_dump_after_prints_the_stage_and_writes_nothing(tmp_path, mixed):
     out = tmp_path / "out"
     parsed = fatkit("translate", str(mixed), "--target", "gfx942", "--dump-after", "parse").stdout
-    assert ".visible .entry good" in parsed and "wgmma.fence" in parsed
+    assert ".visible .entry good" in parsed and "tcgen05.fence" in parsed
     lowered = fatkit("translate", str(mixed), "--target", "gfx942,gfx1100", "-o", str(out),
                      "--dump-after", "lower").stdout
     assert lowered.count('target triple = "amdgcn-amd-amdhsa"') == 2  # the good kernel, once per target

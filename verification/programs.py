@@ -185,7 +185,8 @@ PROGRAMS = (
         variants=(("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))),
 )
 
-PTX_VARIANTS = (("ptx", "sm_90", ()),)  # a hand-written PTX program: its text as it is
+PTX_VARIANTS = (("ptx", "sm_90", ()),)
+WGMMA_BLOCKS = 64  # blocks of the wgmma program's launches (a warpgroup each)  # a hand-written PTX program: its text as it is
 RDC_VARIANTS = (("O3", "compute_90", ()), ("O3", "compute_80", ()), ("G", "compute_90", ("-G",)))
 PROGRAMS += (
     # NCCL's unsized `.shared .align 16 .b8 ncclShmem[];` (clang's NVPTX backend writes it; ptxas 13.0 refuses
@@ -199,6 +200,20 @@ PROGRAMS += (
     # .global address initialisers in both spellings: generic(var)+offset and var+offset
     Program("address_init", "address_init.ptx", (Launch("address_init", (_in("u32"), _out(24 * N), _n(N - 5))),),
             variants=PTX_VARIANTS),
+    # wgmma.mma_async (sm_90a) against fatkit's mma.sync steps: descriptor A and register A, K-major and MN-major
+    # tiles, every swizzle mode (param 2), a start advanced into the swizzle row (param 3), scale-d both ways
+    # (param 4); small integers
+    Program("wgmma", "wgmma.ptx", tuple(
+        Launch(kernel, (_in("s32", "range", -8, 9, count=WGMMA_BLOCKS * 6144), _out(WGMMA_BLOCKS * 128 * 32 * 4),
+                        Param("scalar", "s32", value=mode), Param("scalar", "s32", value=shift),
+                        Param("scalar", "s32", value=accumulate)),
+               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1), name=f"{kernel}.mode{mode}.shift{shift}.acc{accumulate}")
+        for kernel, mode, shift, accumulate in (
+            ("wgmma_desc", 0, 0, 1), ("wgmma_desc", 1, 0, 1), ("wgmma_desc", 1, 32, 1), ("wgmma_desc", 2, 0, 1),
+            ("wgmma_desc", 2, 32, 1), ("wgmma_desc", 3, 0, 1), ("wgmma_regs", 0, 0, 0), ("wgmma_regs", 1, 64, 1),
+            ("wgmma_regs", 3, 0, 1), ("wgmma_trans", 0, 0, 1), ("wgmma_trans", 1, 0, 1), ("wgmma_trans", 2, 0, 1),
+            ("wgmma_trans", 3, 0, 1))),
+        variants=PTX_VARIANTS),
     # -rdc device code: rdc_main.cu's kernel calls functions and reads variables that rdc_lib.cu defines
     Program("rdc", "rdc_main.cu", (
         Launch("rdc_calls", (_in("u32"), _in("f32", **FLOATS), _out(8 * N), _out(4 * N), _n(N - 77))),),

@@ -217,12 +217,8 @@ FORMS: tuple[Form, ...] = (
     Form("stmatrix", (), LOWERED, "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r2};"),
     Form("movmatrix", (), LOWERED, "movmatrix.sync.aligned.m8n8.trans.b16 %r2, %r3;"),
     # 9.7.15 warpgroup-level matrix multiply-accumulate
-    Form("wgmma", (), REFUSED, "wgmma.fence.sync.aligned;",
-         "warpgroup MMA (sm_90a): four warps multiply together, wgmma.mma_async reading its A/B operands "
-         "asynchronously from shared memory through matrix descriptors (NVIDIA's core-matrix layouts and "
-         "swizzles) while the warps run on, and wgmma.wait_group fencing them; AMD's matrix instructions "
-         "(MFMA/WMMA) are per wave and synchronous, taking their operands from the wave's own VGPRs, with no "
-         "shared-memory operand path or warpgroup form"),
+    Form("wgmma", (), LOWERED, "wgmma.fence.sync.aligned;\n    wgmma.commit_group.sync.aligned;\n"
+         "    wgmma.wait_group.sync.aligned 0;"),
     # 9.7.16 TensorCore 5th generation
     Form("tcgen05", (), REFUSED, "tcgen05.fence::before_thread_sync;",
          "fifth-generation tensor-core instructions (sm_100a) compute in Tensor Memory, 256 KiB per SM "

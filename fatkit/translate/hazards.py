@@ -132,7 +132,6 @@ class HazardKind:
 
 HAZARD_KINDS: dict[str, HazardKind] = {
     # errors: no AMD counterpart
-    "wgmma": HazardKind(ERROR, BOTH, "{name}: warpgroup-level asynchronous MMA (sm_90a) has no AMD instruction"),
     "tcgen05": HazardKind(ERROR, BOTH, "{name}: 5th-generation tensor core and tensor memory (sm_100a) have no AMD "
                                        "counterpart"),
     "cluster": HazardKind(ERROR, BOTH, "{name}: thread-block clusters and distributed shared memory do not exist "
@@ -171,6 +170,9 @@ HAZARD_KINDS: dict[str, HazardKind] = {
                                              "taken modulo 32"),
     "lanemask": HazardKind(WARNING, (WAVE64,), "{name} is a 32-bit lane mask; wave64 masks are 64-bit and are "
                                                "cut per 32-lane half"),
+    "wgmma": HazardKind(WARNING, BOTH, "{name}: warpgroup MMA (sm_90a); computed when issued, each warp's rows as "
+                                       "mma.sync steps with operands gathered from shared memory through the "
+                                       "matrix descriptors"),
     "mma": HazardKind(WARNING, BOTH, "{name}: tensor-core MMA; emulated with lane exchanges and scalar arithmetic "
                                      "(exact for integers; floats summed in f64, rounded once), far slower than "
                                      "MFMA (CDNA) or WMMA (RDNA3+), which it does not use yet"),

@@ -7,7 +7,7 @@ family modules below registers their handlers.
 
 from fatkit.translate.lower import (  # noqa: F401
     asynccopy, atomic, cluster, clusterlaunch, compare, control, convert, floating, half, integer, matrix, mbarrier,
-    memory, mma, mma_native, runtime, special, sync, tensorcopy, texture, video, warp, wmma,
+    memory, mma, mma_native, runtime, special, sync, tensorcopy, texture, video, warp, wgmma, wmma,
 )
 from fatkit.translate.lower.core import Unsupported, kernel_signature, llvm_type
 from fatkit.translate.lower.module import lower_kernel

@@ -46,7 +46,7 @@ rely on is kept, and every outcome it can observe is one the ISA allows.
 - cp.async.bulk.tensor and cp.reduce.async.bulk.tensor read fatkit's own tensor-map layout, which the
   shim's cuTensorMapEncode* makes: lower/tensorcopy.py.
 - st.bulk: weak stores of zeros, eight bytes at a time (size is a multiple of 8).
-- wgmma and tcgen05, which read the tiles these copies fill, are refused by translate/coverage.py.
+- wgmma, which reads the tiles these copies fill, is lower/wgmma.py; tcgen05 is refused by translate/coverage.py.
 """
 
 from __future__ import annotations

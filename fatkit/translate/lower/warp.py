@@ -22,7 +22,7 @@ WARP = 32
 M32 = 0xFFFFFFFF
 # Opcodes whose threads must run together where a target runs them one by one (bar.warp.sync is `bar`).
 COLLECTIVES = frozenset({"shfl", "vote", "match", "redux", "activemask", "elect", "ldmatrix", "stmatrix",
-                         "movmatrix", "mma", "wmma"})
+                         "movmatrix", "mma", "wmma", "wgmma"})
 CANONICAL_NAN = 0x7FFFFFFF  # PTX's canonical f32 NaN
 
 
