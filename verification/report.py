@@ -82,9 +82,7 @@ f64 results compare as NaNs where both are NaN: a NaN's sign and payload are ope
 propagates, or the canonical one), and an H200's DMMA and fatkit's fma chain, or a reduction summing in another
 order, pick differently; such cases are listed below as passing "NaN bits". The video forms that failed two
 runs ago (a `.h1` merge destination; `.min`/`.max` with c on .u32, where fatkit had followed the ISA text) follow
-the hardware since (lower/video.py) and pass. `mma.m8n8k4` .f16 with an f16 D differed from the H200 in one f16 of 4,096 words in two runs before this one:
-the model summed an f16 D as one fma chain from c, where ptxas's code adds two FMUL+FFMA pairs to c
-(docs/numerics.md); following that code, it agrees in this run. The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
+the hardware since (lower/video.py) and pass. `mma.m8n8k4` .f16 with an f16 D differed from the H200 in one f16 of 4,096 words in three earlier runs: the model first summed an f16 D as one fma chain from c, then added ptxas's two FMUL+FFMA pairs to c in the wrong order; ptxas's code adds the k0·k1 pair first (docs/numerics.md), and following it the form agrees in this run. The 84 cases of four mma forms with .f16 and .f32 mixed between C and D
 in m16n8k8/k16 (which the ISA forbids and ptxas refuses) were dropped from the suite after this run.
 
 Module-level forms (issue 17): `program:memory`'s `address_tables` reads `__device__` and `__constant__`
