@@ -65,7 +65,6 @@ def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
     if profiler:
         profiler.disable()
     kernels = list(lowered.kernels)
-    ir_bytes = sum(len(k.llvm_ir) for k in kernels)
     library = libllvm.library_path()
     if library is not None:
         native_profile(path, text, kernels, lowered.target.processor, options.opt_level, library, seconds)
@@ -102,19 +101,7 @@ def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
             native["codegen (emit_object)"] += time.process_time() - clock
         report_passes(llvm.report_and_reset_timings(), codegen)
     llvm.set_time_passes(False)
-    clock = time.perf_counter()
-    if objects:
-        link(objects if len(objects) == 1 else with_one_metadata_note(objects))
-    native["ld.lld (wall)"] = time.perf_counter() - clock
-    print(f"## {path.name}: {len(text) / 1000:.0f} KB of PTX, {len(kernels)} kernels, "
-          f"{ir_bytes / 1000:.0f} KB of LLVM IR ({ir_bytes / len(text):.2f} per PTX byte), "
-          f"{len(codegen_groups(kernels))} codegen groups, {target}\n")
-    rows = [(f"{name} (Python)", seconds[name]) for name in ("parse", "passes", "lower")] + list(native.items())
-    total = sum(s for _, s in rows)
-    print("| stage | s | share |\n|---|---|---|")
-    for name, value in rows:
-        print(f"| {name} | {value:.2f} | {100 * value / total:.0f} % |")
-    print(f"| total | {total:.2f} | |\n")
+    link_and_print_stages(path, text, kernels, objects, target, seconds, native)
     for title, passes in (("middle-end", middle), ("codegen", codegen)):
         spent = sum(passes.values())
         print(f"{title} passes with the most time (of {spent:.2f} s timed): " + ", ".join(
@@ -138,6 +125,13 @@ def native_profile(path: Path, text: str, kernels: list, processor: str, opt_lev
         product = compiler.compile([k.llvm_ir for k in group], kind, native)
         if kind == "obj":
             objects.append(product)
+    link_and_print_stages(path, text, kernels, objects, f"{processor}, LLVM {libllvm.version(library)} from {library}",
+                          seconds, native)
+
+
+def link_and_print_stages(path: Path, text: str, kernels: list, objects: list, where: str,
+                          seconds: dict[str, float], native: dict[str, float]) -> None:
+    """Link the objects (timed as `ld.lld (wall)`), then print the module's line and the table of stages."""
     clock = time.perf_counter()
     if objects:
         link(objects if len(objects) == 1 else with_one_metadata_note(objects))
@@ -145,8 +139,7 @@ def native_profile(path: Path, text: str, kernels: list, processor: str, opt_lev
     ir_bytes = sum(len(k.llvm_ir) for k in kernels)
     print(f"## {path.name}: {len(text) / 1000:.0f} KB of PTX, {len(kernels)} kernels, "
           f"{ir_bytes / 1000:.0f} KB of LLVM IR ({ir_bytes / len(text):.2f} per PTX byte), "
-          f"{len(codegen_groups(kernels))} codegen groups, {processor}, LLVM {libllvm.version(library)} "
-          f"from {library}\n")
+          f"{len(codegen_groups(kernels))} codegen groups, {where}\n")
     rows = [(f"{name} (Python)", seconds[name]) for name in ("parse", "passes", "lower")] + list(native.items())
     total = sum(s for _, s in rows)
     print("| stage | s | share |\n|---|---|---|")

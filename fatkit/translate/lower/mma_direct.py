@@ -368,6 +368,20 @@ def fragment_loads(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> li
     return words
 
 
+def _address_base(lw, analysis: _Analysis, address: ast.Address, space_modifier: str,
+                  at: int) -> tuple[str, int, Lanes] | None:
+    """(space, address width, the base register's lane value at statement `at`) of a [register+offset]
+    address of .shared (32-bit) or .global (64-bit), or None when the base is not such a value."""
+    if address.base is None or address.extra:
+        return None
+    space = "shared" if space_modifier.startswith("shared") else "global"
+    width = 32 if space == "shared" else 64
+    if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
+        return None
+    base = analysis.value(address.base, at, width, lw)
+    return None if base is None else (space, width, base)
+
+
 def _loaded_word(lw, analysis: _Analysis, load: ast.Statement, at: int, name: str) -> Word | None:
     """Register `name` as `load` (statement `at`) loads it: a 32-bit ld.global/ld.shared (vector element i at
     +4i), or ldmatrix's register j (not .trans): in lane λ the word at the row address lane 8j + λ div 4 gave,
@@ -386,15 +400,12 @@ def _loaded_word(lw, analysis: _Analysis, load: ast.Statement, at: int, name: st
         return None
     targets = _destinations(load.operands[0])
     address = load.operands[1]
-    if targets.count(name) != 1 or address.base is None or address.extra:
+    if targets.count(name) != 1:
         return None
-    space = "shared" if spaces[0].startswith("shared") else "global"
-    width = 32 if space == "shared" else 64
-    if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
+    based = _address_base(lw, analysis, address, spaces[0], at)
+    if based is None:
         return None
-    base = analysis.value(address.base, at, width, lw)
-    if base is None:
-        return None
+    space, width, base = based
     index = targets.index(name)
     if load.opcode == "ld":
         return Word(_combine(base, _constant(width, address.offset + 4 * index), 1), space)
@@ -446,14 +457,11 @@ def result_stores(lw, ins: ast.Instruction, registers: list[ast.Operand]) -> Sto
             return None
         values = _destinations(store.operands[1])
         address = store.operands[0]
-        if values.count(register.name) != 1 or address.base is None or address.extra:
+        based = _address_base(lw, analysis, address, spaces[0], at) if values.count(register.name) == 1 else None
+        if based is None:
             return None
-        space = "shared" if spaces[0].startswith("shared") else "global"
-        width = 32 if space == "shared" else 64
-        if address.base.name in lw.registers and lw.registers[address.base.name].type != ir.IntType(width):
-            return None
-        base = analysis.value(address.base, at, width, lw)
-        if base is None or any(kernel.written_between(name, mma, at) for name in _registers_read(base.uniform)):
+        space, width, base = based
+        if any(kernel.written_between(name, mma, at) for name in _registers_read(base.uniform)):
             return None
         words.append(Word(_combine(base, _constant(width, address.offset + 4 * values.index(register.name)), 1),
                           space))
