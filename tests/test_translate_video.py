@@ -47,15 +47,6 @@ ROWS = _inputs()
 BLOCK = 128
 
 
-# cases that fail on an AMD target: fatkit bugs, each expected to fail until fixed (run_cases says when one passes)
-KNOWN_BUGS = {
-    ("gfx1100", "vsub2.s32.s32.s32.sat %r10.h10, %r1.h01, %r2.h10, %r3;"):
-        "fatkit bug: the gfx1100 code's second v_sub_nc_i16 (v2.h, v3.l, v3.h op_sel:[0,1,1] clamp) leaves the "
-        "upper half 0 where the model has a.h0 - b.h1 (e.g. a=0x1 b=0x0 c=0x1: got 0xffff, want 0x1ffff); "
-        "gfx942 and the host agree with the model",
-}
-
-
 @pytest.fixture(params=TARGETS)
 def target(request) -> str:
     """The host JIT, or the gfx1100/gfx942 code object on fatkit.emulate (tests/amdrun.py)."""
@@ -91,16 +82,12 @@ def run_cases(name: str, cases: list[tuple[str, object]], target: str = "host") 
     inputs = (ctypes.c_uint32 * len(flat))(*flat)
     out = (ctypes.c_uint32 * (len(ROWS) * len(cases)))()
     program.launch(name, [inputs, out], grid=(len(ROWS) // BLOCK, 1, 1), block=(BLOCK, 1, 1))
-    failures, known = [], set()
+    failures = []
     for i, (a, b, c) in enumerate(ROWS):
         for k, (snippet, model) in enumerate(cases):
             want, got = model(a, b, c) & M32, out[i * len(cases) + k]
-            if want != got and (target, snippet) in KNOWN_BUGS:
-                known.add(snippet)
-            elif want != got:
+            if want != got:
                 failures.append(f"{snippet} a={a:#x} b={b:#x} c={c:#x}: got {got:#x}, want {want:#x}")
-    fixed = [s for t, s in KNOWN_BUGS if t == target and s in dict(cases) and s not in known]
-    assert not fixed, f"now right on {target}, remove from KNOWN_BUGS: {fixed}"
     assert not failures, f"{len(failures)} mismatches, first: " + "\n".join(failures[:8])
 
 
