@@ -206,8 +206,10 @@ def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, s
 @pytest.mark.parametrize("form,why", [
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 2, 0;",
      "imm-trans-a of wgmma.mma_async is an integer constant"),
-    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1, 0, 0;",
-     "sparse A"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1;",
+     "no .tf32 form"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 2, 1, 1, 1, 0, 0;",
+     "sparsity selector of wgmma.mma_async.sp"),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 3, 0, 0;",
      "imm-scale-b"),
     ("wgmma.mma_async.sync.aligned.m64n12k16.f32.f16.f16 {%f1, %f2, %f3, %f4, %f5, %f6}, %rd1, %rd2, 1, 1, 1, 0, 0;",
@@ -352,3 +354,109 @@ def test_hopper_sample_wgmma_kernel_translates(target):
     text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
     reports = {k.name: k for k in translate(text, Options(target=target)).kernels}
     assert reports["_Z12wgmma_kernelPfyy"].status == "ok", reports["_Z12wgmma_kernelPfyy"].reason
+
+
+def _sparse_kernel(n: int, d_type: str, a_type: str, b_type: str, a_registers: bool, selector: int) -> str:
+    """`_typed_kernel` as wgmma.mma_async.sp: each thread's metadata word is its fragments row's fifth word."""
+    text = _typed_kernel(n, d_type, a_type, b_type, a_registers, False)
+    text = text.replace("mul.wide.u32 %rd15, %r1, 16;", "mul.wide.u32 %rd15, %r1, 20;")
+    text = text.replace("    wgmma.fence.sync.aligned;", "    ld.global.b32 %r24, [%rd11+16];\n    wgmma.fence.sync.aligned;")
+    k = 256 // BITS[a_type]
+    text = text.replace(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.", f"wgmma.mma_async.sp.sync.aligned.m64n{n}k{2 * k}.")
+    return text.replace(", %rd6, 1", f", %rd6, %r24, {selector}, 1")
+
+
+SPARSE = [  # d, a, b, A in registers, A mode, B mode, sparsity selector, n
+    pytest.param("f32", "f16", "f16", False, 1, 1, 0, 32, id="f32.f16-desc-swizzle128-sel0"),
+    pytest.param("f32", "f16", "f16", True, 0, 2, 1, 24, id="f32.f16-regA-swizzle64-sel1"),
+    pytest.param("f16", "f16", "f16", False, 0, 0, 1, 16, id="f16.f16-desc-plain-sel1"),
+    pytest.param("f32", "bf16", "bf16", False, 2, 1, 0, 16, id="f32.bf16-desc-swizzle64"),
+    pytest.param("f32", "e4m3", "e5m2", False, 1, 2, 0, 16, id="f32.e4m3.e5m2-desc"),
+    pytest.param("s32", "s8", "u8", False, 0, 1, 0, 24, id="s32.s8.u8-desc"),
+    pytest.param("s32", "u8", "u8", True, 0, 0, 0, 16, id="s32.u8-regA-plain"),
+]
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+@pytest.mark.parametrize("d_type,a_type,b_type,a_registers,a_mode,b_mode,selector,n", SPARSE)
+def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mode, selector, n):
+    """wgmma.mma_async.sp: a 2:4-sparse 64×K A stored compressed (K/2 elements a row: the dense form's 32
+    bytes), its metadata in mma.sp's layout per warp (the ISA: warp w describes rows 16w–16w+15), checked
+    against the dense product of the expanded A; lanes that hold no metadata hold random words."""
+    rng = np.random.default_rng(BITS[a_type] * 17 + n + selector)
+    k = 512 // BITS[a_type]  # the sparse K: 32 f16/bf16, 64 8-bit elements
+    compressed, bt = _elements_of(a_type, rng, (64, k // 2)), _elements_of(b_type, rng, (n, k))
+    if d_type == "f16":
+        compressed = _spread_f16(np.random.default_rng(5), (64, k // 2)).view(np.uint16) & 0xBFFF
+    # per row and 4-column chunk, the two stored elements' (ascending) column indices
+    indices = np.array([[sorted(rng.choice(4, 2, replace=False)) for _ in range(k // 4)] for _ in range(64)])
+    dense = np.zeros((64, k), compressed.dtype)
+    for row in range(64):
+        for chunk in range(k // 4):
+            for p in range(2):
+                dense[row, 4 * chunk + indices[row, chunk, p]] = compressed[row, 2 * chunk + p]
+    a_raw, b_raw = compressed.view(np.uint8).reshape(64, 32), bt.view(np.uint8).reshape(n, 64)
+    image = np.zeros(SHARED, np.uint8)
+
+    def place(raw: np.ndarray, start: int, mode: int) -> int:
+        width = raw.shape[1]
+        lbo, sbo = (128, 8 * width) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
+        for row in range(raw.shape[0]):
+            for kb in range(width):
+                image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
+        return _descriptor(start, mode, lbo, sbo)
+
+    desc_a = 0 if a_registers else place(a_raw, 0, a_mode)
+    desc_b = place(b_raw, 16384, b_mode)
+    words = n // 4 if d_type == "f16" else n // 2
+    if d_type == "s32":
+        c = rng.integers(-(1 << 31), 1 << 31, (128, words), dtype=np.int64).astype(np.int32).view(np.uint32)
+    elif d_type == "f16":
+        c = _spread_f16(rng, (128, 2 * words)).view(np.uint32)
+    else:
+        c = (rng.uniform(-4, 4, (128, words)) * np.exp2(rng.integers(-6, 6, (128, words)))).astype(np.float32)
+        c = c.view(np.uint32)
+    fragments = np.zeros((128, 5), np.uint32)
+    fragments[:, 4] = rng.integers(0, 1 << 32, 128, dtype=np.uint64)  # lanes that hold no metadata
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for r in range(4):
+            row, kb = 16 * w + g + 8 * (r & 1), 4 * t + 16 * (r >> 1)
+            fragments[thread, r] = int(a_raw[row, kb:kb + 4].view(np.uint32)[0])
+        # the ISA's mma.sp metadata figures: 16-bit types, lanes 2·selector and 2·selector + 1 of a group
+        # hold columns 0–15 and 16–31 of rows g (bits 0–15) and g + 8 (bits 16–31); 8-bit types, lane t
+        # holds row g + 8·(t mod 2), columns 32·(t div 2) to +31; two 2-bit indices per 4-column chunk
+        if BITS[a_type] == 16:
+            if t // 2 != selector:
+                continue
+            fields = [(half, 4 * (t % 2) + c, 8 * half + 2 * c) for half in (0, 1) for c in range(4)]
+        else:
+            fields = [(t % 2, 8 * (t // 2) + c, 2 * c) for c in range(8)]
+        word = 0
+        for half, chunk, field in fields:
+            for p in range(2):
+                word |= int(indices[16 * w + g + 8 * half, chunk, p]) << (2 * (field + p))
+        fragments[thread, 4] = word
+    out = np.zeros_like(c)
+    program = amd_program(_sparse_kernel(n, d_type, a_type, b_type, a_registers, selector), target)
+    program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
+    A = [[decode(a_type, int(x)) for x in row] for row in dense]
+    B = [[decode(b_type, int(x)) for x in row] for row in bt]  # B transposed
+    per = 2 if d_type == "f16" else 1
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for e in range(words * per):
+            row, col = 16 * w + g + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * t + (e & 1)
+            where = f"thread {thread} element {e} (row {row}, col {col})"
+            if d_type == "s32":
+                exact = int(c.view(np.int32)[thread, e]) + sum(int(A[row][kk]) * int(B[col][kk]) for kk in range(k))
+                assert int(out.view(np.int32)[thread, e]) == (exact + (1 << 31)) % (1 << 32) - (1 << 31), where
+                continue
+            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k) if A[row][kk]]
+            view = np.float16 if d_type == "f16" else np.float32
+            c_value, got = Fraction(float(c.view(view)[thread, e])), float(out.view(view)[thread, e])
+            exact = c_value + sum(terms)
+            bound = native_bound(k, c_value, terms)
+            if d_type == "f16":
+                bound += _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
