@@ -360,9 +360,11 @@ def _sparse_kernel(n: int, d_type: str, a_type: str, b_type: str, a_registers: b
     """`_typed_kernel` as wgmma.mma_async.sp: each thread's metadata word is its fragments row's fifth word."""
     text = _typed_kernel(n, d_type, a_type, b_type, a_registers, False)
     text = text.replace("mul.wide.u32 %rd15, %r1, 16;", "mul.wide.u32 %rd15, %r1, 20;")
-    text = text.replace("    wgmma.fence.sync.aligned;", "    ld.global.b32 %r24, [%rd11+16];\n    wgmma.fence.sync.aligned;")
+    fence = "    wgmma.fence.sync.aligned;"
+    text = text.replace(fence, "    ld.global.b32 %r24, [%rd11+16];\n" + fence)
     k = 256 // BITS[a_type]
-    text = text.replace(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.", f"wgmma.mma_async.sp.sync.aligned.m64n{n}k{2 * k}.")
+    text = text.replace(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.",
+                        f"wgmma.mma_async.sp.sync.aligned.m64n{n}k{2 * k}.")
     return text.replace(", %rd6, 1", f", %rd6, %r24, {selector}, 1")
 
 
