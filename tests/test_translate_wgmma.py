@@ -462,3 +462,28 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
             if d_type == "f16":
                 bound += _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
             assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kernel,mode,shift,accumulate", [
+    ("wgmma_desc", 1, 32, 1), ("wgmma_regs", 3, 0, 0), ("wgmma_trans", 2, 0, 1)])
+def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulate):
+    """verification/ptx/wgmma.ptx's random-input launches (param 5 = 1, the H200 cases `*.random`): the f16 and
+    f32 patterns the kernel makes of random words, D against the exact sum within the native mma bound."""
+    text = (Path(__file__).resolve().parent.parent / "verification" / "ptx" / "wgmma.ptx").read_text()
+    words = np.random.default_rng(mode * 5 + shift).integers(0, 1 << 32, 6144, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128 * 32, np.float32)
+    amd_program(text, target).launch(kernel, [words, out, mode, shift, accumulate, 1], block=(128, 1, 1))
+    halves = (words & 0xBFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+    a, bt = halves[:1024].reshape(64, 16), halves[1024:2048].reshape(64, 16)
+    c = (words[2048:] & 0xBFFFFFFF).view(np.float32).reshape(128, 32)
+    scale_a = -1 if kernel == "wgmma_regs" else 1
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for i in range(32):
+            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+            terms = [Fraction(float(a[row, k])) * scale_a * Fraction(float(bt[col, k])) for k in range(16)]
+            c_value = Fraction(float(c[thread, i])) if accumulate else Fraction(0)
+            got = float(out[thread * 32 + i])
+            assert math.isfinite(got) and abs(Fraction(got) - c_value - sum(terms)) <= native_bound(16, c_value, terms), \
+                f"{kernel} thread {thread} d{i}: {got!r}, exact {float(c_value + sum(terms))!r}"

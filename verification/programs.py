@@ -202,12 +202,17 @@ PROGRAMS += (
             variants=PTX_VARIANTS),
     # wgmma.mma_async (sm_90a) against fatkit's mma.sync steps: descriptor A and register A, K-major and MN-major
     # tiles, every swizzle mode (param 2), a start advanced into the swizzle row (param 3), scale-d both ways
-    # (param 4); small integers
+    # (param 4); small integers (exact in any order), then the same kernels on random f16 patterns of spread
+    # exponents and random f32 C (param 5 = 1: ".random"), whose D bits show whether the H200's wgmma sums
+    # like mma.sync m16n8k16 (fatkit's sm_90 re-lowering runs it as mma.sync steps)
     Program("wgmma", "wgmma.ptx", tuple(
-        Launch(kernel, (_in("s32", "range", -8, 9, count=WGMMA_BLOCKS * 6144), _out(WGMMA_BLOCKS * 128 * 32 * 4),
-                        Param("scalar", "s32", value=mode), Param("scalar", "s32", value=shift),
-                        Param("scalar", "s32", value=accumulate)),
-               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1), name=f"{kernel}.mode{mode}.shift{shift}.acc{accumulate}")
+        Launch(kernel, (_in("s32", "bits" if random else "range", -8, 9, count=WGMMA_BLOCKS * 6144),
+                        _out(WGMMA_BLOCKS * 128 * 32 * 4), Param("scalar", "s32", value=mode),
+                        Param("scalar", "s32", value=shift), Param("scalar", "s32", value=accumulate),
+                        Param("scalar", "s32", value=random)),
+               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1),
+               name=f"{kernel}.mode{mode}.shift{shift}.acc{accumulate}" + (".random" if random else ""))
+        for random in (0, 1)
         for kernel, mode, shift, accumulate in (
             ("wgmma_desc", 0, 0, 1), ("wgmma_desc", 1, 0, 1), ("wgmma_desc", 1, 32, 1), ("wgmma_desc", 2, 0, 1),
             ("wgmma_desc", 2, 32, 1), ("wgmma_desc", 3, 0, 1), ("wgmma_regs", 0, 0, 0), ("wgmma_regs", 1, 64, 1),
