@@ -484,6 +484,6 @@ def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulat
             row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
             terms = [Fraction(float(a[row, k])) * scale_a * Fraction(float(bt[col, k])) for k in range(16)]
             c_value = Fraction(float(c[thread, i])) if accumulate else Fraction(0)
-            got = float(out[thread * 32 + i])
-            assert math.isfinite(got) and abs(Fraction(got) - c_value - sum(terms)) <= native_bound(16, c_value, terms), \
-                f"{kernel} thread {thread} d{i}: {got!r}, exact {float(c_value + sum(terms))!r}"
+            got, exact = float(out[thread * 32 + i]), c_value + sum(terms)
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= native_bound(16, c_value, terms), \
+                f"{kernel} thread {thread} d{i}: {got!r}, exact {float(exact)!r}"
