@@ -487,3 +487,46 @@ def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulat
             got, exact = float(out[thread * 32 + i]), c_value + sum(terms)
             assert math.isfinite(got) and abs(Fraction(got) - exact) <= native_bound(16, c_value, terms), \
                 f"{kernel} thread {thread} d{i}: {got!r}, exact {float(exact)!r}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode,selector,accumulate,random", [(0, 0, 1, 1), (1, 1, 1, 1), (2, 1, 0, 0)])
+def test_verification_wgmma_sparse(target, mode, selector, accumulate, random):
+    """verification/ptx/wgmma.ptx's wgmma_sparse (the H200 cases wgmma_sparse.*): the metadata the kernel makes
+    of each thread's word (the six valid index pairs), expanded into the dense A here, D against the exact sum."""
+    text = (Path(__file__).resolve().parent.parent / "verification" / "ptx" / "wgmma.ptx").read_text()
+    rng = np.random.default_rng(mode * 3 + selector)
+    words = rng.integers(0, 1 << 32, 8192, dtype=np.uint64).astype(np.uint32) if random else \
+        rng.integers(-8, 9, 8192).astype(np.int32).view(np.uint32)
+    out = np.zeros(128 * 32, np.float32)
+    amd_program(text, target).launch("wgmma_sparse", [words, out, mode, selector, accumulate, random],
+                                     block=(128, 1, 1))
+    if random:
+        halves = (words & 0xBFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+        c = (words[3072:7168] & 0xBFFFFFFF).view(np.float32).astype(np.float64).reshape(128, 32)
+    else:
+        halves = words.view(np.int32).astype(np.float64)
+        c = words[3072:7168].view(np.int32).astype(np.float64).reshape(128, 32)
+    compressed, bt = halves[:1024].reshape(64, 16), halves[1024:3072].reshape(64, 32)
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    a = np.zeros((64, 32))
+    for thread in range(128):  # the ISA's mma.sp m16n8k32 metadata figure, lanes 2·selector and 2·selector + 1
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        if t // 2 != selector:
+            continue
+        word = int(words[7168 + thread])
+        for half in (0, 1):
+            for chunk in range(4):
+                field = (word >> (16 * half + 4 * chunk)) & 15
+                row, column = 16 * w + g + 8 * half, 4 * (4 * (t % 2) + chunk)
+                for p, index in enumerate(pairs[field % 6]):
+                    a[row, column + index] = compressed[row, column // 2 + p]
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for i in range(32):
+            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+            terms = [Fraction(float(a[row, k])) * Fraction(float(bt[col, k])) for k in range(32) if a[row, k]]
+            c_value = Fraction(float(c[thread, i])) if accumulate else Fraction(0)
+            got, exact = float(out[thread * 32 + i]), c_value + sum(terms)
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= native_bound(32, c_value, terms), \
+                f"thread {thread} d{i}: {got!r}, exact {float(exact)!r}"

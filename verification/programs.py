@@ -217,7 +217,15 @@ PROGRAMS += (
             ("wgmma_desc", 0, 0, 1), ("wgmma_desc", 1, 0, 1), ("wgmma_desc", 1, 32, 1), ("wgmma_desc", 2, 0, 1),
             ("wgmma_desc", 2, 32, 1), ("wgmma_desc", 3, 0, 1), ("wgmma_regs", 0, 0, 0), ("wgmma_regs", 1, 64, 1),
             ("wgmma_regs", 3, 0, 1), ("wgmma_trans", 0, 0, 1), ("wgmma_trans", 1, 0, 1), ("wgmma_trans", 2, 0, 1),
-            ("wgmma_trans", 3, 0, 1))),
+            ("wgmma_trans", 3, 0, 1))) + tuple(
+        # wgmma.mma_async.sp (sparse A, m64n64k32): swizzle modes 0-2 (param 2), sparsity selector (param 3)
+        Launch("wgmma_sparse", (_in("s32", "bits" if random else "range", -8, 9, count=WGMMA_BLOCKS * 8192),
+                                _out(WGMMA_BLOCKS * 128 * 32 * 4), Param("scalar", "s32", value=mode),
+                                Param("scalar", "s32", value=selector), Param("scalar", "s32", value=accumulate),
+                                Param("scalar", "s32", value=random)),
+               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1),
+               name=f"wgmma_sparse.mode{mode}.selector{selector}.acc{accumulate}" + (".random" if random else ""))
+        for random in (0, 1) for mode, selector, accumulate in ((0, 0, 1), (1, 1, 1), (2, 0, 0), (2, 1, 1))),
         variants=PTX_VARIANTS),
     # -rdc device code: rdc_main.cu's kernel calls functions and reads variables that rdc_lib.cu defines
     Program("rdc", "rdc_main.cu", (
