@@ -22,17 +22,18 @@ SHARED = 49152
 SWIZZLE_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}  # descriptor mode → bytes per row of the pattern
 
 
-def _address(start: int, mode: int, lbo: int, sbo: int, row: int, kb: int) -> int:
-    """Byte address of byte kb of row `row` of a K-major tile (the ISA's canonical layouts)."""
+def _address(start: int, mode: int, lbo: int, sbo: int, row: int, kb: int, base: int = 0) -> int:
+    """Byte address of byte kb of row `row` of a K-major tile (the ISA's canonical layouts); `base`: the
+    descriptor's matrix base offset, the swizzle pattern's start row ((pattern start >> 7) & 7)."""
     if mode == 0:
         return start + sbo * (row // 8) + lbo * (kb // 16) + 16 * (row % 8) + kb % 16
     s = SWIZZLE_BYTES[mode]
     linear = start + sbo * (row // 8) + s * (row % 8) + kb
     chunks = s // 16 - 1
-    return linear ^ (((linear >> 7) & chunks) << 4)
+    return linear ^ ((((linear >> 7) - base) & chunks) << 4)
 
 
-def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int) -> int:
+def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int, base: int = 0) -> int:
     """Byte address of 16-bit element (mn, k) of an MN-major tile: 8 MN elements to a 16-byte chunk, 8 k rows
     to a core matrix (unswizzled: chunks SBO apart along MN, 8-k groups LBO apart) or to a swizzle atom of S
     bytes a row (swizzled: atoms LBO apart along MN, 8-k groups SBO apart)."""
@@ -40,11 +41,12 @@ def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int) -> i
     chunk, chunks = mn // 8, s // 16
     along, across = (sbo, lbo) if mode == 0 else (lbo, sbo)
     linear = start + 2 * (mn % 8) + 16 * (chunk % chunks) + along * (chunk // chunks) + s * (k % 8) + across * (k // 8)
-    return linear ^ (((linear >> 7) & (chunks - 1)) << 4) if mode else linear
+    return linear ^ ((((linear >> 7) - base) & (chunks - 1)) << 4) if mode else linear
 
 
-def _descriptor(start: int, mode: int, lbo: int, sbo: int) -> int:
-    return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | (mode << 62)
+def _descriptor(start: int, mode: int, lbo: int, sbo: int, base: int = 0) -> int:
+    return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | \
+        (base << 49) | (mode << 62)
 
 
 def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int, trans: str = "") -> str:
@@ -141,6 +143,14 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
     _check_f16_f32(target, "default", n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("a_mode,b_mode,trans,shift", [(1, 2, "", 3), (3, 1, "", 1), (2, 3, "ab", 5)])
+def test_wgmma_base_offset(target, a_mode, b_mode, trans, shift):
+    """Swizzle patterns that start `shift` 128-byte rows past their alignment, the descriptors' matrix base
+    offset set to (pattern start >> 7) & 7 as the ISA says: the tiles read as the aligned ones."""
+    _check_f16_f32(target, "default", 64, False, a_mode, b_mode, 0, "1", 1, 1, trans, shift)
+
+
 @pytest.mark.parametrize("numerics", ["sm90", "exact"])
 @pytest.mark.parametrize("target", AMD_TARGETS)
 def test_wgmma_portable_numerics(target, numerics):
@@ -148,7 +158,8 @@ def test_wgmma_portable_numerics(target, numerics):
     _check_f16_f32(target, numerics, 64, False, 1, 2, 0, "pred", -1, 1, "b")
 
 
-def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
+def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans,
+                   shift=0):
     rng = np.random.default_rng(n * 7 + a_mode * 3 + b_mode)
     a = _spread_f16(rng, (64, 16))
     bt = _spread_f16(rng, (n, 16))  # B transposed: N rows of K (the K-major tile)
@@ -157,21 +168,23 @@ def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, s
     def place(matrix: np.ndarray, start: int, mode: int, transposed: bool) -> int:
         """Writes `matrix` (rows × 16 f16) at `start` in `mode`; returns the descriptor (start relative)."""
         pitch = SWIZZLE_BYTES[mode]
+        base = shift & 7 if mode else 0
+        start += 128 * shift  # the pattern's start: `shift` rows past its alignment
         if transposed:
             lbo, sbo = (4096, 128) if mode == 0 else (8 * pitch, 8192)
             halves = matrix.view(np.uint16)
             for mn in range(matrix.shape[0]):
                 for k in range(16):
-                    address = _mn_address(start, mode, lbo, sbo, mn, k)
+                    address = _mn_address(start, mode, lbo, sbo, mn, k, base)
                     image[address:address + 2] = np.frombuffer(halves[mn, k].tobytes(), np.uint8)
-            return _descriptor(start, mode, lbo, sbo)
+            return _descriptor(start, mode, lbo, sbo, base)
         lbo, sbo = (128, 256) if mode == 0 else (1, 8 * pitch)
         offset = k_offset if mode else 0
         raw = matrix.view(np.uint8).reshape(matrix.shape[0], 32)
         for row in range(matrix.shape[0]):
             for kb in range(32):
-                image[_address(start, mode, lbo, sbo, row, kb + offset)] = raw[row, kb]
-        return _descriptor(start + offset, mode, lbo, sbo)
+                image[_address(start, mode, lbo, sbo, row, kb + offset, base)] = raw[row, kb]
+        return _descriptor(start + offset, mode, lbo, sbo, base)
 
     a_start, b_start = 0, 16384
     desc_a = place(a, a_start, a_mode, "a" in trans) if not a_registers else 0

@@ -46,8 +46,12 @@ or m16n8k64 (8-bit; sp-sel 0), so each warp computes its rows as N/8 mma.sp step
 register and selector (lower/mma.py's sparse arithmetic). Not built: .tf32 sparse A (m64nNk16; mma.sp has no
 .tf32 form here). A 32-byte-swizzled sparse B (64 K bytes a row, more than the pattern's 32) is read by the
 formula above unverified.
-Refused (FatkitError): sparse .tf32. The descriptor's matrix-base-offset field (bits
-49–51) is not read: swizzled tiles must start at their pattern's alignment, as CUTLASS lays them out.
+The descriptor's matrix base offset (bits 49–51, swizzled modes only) is the phase of a swizzle pattern that
+does not start at its alignment (1024 bytes for 128-byte swizzle, 512 for 64, 256 for 32): the ISA sets it to
+(pattern start >> 7) & 7, so the pattern row whose chunks the XOR uses is the address's bits 7.. less the base
+offset (zero for an aligned pattern, where bits 7.. are the row). Unverified on hardware: the ISA does not
+say more, and the H200 cases all use aligned patterns.
+Refused (FatkitError): sparse .tf32.
 """
 
 from __future__ import annotations
@@ -225,6 +229,8 @@ class _Descriptor:
             bits = b.and_(b.lshr(descriptor, ir.Constant(I64, shift)), ir.Constant(I64, 0x3FFF))
             return b.shl(b.trunc(bits, I32), ir.Constant(I32, 4))
         self.start, self.leading, self.stride = field(0), field(16), field(32)
+        # matrix base offset (bits 49–51): the swizzle pattern's phase, (pattern start >> 7) & 7
+        self.base = b.trunc(b.and_(b.lshr(descriptor, ir.Constant(I64, 49)), ir.Constant(I64, 7)), I32)
         mode = b.trunc(b.lshr(descriptor, ir.Constant(I64, 62)), I32)
         self.plain = b.icmp_unsigned("==", mode, ir.Constant(I32, 0))
         # swizzle of S = 256 >> mode bytes (mode 1–3): rows S apart, chunk bits XORed with log2(S/16) bits
@@ -266,10 +272,12 @@ class _Descriptor:
         return b.add(address, b.mul(b.lshr(k, three), k_groups))
 
     def _load(self, linear: ir.Value, ty: ir.IntType, align: int) -> ir.Value:
-        """The value at `linear` after the swizzle: its 16-byte chunk bits XORed with bits 7.. ."""
+        """The value at `linear` after the swizzle: its 16-byte chunk bits XORed with the row of the pattern,
+        bits 7.. less the descriptor's base offset."""
         b = self.lw.builder
         four, seven = ir.Constant(I32, 4), ir.Constant(I32, 7)
-        address = b.xor(linear, b.shl(b.and_(b.lshr(linear, seven), self.mask), four))
+        row = b.sub(b.lshr(linear, seven), self.base)
+        address = b.xor(linear, b.shl(b.and_(row, self.mask), four))
         window = self.lw.callees.window
         if window:  # shared addresses are offsets into the block's window (the host target)
             pointer = b.gep(window.base, [address], source_etype=ir.IntType(8))
