@@ -478,15 +478,17 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("kernel,mode,shift,accumulate", [
-    ("wgmma_desc", 1, 32, 1), ("wgmma_regs", 3, 0, 0), ("wgmma_trans", 2, 0, 1)])
-def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulate):
+@pytest.mark.parametrize("kernel,mode,shift,accumulate,rows", [
+    ("wgmma_desc", 1, 32, 1, 0), ("wgmma_desc", 2, 32, 1, 1), ("wgmma_desc", 1, 0, 1, 3), ("wgmma_regs", 3, 0, 0, 0),
+    ("wgmma_trans", 2, 0, 1, 0)])
+def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulate, rows):
     """verification/ptx/wgmma.ptx's random-input launches (param 5 = 1, the H200 cases `*.random`): the f16 and
     f32 patterns the kernel makes of random words, D against the exact sum within the native mma bound."""
     text = (Path(__file__).resolve().parent.parent / "verification" / "ptx" / "wgmma.ptx").read_text()
     words = np.random.default_rng(mode * 5 + shift).integers(0, 1 << 32, 6144, dtype=np.uint64).astype(np.uint32)
     out = np.zeros(128 * 32, np.float32)
-    amd_program(text, target).launch(kernel, [words, out, mode, shift, accumulate, 1], block=(128, 1, 1))
+    rows_param = [rows] if kernel == "wgmma_desc" else []  # wgmma_desc: patterns past their alignment
+    amd_program(text, target).launch(kernel, [words, out, mode, shift, accumulate, 1, *rows_param], block=(128, 1, 1))
     halves = (words & 0xBFFF).astype(np.uint16).view(np.float16).astype(np.float64)
     a, bt = halves[:1024].reshape(64, 16), halves[1024:2048].reshape(64, 16)
     c = (words[2048:] & 0xBFFFFFFF).view(np.float32).reshape(128, 32)
