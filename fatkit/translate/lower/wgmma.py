@@ -49,8 +49,8 @@ formula above unverified.
 The descriptor's matrix base offset (bits 49–51, swizzled modes only) is the phase of a swizzle pattern that
 does not start at its alignment (1024 bytes for 128-byte swizzle, 512 for 64, 256 for 32): the ISA sets it to
 (pattern start >> 7) & 7, so the pattern row whose chunks the XOR uses is the address's bits 7.. less the base
-offset (zero for an aligned pattern, where bits 7.. are the row). Unverified on hardware: the ISA does not
-say more, and the H200 cases all use aligned patterns.
+offset (zero for an aligned pattern, where bits 7.. are the row). Not yet measured: the ISA says no more;
+verification's wgmma_desc `*.base*` cases (patterns 1, 3, 5 rows past their alignment) ask the H200.
 Refused (FatkitError): sparse .tf32.
 """
 
