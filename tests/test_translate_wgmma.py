@@ -22,17 +22,18 @@ SHARED = 49152
 SWIZZLE_BYTES = {0: 16, 1: 128, 2: 64, 3: 32}  # descriptor mode → bytes per row of the pattern
 
 
-def _address(start: int, mode: int, lbo: int, sbo: int, row: int, kb: int) -> int:
-    """Byte address of byte kb of row `row` of a K-major tile (the ISA's canonical layouts)."""
+def _address(start: int, mode: int, lbo: int, sbo: int, row: int, kb: int, base: int = 0) -> int:
+    """Byte address of byte kb of row `row` of a K-major tile (the ISA's canonical layouts); `base`: the
+    descriptor's matrix base offset, the swizzle pattern's start row ((pattern start >> 7) & 7)."""
     if mode == 0:
         return start + sbo * (row // 8) + lbo * (kb // 16) + 16 * (row % 8) + kb % 16
     s = SWIZZLE_BYTES[mode]
     linear = start + sbo * (row // 8) + s * (row % 8) + kb
     chunks = s // 16 - 1
-    return linear ^ (((linear >> 7) & chunks) << 4)
+    return linear ^ ((((linear >> 7) - base) & chunks) << 4)
 
 
-def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int) -> int:
+def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int, base: int = 0) -> int:
     """Byte address of 16-bit element (mn, k) of an MN-major tile: 8 MN elements to a 16-byte chunk, 8 k rows
     to a core matrix (unswizzled: chunks SBO apart along MN, 8-k groups LBO apart) or to a swizzle atom of S
     bytes a row (swizzled: atoms LBO apart along MN, 8-k groups SBO apart)."""
@@ -40,11 +41,12 @@ def _mn_address(start: int, mode: int, lbo: int, sbo: int, mn: int, k: int) -> i
     chunk, chunks = mn // 8, s // 16
     along, across = (sbo, lbo) if mode == 0 else (lbo, sbo)
     linear = start + 2 * (mn % 8) + 16 * (chunk % chunks) + along * (chunk // chunks) + s * (k % 8) + across * (k // 8)
-    return linear ^ (((linear >> 7) & (chunks - 1)) << 4) if mode else linear
+    return linear ^ ((((linear >> 7) - base) & (chunks - 1)) << 4) if mode else linear
 
 
-def _descriptor(start: int, mode: int, lbo: int, sbo: int) -> int:
-    return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | (mode << 62)
+def _descriptor(start: int, mode: int, lbo: int, sbo: int, base: int = 0) -> int:
+    return ((start >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | \
+        (base << 49) | (mode << 62)
 
 
 def _kernel(n: int, a_registers: bool, scale_d: str, scale_a: int, scale_b: int, trans: str = "") -> str:
@@ -141,6 +143,14 @@ def test_wgmma_f16_f32(target, n, a_registers, a_mode, b_mode, k_offset, scale_d
     _check_f16_f32(target, "default", n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("a_mode,b_mode,trans,shift", [(1, 2, "", 3), (3, 1, "", 1), (2, 3, "ab", 5)])
+def test_wgmma_base_offset(target, a_mode, b_mode, trans, shift):
+    """Swizzle patterns that start `shift` 128-byte rows past their alignment, the descriptors' matrix base
+    offset set to (pattern start >> 7) & 7 as the ISA says: the tiles read as the aligned ones."""
+    _check_f16_f32(target, "default", 64, False, a_mode, b_mode, 0, "1", 1, 1, trans, shift)
+
+
 @pytest.mark.parametrize("numerics", ["sm90", "exact"])
 @pytest.mark.parametrize("target", AMD_TARGETS)
 def test_wgmma_portable_numerics(target, numerics):
@@ -148,7 +158,8 @@ def test_wgmma_portable_numerics(target, numerics):
     _check_f16_f32(target, numerics, 64, False, 1, 2, 0, "pred", -1, 1, "b")
 
 
-def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans):
+def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, scale_d, scale_a, scale_b, trans,
+                   shift=0):
     rng = np.random.default_rng(n * 7 + a_mode * 3 + b_mode)
     a = _spread_f16(rng, (64, 16))
     bt = _spread_f16(rng, (n, 16))  # B transposed: N rows of K (the K-major tile)
@@ -157,21 +168,23 @@ def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, s
     def place(matrix: np.ndarray, start: int, mode: int, transposed: bool) -> int:
         """Writes `matrix` (rows × 16 f16) at `start` in `mode`; returns the descriptor (start relative)."""
         pitch = SWIZZLE_BYTES[mode]
+        base = shift & 7 if mode else 0
+        start += 128 * shift  # the pattern's start: `shift` rows past its alignment
         if transposed:
             lbo, sbo = (4096, 128) if mode == 0 else (8 * pitch, 8192)
             halves = matrix.view(np.uint16)
             for mn in range(matrix.shape[0]):
                 for k in range(16):
-                    address = _mn_address(start, mode, lbo, sbo, mn, k)
+                    address = _mn_address(start, mode, lbo, sbo, mn, k, base)
                     image[address:address + 2] = np.frombuffer(halves[mn, k].tobytes(), np.uint8)
-            return _descriptor(start, mode, lbo, sbo)
+            return _descriptor(start, mode, lbo, sbo, base)
         lbo, sbo = (128, 256) if mode == 0 else (1, 8 * pitch)
         offset = k_offset if mode else 0
         raw = matrix.view(np.uint8).reshape(matrix.shape[0], 32)
         for row in range(matrix.shape[0]):
             for kb in range(32):
-                image[_address(start, mode, lbo, sbo, row, kb + offset)] = raw[row, kb]
-        return _descriptor(start + offset, mode, lbo, sbo)
+                image[_address(start, mode, lbo, sbo, row, kb + offset, base)] = raw[row, kb]
+        return _descriptor(start + offset, mode, lbo, sbo, base)
 
     a_start, b_start = 0, 16384
     desc_a = place(a, a_start, a_mode, "a" in trans) if not a_registers else 0
@@ -206,8 +219,10 @@ def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, s
 @pytest.mark.parametrize("form,why", [
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 2, 0;",
      "imm-trans-a of wgmma.mma_async is an integer constant"),
-    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1, 0, 0;",
-     "sparse A"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1;",
+     "no .tf32 form"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 2, 1, 1, 1, 0, 0;",
+     "sparsity selector of wgmma.mma_async.sp"),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 3, 0, 0;",
      "imm-scale-b"),
     ("wgmma.mma_async.sync.aligned.m64n12k16.f32.f16.f16 {%f1, %f2, %f3, %f4, %f5, %f6}, %rd1, %rd2, 1, 1, 1, 0, 0;",
@@ -352,3 +367,181 @@ def test_hopper_sample_wgmma_kernel_translates(target):
     text = (Path(__file__).parent / "samples" / "ptx" / "hopper.sm_90a.ptx").read_text()
     reports = {k.name: k for k in translate(text, Options(target=target)).kernels}
     assert reports["_Z12wgmma_kernelPfyy"].status == "ok", reports["_Z12wgmma_kernelPfyy"].reason
+
+
+def _sparse_kernel(n: int, d_type: str, a_type: str, b_type: str, a_registers: bool, selector: int) -> str:
+    """`_typed_kernel` as wgmma.mma_async.sp: each thread's metadata word is its fragments row's fifth word."""
+    text = _typed_kernel(n, d_type, a_type, b_type, a_registers, False)
+    text = text.replace("mul.wide.u32 %rd15, %r1, 16;", "mul.wide.u32 %rd15, %r1, 20;")
+    fence = "    wgmma.fence.sync.aligned;"
+    text = text.replace(fence, "    ld.global.b32 %r24, [%rd11+16];\n" + fence)
+    k = 256 // BITS[a_type]
+    text = text.replace(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.",
+                        f"wgmma.mma_async.sp.sync.aligned.m64n{n}k{2 * k}.")
+    return text.replace(", %rd6, 1", f", %rd6, %r24, {selector}, 1")
+
+
+SPARSE = [  # d, a, b, A in registers, A mode, B mode, sparsity selector, n
+    pytest.param("f32", "f16", "f16", False, 1, 1, 0, 32, id="f32.f16-desc-swizzle128-sel0"),
+    pytest.param("f32", "f16", "f16", True, 0, 2, 1, 24, id="f32.f16-regA-swizzle64-sel1"),
+    pytest.param("f16", "f16", "f16", False, 0, 0, 1, 16, id="f16.f16-desc-plain-sel1"),
+    pytest.param("f32", "bf16", "bf16", False, 2, 1, 0, 16, id="f32.bf16-desc-swizzle64"),
+    pytest.param("f32", "e4m3", "e5m2", False, 1, 2, 0, 16, id="f32.e4m3.e5m2-desc"),
+    pytest.param("s32", "s8", "u8", False, 0, 1, 0, 24, id="s32.s8.u8-desc"),
+    pytest.param("s32", "u8", "u8", True, 0, 0, 0, 16, id="s32.u8-regA-plain"),
+]
+
+
+@pytest.mark.parametrize("target", AMD_TARGETS)
+@pytest.mark.parametrize("d_type,a_type,b_type,a_registers,a_mode,b_mode,selector,n", SPARSE)
+def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mode, selector, n):
+    """wgmma.mma_async.sp: a 2:4-sparse 64×K A stored compressed (K/2 elements a row: the dense form's 32
+    bytes), its metadata in mma.sp's layout per warp (the ISA: warp w describes rows 16w–16w+15), checked
+    against the dense product of the expanded A; lanes that hold no metadata hold random words."""
+    rng = np.random.default_rng(BITS[a_type] * 17 + n + selector)
+    k = 512 // BITS[a_type]  # the sparse K: 32 f16/bf16, 64 8-bit elements
+    compressed, bt = _elements_of(a_type, rng, (64, k // 2)), _elements_of(b_type, rng, (n, k))
+    if d_type == "f16":
+        compressed = _spread_f16(np.random.default_rng(5), (64, k // 2)).view(np.uint16) & 0xBFFF
+    # per row and 4-column chunk, the two stored elements' (ascending) column indices
+    indices = np.array([[sorted(rng.choice(4, 2, replace=False)) for _ in range(k // 4)] for _ in range(64)])
+    dense = np.zeros((64, k), compressed.dtype)
+    for row in range(64):
+        for chunk in range(k // 4):
+            for p in range(2):
+                dense[row, 4 * chunk + indices[row, chunk, p]] = compressed[row, 2 * chunk + p]
+    a_raw, b_raw = compressed.view(np.uint8).reshape(64, 32), bt.view(np.uint8).reshape(n, 64)
+    image = np.zeros(SHARED, np.uint8)
+
+    def place(raw: np.ndarray, start: int, mode: int) -> int:
+        width = raw.shape[1]
+        lbo, sbo = (128, 8 * width) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
+        for row in range(raw.shape[0]):
+            for kb in range(width):
+                image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
+        return _descriptor(start, mode, lbo, sbo)
+
+    desc_a = 0 if a_registers else place(a_raw, 0, a_mode)
+    desc_b = place(b_raw, 16384, b_mode)
+    words = n // 4 if d_type == "f16" else n // 2
+    if d_type == "s32":
+        c = rng.integers(-(1 << 31), 1 << 31, (128, words), dtype=np.int64).astype(np.int32).view(np.uint32)
+    elif d_type == "f16":
+        c = _spread_f16(rng, (128, 2 * words)).view(np.uint32)
+    else:
+        c = (rng.uniform(-4, 4, (128, words)) * np.exp2(rng.integers(-6, 6, (128, words)))).astype(np.float32)
+        c = c.view(np.uint32)
+    fragments = np.zeros((128, 5), np.uint32)
+    fragments[:, 4] = rng.integers(0, 1 << 32, 128, dtype=np.uint64)  # lanes that hold no metadata
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for r in range(4):
+            row, kb = 16 * w + g + 8 * (r & 1), 4 * t + 16 * (r >> 1)
+            fragments[thread, r] = int(a_raw[row, kb:kb + 4].view(np.uint32)[0])
+        # the ISA's mma.sp metadata figures: 16-bit types, lanes 2·selector and 2·selector + 1 of a group
+        # hold columns 0–15 and 16–31 of rows g (bits 0–15) and g + 8 (bits 16–31); 8-bit types, lane t
+        # holds row g + 8·(t mod 2), columns 32·(t div 2) to +31; two 2-bit indices per 4-column chunk
+        if BITS[a_type] == 16:
+            if t // 2 != selector:
+                continue
+            fields = [(half, 4 * (t % 2) + c, 8 * half + 2 * c) for half in (0, 1) for c in range(4)]
+        else:
+            fields = [(t % 2, 8 * (t // 2) + c, 2 * c) for c in range(8)]
+        word = 0
+        for half, chunk, field in fields:
+            for p in range(2):
+                word |= int(indices[16 * w + g + 8 * half, chunk, p]) << (2 * (field + p))
+        fragments[thread, 4] = word
+    out = np.zeros_like(c)
+    program = amd_program(_sparse_kernel(n, d_type, a_type, b_type, a_registers, selector), target)
+    program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
+    A = [[decode(a_type, int(x)) for x in row] for row in dense]
+    B = [[decode(b_type, int(x)) for x in row] for row in bt]  # B transposed
+    per = 2 if d_type == "f16" else 1
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for e in range(words * per):
+            row, col = 16 * w + g + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * t + (e & 1)
+            where = f"thread {thread} element {e} (row {row}, col {col})"
+            if d_type == "s32":
+                exact = int(c.view(np.int32)[thread, e]) + sum(int(A[row][kk]) * int(B[col][kk]) for kk in range(k))
+                assert int(out.view(np.int32)[thread, e]) == (exact + (1 << 31)) % (1 << 32) - (1 << 31), where
+                continue
+            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k) if A[row][kk]]
+            view = np.float16 if d_type == "f16" else np.float32
+            c_value, got = Fraction(float(c.view(view)[thread, e])), float(out.view(view)[thread, e])
+            exact = c_value + sum(terms)
+            bound = native_bound(k, c_value, terms)
+            if d_type == "f16":
+                bound += _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kernel,mode,shift,accumulate,rows", [
+    ("wgmma_desc", 1, 32, 1, 0), ("wgmma_desc", 2, 32, 1, 1), ("wgmma_desc", 1, 0, 1, 3), ("wgmma_regs", 3, 0, 0, 0),
+    ("wgmma_trans", 2, 0, 1, 0)])
+def test_verification_wgmma_random_inputs(target, kernel, mode, shift, accumulate, rows):
+    """verification/ptx/wgmma.ptx's random-input launches (param 5 = 1, the H200 cases `*.random`): the f16 and
+    f32 patterns the kernel makes of random words, D against the exact sum within the native mma bound."""
+    text = (Path(__file__).resolve().parent.parent / "verification" / "ptx" / "wgmma.ptx").read_text()
+    words = np.random.default_rng(mode * 5 + shift).integers(0, 1 << 32, 6144, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128 * 32, np.float32)
+    rows_param = [rows] if kernel == "wgmma_desc" else []  # wgmma_desc: patterns past their alignment
+    amd_program(text, target).launch(kernel, [words, out, mode, shift, accumulate, 1, *rows_param], block=(128, 1, 1))
+    halves = (words & 0xBFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+    a, bt = halves[:1024].reshape(64, 16), halves[1024:2048].reshape(64, 16)
+    c = (words[2048:] & 0xBFFFFFFF).view(np.float32).reshape(128, 32)
+    scale_a = -1 if kernel == "wgmma_regs" else 1
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for i in range(32):
+            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+            terms = [Fraction(float(a[row, k])) * scale_a * Fraction(float(bt[col, k])) for k in range(16)]
+            c_value = Fraction(float(c[thread, i])) if accumulate else Fraction(0)
+            got, exact = float(out[thread * 32 + i]), c_value + sum(terms)
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= native_bound(16, c_value, terms), \
+                f"{kernel} thread {thread} d{i}: {got!r}, exact {float(exact)!r}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode,selector,accumulate,random", [(0, 0, 1, 1), (1, 1, 1, 1), (2, 1, 0, 0)])
+def test_verification_wgmma_sparse(target, mode, selector, accumulate, random):
+    """verification/ptx/wgmma.ptx's wgmma_sparse (the H200 cases wgmma_sparse.*): the metadata the kernel makes
+    of each thread's word (the six valid index pairs), expanded into the dense A here, D against the exact sum."""
+    text = (Path(__file__).resolve().parent.parent / "verification" / "ptx" / "wgmma.ptx").read_text()
+    rng = np.random.default_rng(mode * 3 + selector)
+    words = rng.integers(0, 1 << 32, 8192, dtype=np.uint64).astype(np.uint32) if random else \
+        rng.integers(-8, 9, 8192).astype(np.int32).view(np.uint32)
+    out = np.zeros(128 * 32, np.float32)
+    amd_program(text, target).launch("wgmma_sparse", [words, out, mode, selector, accumulate, random],
+                                     block=(128, 1, 1))
+    if random:
+        halves = (words & 0xBFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+        c = (words[3072:7168] & 0xBFFFFFFF).view(np.float32).astype(np.float64).reshape(128, 32)
+    else:
+        halves = words.view(np.int32).astype(np.float64)
+        c = words[3072:7168].view(np.int32).astype(np.float64).reshape(128, 32)
+    compressed, bt = halves[:1024].reshape(64, 16), halves[1024:3072].reshape(64, 32)
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    a = np.zeros((64, 32))
+    for thread in range(128):  # the ISA's mma.sp m16n8k32 metadata figure, lanes 2·selector and 2·selector + 1
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        if t // 2 != selector:
+            continue
+        word = int(words[7168 + thread])
+        for half in (0, 1):
+            for chunk in range(4):
+                field = (word >> (16 * half + 4 * chunk)) & 15
+                row, column = 16 * w + g + 8 * half, 4 * (4 * (t % 2) + chunk)
+                for p, index in enumerate(pairs[field % 6]):
+                    a[row, column + index] = compressed[row, column // 2 + p]
+    for thread in range(128):
+        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
+        for i in range(32):
+            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+            terms = [Fraction(float(a[row, k])) * Fraction(float(bt[col, k])) for k in range(32) if a[row, k]]
+            c_value = Fraction(float(c[thread, i])) if accumulate else Fraction(0)
+            got, exact = float(out[thread * 32 + i]), c_value + sum(terms)
+            assert math.isfinite(got) and abs(Fraction(got) - exact) <= native_bound(32, c_value, terms), \
+                f"thread {thread} d{i}: {got!r}, exact {float(exact)!r}"

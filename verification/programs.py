@@ -202,17 +202,36 @@ PROGRAMS += (
             variants=PTX_VARIANTS),
     # wgmma.mma_async (sm_90a) against fatkit's mma.sync steps: descriptor A and register A, K-major and MN-major
     # tiles, every swizzle mode (param 2), a start advanced into the swizzle row (param 3), scale-d both ways
-    # (param 4); small integers
+    # (param 4); small integers (exact in any order), then the same kernels on random f16 patterns of spread
+    # exponents and random f32 C (param 5 = 1: ".random"), whose D bits show whether the H200's wgmma sums
+    # like mma.sync m16n8k16 (fatkit's sm_90 re-lowering runs it as mma.sync steps)
     Program("wgmma", "wgmma.ptx", tuple(
-        Launch(kernel, (_in("s32", "range", -8, 9, count=WGMMA_BLOCKS * 6144), _out(WGMMA_BLOCKS * 128 * 32 * 4),
-                        Param("scalar", "s32", value=mode), Param("scalar", "s32", value=shift),
-                        Param("scalar", "s32", value=accumulate)),
-               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1), name=f"{kernel}.mode{mode}.shift{shift}.acc{accumulate}")
-        for kernel, mode, shift, accumulate in (
-            ("wgmma_desc", 0, 0, 1), ("wgmma_desc", 1, 0, 1), ("wgmma_desc", 1, 32, 1), ("wgmma_desc", 2, 0, 1),
-            ("wgmma_desc", 2, 32, 1), ("wgmma_desc", 3, 0, 1), ("wgmma_regs", 0, 0, 0), ("wgmma_regs", 1, 64, 1),
-            ("wgmma_regs", 3, 0, 1), ("wgmma_trans", 0, 0, 1), ("wgmma_trans", 1, 0, 1), ("wgmma_trans", 2, 0, 1),
-            ("wgmma_trans", 3, 0, 1))),
+        Launch(kernel, (_in("s32", "bits" if random else "range", -8, 9, count=WGMMA_BLOCKS * 6144),
+                        _out(WGMMA_BLOCKS * 128 * 32 * 4), Param("scalar", "s32", value=mode),
+                        Param("scalar", "s32", value=shift), Param("scalar", "s32", value=accumulate),
+                        Param("scalar", "s32", value=random),
+                        # wgmma_desc: swizzle patterns `rows` 128-byte rows past their alignment, the matrix
+                        # base offset set to match
+                        *((Param("scalar", "s32", value=rows),) if kernel == "wgmma_desc" else ())),
+               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1),
+               name=f"{kernel}.mode{mode}.shift{shift}.acc{accumulate}" + (f".base{rows}" if rows else "")
+               + (".random" if random else ""))
+        for random in (0, 1)
+        for kernel, mode, shift, accumulate, rows in (
+            ("wgmma_desc", 0, 0, 1, 0), ("wgmma_desc", 1, 0, 1, 0), ("wgmma_desc", 1, 32, 1, 0),
+            ("wgmma_desc", 2, 0, 1, 0), ("wgmma_desc", 2, 32, 1, 0), ("wgmma_desc", 3, 0, 1, 0),
+            ("wgmma_desc", 1, 0, 1, 3), ("wgmma_desc", 2, 32, 1, 1), ("wgmma_desc", 3, 0, 1, 5),
+            ("wgmma_regs", 0, 0, 0, 0), ("wgmma_regs", 1, 64, 1, 0), ("wgmma_regs", 3, 0, 1, 0),
+            ("wgmma_trans", 0, 0, 1, 0), ("wgmma_trans", 1, 0, 1, 0), ("wgmma_trans", 2, 0, 1, 0),
+            ("wgmma_trans", 3, 0, 1, 0))) + tuple(
+        # wgmma.mma_async.sp (sparse A, m64n64k32): swizzle modes 0-2 (param 2), sparsity selector (param 3)
+        Launch("wgmma_sparse", (_in("s32", "bits" if random else "range", -8, 9, count=WGMMA_BLOCKS * 8192),
+                                _out(WGMMA_BLOCKS * 128 * 32 * 4), Param("scalar", "s32", value=mode),
+                                Param("scalar", "s32", value=selector), Param("scalar", "s32", value=accumulate),
+                                Param("scalar", "s32", value=random)),
+               grid=(WGMMA_BLOCKS, 1, 1), block=(128, 1, 1),
+               name=f"wgmma_sparse.mode{mode}.selector{selector}.acc{accumulate}" + (".random" if random else ""))
+        for random in (0, 1) for mode, selector, accumulate in ((0, 0, 1), (1, 1, 1), (2, 0, 0), (2, 1, 1))),
         variants=PTX_VARIANTS),
     # -rdc device code: rdc_main.cu's kernel calls functions and reads variables that rdc_lib.cu defines
     Program("rdc", "rdc_main.cu", (

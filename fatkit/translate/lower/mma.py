@@ -73,6 +73,11 @@ _SPARSE_SHAPES = {("m16n8k16", "f16"): 4, ("m16n8k16", "bf16"): 4,
                   ("m16n8k32", "s8"): 2, ("m16n8k32", "u8"): 2,
                   ("m16n8k64", "s8"): 1, ("m16n8k64", "u8"): 1, ("m16n8k64", "e4m3"): 1, ("m16n8k64", "e5m2"): 1}
 
+
+def sparse_selectors(shape: str, a_type: str) -> int:
+    """How many sparsity selectors mma.sp.`shape` with .`a_type` A takes (its metadata's lane groups)."""
+    return _SPARSE_SHAPES[shape, a_type]
+
 Place = Callable[[int, int], tuple[int, int]]
 
 

@@ -37,8 +37,21 @@ Built: every type pair of the ISA (f16, bf16 → f16/f32; tf32 → f32; e4m3/e5m
 .satfinite), N a multiple of 8 up to 256, A from registers or a descriptor, the four swizzle modes,
 scale-d (D = A·B + D, or A·B where false), imm-scale-a/b (±1: the operand's elements negated) and
 imm-trans-a/b (the MN-major layout above).
-Refused (FatkitError): the sparse form wgmma.mma_async.sp. The descriptor's matrix-base-offset field (bits
-49–51) is not read: swizzled tiles must start at their pattern's alignment, as CUTLASS lays them out.
+Sparse A (`wgmma.mma_async.sp`, operands d, a, b-desc, sp-meta, sp-sel, scale-d, then the immediates): a
+64×K A, 2:4 sparse, stored compressed as 64×K/2 (the dense form's 32 bytes a row, so the A registers and A
+descriptor words are the dense form's), K twice the dense K (32 f16/bf16, 64 fp8/s8/u8); B's K-major rows are
+then 64 bytes, four fragment words a lane (kb = 4·(lane mod 4) + 16r, r < 4). Each warp's sp-meta describes
+its own 16 rows in the layout of mma.sp m16n8k32 (16-bit types; sp-sel 0/1 picks the lane pair of a group)
+or m16n8k64 (8-bit; sp-sel 0), so each warp computes its rows as N/8 mma.sp steps with that metadata
+register and selector (lower/mma.py's sparse arithmetic). Not built: .tf32 sparse A (m64nNk16; mma.sp has no
+.tf32 form here). A 32-byte-swizzled sparse B (64 K bytes a row, more than the pattern's 32) is read by the
+formula above unverified.
+The descriptor's matrix base offset (bits 49–51, swizzled modes only) is the phase of a swizzle pattern that
+does not start at its alignment (1024 bytes for 128-byte swizzle, 512 for 64, 256 for 32): the ISA sets it to
+(pattern start >> 7) & 7, so the pattern row whose chunks the XOR uses is the address's bits 7.. less the base
+offset (zero for an aligned pattern, where bits 7.. are the row). Not yet measured: the ISA says no more;
+verification's wgmma_desc `*.base*` cases (patterns 1, 3, 5 rows past their alignment) ask the H200.
+Refused (FatkitError): sparse .tf32.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fatkit.translate.lower import mma_native
+from fatkit.translate.lower.mma import sparse_selectors as mma_sparse_selectors
 from fatkit.translate.lower.core import I1, I32, I64, Lowering, _Register, handles, llvm_type
 from fatkit.translate.lower.warp import WarpPosition
 from fatkit.translate.ptx import ast
@@ -62,16 +76,16 @@ _TYPES = set(_INPUTS) | {"f32", "s32"}
 @handles("wgmma")
 def wgmma(lw: Lowering, ins: ast.Instruction) -> None:
     operation, *rest = ins.modifiers
-    if rest[:1] == ["sp"]:
-        raise lw.fail("wgmma.mma_async.sp (sparse A) is not built: the mma.sp lowering has no warpgroup "
-                      "metadata layout wired to it")
+    sparse = operation == "mma_async" and rest[:1] == ["sp"]
+    if sparse:
+        rest = rest[1:]
     if rest[:2] != ["sync", "aligned"]:
         raise lw.fail(f"wgmma.{operation} is .sync.aligned")
     if operation in ("fence", "commit_group", "wait_group"):
         # the multiplications ran when issued (module docstring): nothing is in flight to order or wait for
         return
     if operation == "mma_async":
-        _mma_async(lw, ins, rest[2:])
+        _mma_async(lw, ins, rest[2:], sparse)
         return
     raise lw.fail(f"wgmma.{operation} is not a wgmma operation (fence, mma_async, commit_group, wait_group)")
 
@@ -91,7 +105,7 @@ def _immediate(lw: Lowering, operand: ast.Operand, what: str, allowed: tuple[int
     return operand.value
 
 
-def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None:
+def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str], sparse: bool) -> None:
     shape = modifiers[0] if modifiers else ""
     types = [m for m in modifiers[1:] if m in _TYPES]
     flags = [m for m in modifiers[1:] if m not in _TYPES]
@@ -101,6 +115,12 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
     if a_type not in _INPUTS or b_type not in _INPUTS:
         raise lw.fail(f"wgmma.mma_async with .{a_type} A and .{b_type} B does not exist")
     mma_shape, k, sign = _INPUTS[a_type]
+    if sparse:
+        if a_type == "tf32":
+            raise lw.fail("wgmma.mma_async.sp with .tf32 A is not built: the mma.sp lowering has no .tf32 form")
+        # the same 32 bytes of (compressed) A per row; K and B's rows twice the dense form's
+        k, mma_shape = 2 * k, f"m16n8k{2 * int(mma_shape[len('m16n8k'):])}"
+    name = "wgmma.mma_async.sp" if sparse else "wgmma.mma_async"
     same_family = (a_type == b_type or (a_type[0] == "e" and b_type[0] == "e")
                    or (a_type in ("s8", "u8") and b_type in ("s8", "u8")))
     if not same_family:
@@ -113,20 +133,27 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
         raise lw.fail(f"modifier .{sorted(set(flags) - {'satfinite'})[0]} of wgmma.mma_async not supported")
     n = int(shape[len("m64n"):shape.index("k")]) if shape.startswith("m64n") and "k" in shape else 0
     if shape != f"m64n{n}k{k}" or not 8 <= n <= 256 or n % 8:
-        raise lw.fail(f"wgmma.mma_async of .{a_type} has shapes m64nNk{k}, N a multiple of 8 up to 256, "
+        raise lw.fail(f"{name} of .{a_type} has shapes m64nNk{k}, N a multiple of 8 up to 256, "
                       f"not .{shape}")
 
     transposable = a_type in ("f16", "bf16")
     operands = ins.operands
-    d, a, b_descriptor, scale_d = operands[:4]
+    d, a, b_descriptor = operands[:3]
     a_in_registers = type(a) is ast.Vector
-    count = 4 if integer else 6 if not transposable else 7 if a_in_registers else 8
+    count = (4 if integer else 6 if not transposable else 7 if a_in_registers else 8) + 2 * sparse
     if len(operands) != count:
-        raise lw.fail(f"this wgmma.mma_async takes {count} operands, not {len(operands)}")
+        raise lw.fail(f"this {name} takes {count} operands, not {len(operands)}")
+    if sparse:  # the metadata register and the sparsity selector, as mma.sp takes them
+        metadata, selector = operands[3:5]
+        selectors = mma_sparse_selectors(mma_shape, a_type)
+        if type(selector) is not ast.IntImm or not 0 <= selector.value < selectors:
+            raise lw.fail(f"the sparsity selector of {name} with .{a_type} A is an integer constant in "
+                          f"[0, {selectors - 1}]")
+    scale_d, *immediates = operands[3 + 2 * sparse:]
     # integer forms have no imm-scale operands
-    scales = [_immediate(lw, x, f"imm-scale-{m}", (1, -1)) for x, m in zip(operands[4:6], "ab")] or [1, 1]
+    scales = [_immediate(lw, x, f"imm-scale-{m}", (1, -1)) for x, m in zip(immediates[:2], "ab")] or [1, 1]
     transposed = {m: _immediate(lw, x, f"imm-trans-{m}", (0, 1)) == 1
-                  for x, m in zip(operands[6:], ("b",) if a_in_registers else ("a", "b"))}
+                  for x, m in zip(immediates[2:], ("b",) if a_in_registers else ("a", "b"))}
     per_block = 2 if d_type == "f16" else 4
     d_items = list(d.items) if type(d) is ast.Vector else [d]
     if len(d_items) != n // 8 * per_block:
@@ -163,7 +190,7 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
         accumulate = ir.Constant(I1, scale_d.value != 0)
     else:
         accumulate = lw.read(scale_d, "pred")
-    mma_modifiers = ("sync", "aligned", mma_shape, "row", "col", d_type, a_type, b_type, d_type,
+    mma_modifiers = (*(("sp",) if sparse else ()), "sync", "aligned", mma_shape, "row", "col", d_type, a_type, b_type, d_type,
                      *(("satfinite",) if "satfinite" in flags else ()))
     for j in range(n // 8):
         d_block = d_items[per_block * j:per_block * (j + 1)]
@@ -174,11 +201,11 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str]) -> None
             c_block = [_temporary(lw, b.select(accumulate, lw.read(item, "b32"), zero), "b32") for item in d_block]
         column = b.add(group, ir.Constant(I32, 8 * j))
         b_words = [b_layout.word(column, b.add(column_byte, ir.Constant(I32, 16 * r)), transposed.get("b", False))
-                   for r in range(2)]
+                   for r in range(4 if sparse else 2)]
         b_operands = [_temporary(lw, flipped(word, scales[1]), "b32") for word in b_words]
-        step = ast.Instruction("mma", mma_modifiers, (ast.Vector(tuple(d_block)), ast.Vector(tuple(a_operands)),
-                                                      ast.Vector(tuple(b_operands)), ast.Vector(tuple(c_block))),
-                               line=ins.line, column=ins.column)
+        step_operands = (ast.Vector(tuple(d_block)), ast.Vector(tuple(a_operands)), ast.Vector(tuple(b_operands)),
+                         ast.Vector(tuple(c_block)), *((metadata, selector) if sparse else ()))
+        step = ast.Instruction("mma", mma_modifiers, step_operands, line=ins.line, column=ins.column)
         mma_native.mma(lw, step)
 
 
@@ -202,6 +229,8 @@ class _Descriptor:
             bits = b.and_(b.lshr(descriptor, ir.Constant(I64, shift)), ir.Constant(I64, 0x3FFF))
             return b.shl(b.trunc(bits, I32), ir.Constant(I32, 4))
         self.start, self.leading, self.stride = field(0), field(16), field(32)
+        # matrix base offset (bits 49–51): the swizzle pattern's phase, (pattern start >> 7) & 7
+        self.base = b.trunc(b.and_(b.lshr(descriptor, ir.Constant(I64, 49)), ir.Constant(I64, 7)), I32)
         mode = b.trunc(b.lshr(descriptor, ir.Constant(I64, 62)), I32)
         self.plain = b.icmp_unsigned("==", mode, ir.Constant(I32, 0))
         # swizzle of S = 256 >> mode bytes (mode 1–3): rows S apart, chunk bits XORed with log2(S/16) bits
@@ -243,10 +272,12 @@ class _Descriptor:
         return b.add(address, b.mul(b.lshr(k, three), k_groups))
 
     def _load(self, linear: ir.Value, ty: ir.IntType, align: int) -> ir.Value:
-        """The value at `linear` after the swizzle: its 16-byte chunk bits XORed with bits 7.. ."""
+        """The value at `linear` after the swizzle: its 16-byte chunk bits XORed with the row of the pattern,
+        bits 7.. less the descriptor's base offset."""
         b = self.lw.builder
         four, seven = ir.Constant(I32, 4), ir.Constant(I32, 7)
-        address = b.xor(linear, b.shl(b.and_(b.lshr(linear, seven), self.mask), four))
+        row = b.sub(b.lshr(linear, seven), self.base)
+        address = b.xor(linear, b.shl(b.and_(row, self.mask), four))
         window = self.lw.callees.window
         if window:  # shared addresses are offsets into the block's window (the host target)
             pointer = b.gep(window.base, [address], source_etype=ir.IntType(8))
