@@ -421,7 +421,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
         mode = b.and_(b.lshr(word0, ir.Constant(I32, 3 * axis)), ir.Constant(I32, 7))
         position = b.select(b.icmp_unsigned("==", mode, ir.Constant(I32, _CLAMP_TO_EDGE)), clamped, position)
         low = lw.intrinsic("llvm.floor", [position])
-        fractions.append(_nearest_ties_up(lw, b.fsub(position, low)))
+        fractions.append(_nearest_256th(lw, b.fsub(position, low)))
         lows.append(low)
         size_values.append(size)
     point = b.insert_element(sampler, b.and_(word2, ir.Constant(I32, ~_FILTER_BITS & 0xFFFFFFFF)),
@@ -439,7 +439,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     def planar(alpha: ir.Value, beta: ir.Value) -> list[ir.Value]:
         """The 2-D weights of (0, 0), (1, 0), (0, 1), (1, 1): only αβ is rounded; each axis's pair of weights
         still sums to its fraction (all exact in f32: αβ has 16 fractional bits)."""
-        corner = _nearest_ties_up(lw, b.fmul(alpha, beta))
+        corner = _nearest_256th(lw, b.fmul(alpha, beta))
         return [b.fadd(b.fsub(b.fsub(one, alpha), beta), corner), b.fsub(alpha, corner), b.fsub(beta, corner),
                 corner]
 
@@ -451,7 +451,7 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     else:  # 3-D: slices by z, each split by x (its x = 1 share rounded), each cell by y (ties by x, below)
         corners, weights = [], []
         for dz, slice_weight in ((0, b.fsub(one, fractions[2])), (1, fractions[2])):
-            right = _nearest_ties_up(lw, b.fmul(slice_weight, fractions[0]))
+            right = _nearest_256th(lw, b.fmul(slice_weight, fractions[0]))
             for dx, cell in ((0, b.fsub(slice_weight, right)), (1, right)):
                 upper = _nearest_256th(lw, b.fmul(cell, fractions[1]), ties_up=dx == 1)
                 corners += [(dx, 0, dz), (dx, 1, dz)]
@@ -500,25 +500,13 @@ def _nvidia_bilinear(lw: Lowering, dim: str, coords: list[ir.Value], offsets: li
     return out
 
 
-def _nearest_ties_up(lw: Lowering, value: ir.Value) -> ir.Value:
-    """A value in [0, 1] (f32) to the nearest 256th, ties up, as NVIDIA rounds its filter fractions and
-    weights (floor and the remainder, not floor(v + 0.5): that sum may round in f32)."""
+def _nearest_256th(lw: Lowering, value: ir.Value, ties_up: bool = True) -> ir.Value:
+    """A value in [0, 1] (f32) to the nearest 256th, ties up (or down), as NVIDIA rounds its filter fractions
+    and weights (floor and the remainder, not floor(v + 0.5): that sum may round in f32)."""
     b = lw.builder
     scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
     steps = lw.intrinsic("llvm.floor", [scaled])
-    up = b.fcmp_ordered(">=", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
-    steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
-    return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
-
-
-def _nearest_256th(lw: Lowering, value: ir.Value, ties_up: bool) -> ir.Value:
-    """`_nearest_ties_up`, or with ties down."""
-    if ties_up:
-        return _nearest_ties_up(lw, value)
-    b = lw.builder
-    scaled = b.fmul(value, ir.Constant(F32, _WEIGHT_SCALE))
-    steps = lw.intrinsic("llvm.floor", [scaled])
-    up = b.fcmp_ordered(">", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
+    up = b.fcmp_ordered(">=" if ties_up else ">", b.fsub(scaled, steps), ir.Constant(F32, 0.5))
     steps = b.fadd(steps, b.select(up, ir.Constant(F32, 1.0), ir.Constant(F32, 0.0)))
     return b.fmul(steps, ir.Constant(F32, 1 / _WEIGHT_SCALE))
 
