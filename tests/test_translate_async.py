@@ -641,8 +641,8 @@ def _one_kernel(body: str, registers: str = ".reg .b32 %r<4>; .reg .b64 %rd<4>;"
     ("cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f16 [%rd1], [%r1], 16;", "",
      "half-precision min/max"),
     ("mbarrier.try_wait.parity.phase_type::primary.shared::cta.b64 %p1, [%r2], 0;", "", "phase types"),
-    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%r0, %r1, %r2, %r3}, %rd1, %rd2, %r1, 0, 1, 1, 1, 0, 0;",
-     "", "sparse A"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%r0, %r1, %r2, %r3}, %rd1, %rd2, %r1, 2, 1, 1, 1, 0, 0;",
+     "", "sparsity selector"),
     ("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 32;", "", "Tensor Memory"),
 ])
 def test_refusals_name_the_instruction_and_why(body, directives, reason):
