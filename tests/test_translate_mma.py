@@ -641,11 +641,12 @@ def test_quad_pair_m8n8k4_f16(layouts, dtype, ctype, wave):
 
 # ------------------------------------------------------------------------------------------------ sparse
 
-def _sparse_metadata(rng: random.Random) -> int:
-    """A metadata word: for each 4-column chunk two distinct indices, in ascending order."""
+def _sparse_metadata(rng: random.Random, atype: str = "f16") -> int:
+    """A metadata word: for each 4-column chunk two distinct indices, in ascending order; for tf32 (1:2 sparse,
+    the ISA's only valid nibbles) 0b0100 (column 0 of a 2-column chunk kept) or 0b1110 (column 1)."""
     word = 0
     for chunk in range(8):
-        first, second = sorted(rng.sample(range(4), 2))
+        first, second = rng.choice([(0, 1), (2, 3)]) if atype == "tf32" else sorted(rng.sample(range(4), 2))
         word |= (first | second << 2) << (4 * chunk)
     return word
 
@@ -653,9 +654,12 @@ def _sparse_metadata(rng: random.Random) -> int:
 def _metadata_owner(atype: str, selector: int, k: int, row: int, chunk: int, p: int) -> tuple[int, int]:
     """(lane in the group, bit) of the index of stored element p of 4-column chunk `chunk` in `row`: the
     ISA's figures for 16-bit types (as CUTLASS's CuTe ELayout of SM80_SPARSE_16x8x{16,32}), CuTe's
-    ELayout of SM80_SPARSE_16x8x{32,64}_S32S8S8S32 for 8-bit ones."""
+    ELayout of SM80_SPARSE_16x8x{32,64}_S32S8S8S32 for 8-bit ones and of SM80_SPARSE_16x8x{64,128}_S32S4S4S32 for
+    4-bit ones, whose chunks are of four pairs of elements (a 32-bit register covers 64 columns of a row)."""
     if BITS[atype] == 16:
         return selector * (k // 16) + chunk // 4, 16 * (row // 8) + 4 * (chunk % 4) + 2 * p
+    if atype == "tf32":  # the 16-bit layout of a K twice as wide, a 2-column chunk taking a 4-half one's field
+        return selector * (k // 8) + chunk // 4, 16 * (row // 8) + 4 * (chunk % 4)
     return row // 8 + 2 * (selector + chunk // 8), 4 * (chunk % 8) + 2 * p
 
 
@@ -665,6 +669,10 @@ SPARSE = [  # shape, atype, btype, accumulator, selector, extra
     ("m16n8k32", "f16", "f16", "f16", 1, ""),
     ("m16n8k32", "s8", "u8", "s32", 1, "satfinite"), ("m16n8k32", "u8", "u8", "s32", 0, ""),
     ("m16n8k64", "s8", "s8", "s32", 0, ""), ("m16n8k64", "e4m3", "e5m2", "f32", 0, ""),
+    ("m16n8k64", "s4", "s4", "s32", 0, ""), ("m16n8k64", "u4", "s4", "s32", 1, "satfinite"),
+    ("m16n8k128", "u4", "u4", "s32", 0, ""), ("m16n8k128", "s4", "u4", "s32", 0, "satfinite"),
+    ("m16n8k8", "tf32", "tf32", "f32", 0, ""), ("m16n8k8", "tf32", "tf32", "f32", 3, ""),
+    ("m16n8k16", "tf32", "tf32", "f32", 1, ""),
 ]
 
 
@@ -680,14 +688,16 @@ def test_sparse_mma(form, wave):
     b = [[_word(btype, rng, False) for _ in range(k * bits // 128)] for _ in range(threads)]
     c_count = 2 if accumulator == "f16" else 4
     c = [[_accumulator_word(accumulator, rng, extra == "satfinite") for _ in range(c_count)] for _ in range(threads)]
-    metadata = [_sparse_metadata(rng) for _ in range(threads)]
+    metadata = [_sparse_metadata(rng, atype) for _ in range(threads)]
     satfinite = ".satfinite" if extra else ""
     instruction = (f"mma.sp::ordered_metadata.sync.aligned.{shape}.row.col{satfinite}.{accumulator}.{atype}.{btype}"
                    f".{accumulator}")
     got = run_mma_sparse(instruction, a, b, c, metadata, selector, wave)
 
     def logical_a(first):
-        """The 16×K matrix: stored element p of chunk q of row r at column 4q + index(r, q, p)."""
+        """The 16×K matrix: element j of stored unit p (u elements: 2 for 4-bit types, else 1) of chunk q of row
+        r at column u·(4q + index(r, q, p)) + j; tf32: stored element q at column 2q + index(r, q, 0) / 2."""
+        unit = 2 if bits == 4 else 1
         compressed = {}
         for lane in range(WARP):
             for i, value in enumerate(_elements(a[first + lane], atype)):
@@ -695,10 +705,11 @@ def test_sparse_mma(form, wave):
         matrix = {(r, col): 0 for r in range(16) for col in range(k)}
         for r in range(16):
             for stored in range(k // 2):
-                chunk, p = divmod(stored, 2)
+                chunk, p = (stored, 0) if atype == "tf32" else divmod(stored // unit, 2)
                 owner, bit = _metadata_owner(atype, selector, k, r, chunk, p)
                 index = metadata[first + (r % 8) * 4 + owner] >> bit & 3
-                matrix[r, 4 * chunk + index] = compressed[r, stored]
+                column = 2 * chunk + index // 2 if atype == "tf32" else unit * (4 * chunk + index) + stored % unit
+                matrix[r, column] = compressed[r, stored]
         return matrix
 
     want = _reference(shape, accumulator, atype, btype, accumulator, a, b, c, extra, logical_a=logical_a)

@@ -219,8 +219,8 @@ def _check_f16_f32(target, numerics, n, a_registers, a_mode, b_mode, k_offset, s
 @pytest.mark.parametrize("form,why", [
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 2, 0;",
      "imm-trans-a of wgmma.mma_async is an integer constant"),
-    ("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 0, 1, 1, 1;",
-     "no .tf32 form"),
+    ("wgmma.mma_async.sp.sync.aligned.m64n8k16.f32.tf32.tf32 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 2, 1, 1, 1;",
+     "sparsity selector of wgmma.mma_async.sp with .tf32 A"),
     ("wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, %r1, 2, 1, 1, 1, 0, 0;",
      "sparsity selector of wgmma.mma_async.sp"),
     ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 3, 0, 0;",
@@ -389,6 +389,8 @@ SPARSE = [  # d, a, b, A in registers, A mode, B mode, sparsity selector, n
     pytest.param("f32", "e4m3", "e5m2", False, 1, 2, 0, 16, id="f32.e4m3.e5m2-desc"),
     pytest.param("s32", "s8", "u8", False, 0, 1, 0, 24, id="s32.s8.u8-desc"),
     pytest.param("s32", "u8", "u8", True, 0, 0, 0, 16, id="s32.u8-regA-plain"),
+    pytest.param("f32", "tf32", "tf32", False, 1, 1, 1, 16, id="f32.tf32-desc-swizzle128-sel1"),
+    pytest.param("f32", "tf32", "tf32", True, 0, 2, 0, 8, id="f32.tf32-regA-swizzle64-sel0"),
 ]
 
 
@@ -403,10 +405,21 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
     compressed, bt = _elements_of(a_type, rng, (64, k // 2)), _elements_of(b_type, rng, (n, k))
     if d_type == "f16":
         compressed = _spread_f16(np.random.default_rng(5), (64, k // 2)).view(np.uint16) & 0xBFFF
-    # per row and 4-column chunk, the two stored elements' (ascending) column indices
-    indices = np.array([[sorted(rng.choice(4, 2, replace=False)) for _ in range(k // 4)] for _ in range(64)])
+    # per row and 4-column chunk, the two stored elements' (ascending) column indices; tf32 (1:2 sparse): per
+    # 2-column chunk, the kept column, its metadata nibble 0b0100 (column 0) or 0b1110 (column 1), the ISA's
+    # 16-bit layout with each tf32 element as two halves
+    tf32 = a_type == "tf32"
+    if tf32:
+        kept = rng.integers(0, 2, (64, k // 2))
+        indices = np.stack([2 * kept, 2 * kept + 1], axis=2)  # the two halves' indices in a 4-half chunk
+    else:
+        indices = np.array([[sorted(rng.choice(4, 2, replace=False)) for _ in range(k // 4)] for _ in range(64)])
     dense = np.zeros((64, k), compressed.dtype)
     for row in range(64):
+        if tf32:
+            for chunk in range(k // 2):
+                dense[row, 2 * chunk + kept[row, chunk]] = compressed[row, chunk]
+            continue
         for chunk in range(k // 4):
             for p in range(2):
                 dense[row, 4 * chunk + indices[row, chunk, p]] = compressed[row, 2 * chunk + p]
@@ -441,7 +454,7 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
         # the ISA's mma.sp metadata figures: 16-bit types, lanes 2·selector and 2·selector + 1 of a group
         # hold columns 0–15 and 16–31 of rows g (bits 0–15) and g + 8 (bits 16–31); 8-bit types, lane t
         # holds row g + 8·(t mod 2), columns 32·(t div 2) to +31; two 2-bit indices per 4-column chunk
-        if BITS[a_type] == 16:
+        if BITS[a_type] >= 16:  # tf32: 2-column chunks, columns 0–7 and 8–15
             if t // 2 != selector:
                 continue
             fields = [(half, 4 * (t % 2) + c, 8 * half + 2 * c) for half in (0, 1) for c in range(4)]

@@ -252,7 +252,7 @@ def mma_terms(form: dict, record: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     fragment layouts are the PTX ISA's, as fatkit's mma lowering lists them (verified on an H200 with
     integer inputs)."""
     from fatkit.translate.lower.mma import (
-        _INPUT_BITS, Form, _a_fragment, _b_fragment, _c_fragment, _metadata_field, _quad_pair_fragment,
+        _INPUT_BITS, Form, _a_fragment, _b_fragment, _c_fragment, _metadata_field, _quad_pair_fragment, sparse_position,
     )
 
     types, shape = form["types"], form["shape"]
@@ -289,10 +289,10 @@ def mma_terms(form: dict, record: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
             terms_a, terms_b = [], []
             if form["sparse"]:
                 for stored in range(k // 2):
-                    chunk, p = divmod(stored, 2)
+                    chunk, p, b_rows = sparse_position(types["a"], stored)
                     owner, field = _metadata_field(form_obj, form["selector"], row >= 8, chunk, p)
                     terms_a.append(("a",) + where["a"][row, stored])
-                    terms_b.append(("meta", 4 * (row % 8) + owner, field, chunk, col))
+                    terms_b.append(("meta", 4 * (row % 8) + owner, field, b_rows, col))
             else:
                 base = 4 * ((lane >> 2) & 3) if quad else 0
                 for kk in range(base, base + (4 if quad else k)):
@@ -314,9 +314,9 @@ def mma_terms(form: dict, record: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
                 if tb[0] == "b":
                     b_out[w, n, t] = eb[tb[1], tb[2] * per["b"] + tb[3]]
                 else:
-                    _, meta_lane, field, chunk, col = tb
+                    _, meta_lane, field, b_rows, col = tb
                     index = int(metadata[32 * w + meta_lane]) >> (2 * field) & 3
-                    b_lane, b_reg, b_pos = where["b"][4 * chunk + index, col]
+                    b_lane, b_reg, b_pos = where["b"][b_rows[index], col]
                     b_out[w, n, t] = eb[b_lane, b_reg * per["b"] + b_pos]
     where_out = [(w, lane, i) for w in range(warps) for lane, i, *_ in places]
     return a_out.reshape(-1, n_terms), b_out.reshape(-1, n_terms), c_out.reshape(-1), where_out

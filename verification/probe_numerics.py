@@ -167,6 +167,13 @@ def mma_forms() -> list[dict]:
     sparse("m16n8k64", "f32", "e4m3", "f32", 0)
     sparse("m16n8k64", "f32", "e5m2", "f32", 0)
     sparse("m16n8k32", "s32", "s8", "s32", 1, ".satfinite")
+    sparse("m16n8k64", "s32", "s4", "s32", 1)  # 4-bit: 2:4 sparse in pairs of elements
+    sparse("m16n8k64", "s32", "u4", "s32", 0, ".satfinite")
+    sparse("m16n8k128", "s32", "u4", "s32", 0)
+    sparse("m16n8k128", "s32", "s4", "s32", 0, ".satfinite")
+    sparse("m16n8k8", "f32", "tf32", "f32", 0)  # tf32: 1:2 sparse
+    sparse("m16n8k8", "f32", "tf32", "f32", 3)
+    sparse("m16n8k16", "f32", "tf32", "f32", 1)
     return forms
 
 
@@ -451,6 +458,11 @@ def _spread_f32(count: int, rng: np.random.Generator) -> np.ndarray:
     return bits
 
 
+# a sparse metadata nibble (two 2-bit indices, the lower first): 2:4 forms take any ascending distinct pair;
+# tf32 (1:2) only 0b0100 (the first column of a 2-column chunk kept) and 0b1110 (the second), the ISA's valid ones
+SPARSE_NIBBLES = {False: (0x4, 0x8, 0xC, 0x9, 0xD, 0xE), True: (0x4, 0xE)}
+
+
 def mma_record(form: dict, dist: str, rng: np.random.Generator, lanes: int) -> np.ndarray:
     """The lane records (lanes × registers: A, B, C, sparse metadata) of an mma probe kernel in distribution
     `dist`: uint32 words, uint64 for the f64 forms."""
@@ -462,8 +474,8 @@ def mma_record(form: dict, dist: str, rng: np.random.Generator, lanes: int) -> n
         elements = element_bits(ptx_type, lanes * counts[x], dist, rng, role).reshape(lanes, counts[x])
         parts.append(pack(elements, WIDTH[ptx_type], max(32, WIDTH[ptx_type])))
     if form["sparse"]:
-        pairs = np.array([0x4, 0x8, 0xC, 0x9, 0xD, 0xE], dtype=np.uint64)  # ascending distinct index pairs
-        nibbles = pairs[rng.integers(0, 6, (lanes, 8))]
+        pairs = np.array(SPARSE_NIBBLES[types["a"] == "tf32"], dtype=np.uint64)
+        nibbles = pairs[rng.integers(0, len(pairs), (lanes, 8))]
         parts.append(np.bitwise_or.reduce(nibbles << (np.arange(8, dtype=np.uint64) * np.uint64(4)), axis=1)
                      .reshape(lanes, 1))
     record = np.concatenate(parts, axis=1)
@@ -512,8 +524,8 @@ def run(build_dir: Path, out: Path) -> None:
                 elements = element_bits(ptx_type, lanes * counts[x], dist, rng, role).reshape(lanes, counts[x])
                 parts.append(pack(elements, WIDTH[ptx_type], max(32, WIDTH[ptx_type])))
             if form["sparse"]:
-                pairs = np.array([0x4, 0x8, 0xC, 0x9, 0xD, 0xE], dtype=np.uint64)
-                nibbles = pairs[rng.integers(0, 6, (lanes, 8))]
+                pairs = np.array(SPARSE_NIBBLES[types["a"] == "tf32"], dtype=np.uint64)
+                nibbles = pairs[rng.integers(0, len(pairs), (lanes, 8))]
                 parts.append(np.bitwise_or.reduce(nibbles << (np.arange(8, dtype=np.uint64) * np.uint64(4)), axis=1)
                              .reshape(lanes, 1))
             record = np.concatenate(parts, axis=1)

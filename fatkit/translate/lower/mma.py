@@ -6,7 +6,7 @@ of A/B in a register (2 for f16/bf16, 1 for tf32/f64, 4 for 8-bit, 8 for 4-bit, 
 A holds row g + 8·(r & 1) (row g for m8), columns t·e + j + 4e·(r >> 1); register r of B holds rows
 t·e + j + 4e·r of column g; C and D element i sits at row g + 8·(i >> 1), column 2t + (i & 1). A sparse
 A has the layout of the dense A of half its K; metadata registers hold two 2-bit indices per 4-column
-chunk, the first non-zero element's in the lower bits, in the lanes of a group of four the sparsity
+chunk (of 4 pairs of columns for 4-bit types; tf32 is 1:2 sparse: `sparse_position`), the first non-zero element's in the lower bits, in the lanes of a group of four the sparsity
 selector picks (`_metadata_field`). m8n8k4 .f16 (Volta's form, any layouts) is four independent
 products, one per quad pair: `_quad_pair_fragment`.
 
@@ -71,7 +71,24 @@ _DENSE_SHAPES = {
 _SPARSE_SHAPES = {("m16n8k16", "f16"): 4, ("m16n8k16", "bf16"): 4,
                   ("m16n8k32", "f16"): 2, ("m16n8k32", "bf16"): 2,
                   ("m16n8k32", "s8"): 2, ("m16n8k32", "u8"): 2,
-                  ("m16n8k64", "s8"): 1, ("m16n8k64", "u8"): 1, ("m16n8k64", "e4m3"): 1, ("m16n8k64", "e5m2"): 1}
+                  ("m16n8k64", "s8"): 1, ("m16n8k64", "u8"): 1, ("m16n8k64", "e4m3"): 1, ("m16n8k64", "e5m2"): 1,
+                  ("m16n8k64", "s4"): 2, ("m16n8k64", "u4"): 2, ("m16n8k128", "s4"): 1, ("m16n8k128", "u4"): 1,
+                  ("m16n8k8", "tf32"): 4, ("m16n8k16", "tf32"): 2}
+
+
+def sparse_position(a_type: str, stored: int) -> tuple[int, int, tuple[int, ...]]:
+    """(chunk, p, rows) of stored A column `stored` of a row: its metadata index is index p of chunk `chunk`
+    (`_metadata_field`), and with index value v it multiplies B's row rows[v]. 16/8-bit A: 2:4 sparse, p-th
+    kept element of 4-column chunk q; 4-bit A: 2:4 sparse in pairs of adjacent elements (a 32-bit metadata
+    register covers 64 columns of a row, CuTe's ELayout of SM80_SPARSE_16x8x{64,128}_S32S4S4S32); tf32: 1:2
+    sparse, the kept element of 2-column chunk q, its metadata the 16-bit types' with each tf32 element as two
+    halves (0b0100: column 2q, 0b1110: column 2q + 1, the only valid values), so the first index, v >> 1,
+    names the column."""
+    if a_type == "tf32":
+        return stored, 0, tuple(2 * stored + (v >> 1) for v in range(4))
+    unit = 2 if _INPUT_BITS[a_type] == 4 else 1
+    (chunk, p), j = divmod(stored // unit, 2), stored % unit
+    return chunk, p, tuple(unit * (4 * chunk + v) + j for v in range(4))
 
 
 def sparse_selectors(shape: str, a_type: str) -> int:
@@ -199,7 +216,7 @@ def _form(lw: Lowering, ins: ast.Instruction) -> Form:
     allowed = _DENSE_SHAPES.get(shape, set()) | ({"f16"} if quad_pairs else set())
     if sparse and (shape, a) not in _SPARSE_SHAPES:
         raise lw.fail(f"mma.sp.{shape} with .{a} is not supported yet (sparse f16/bf16 m16n8k16/k32, s8/u8 "
-                      "m16n8k32/k64 and fp8 m16n8k64 are)")
+                      "m16n8k32/k64, s4/u4 m16n8k64/k128, tf32 m16n8k8/k16 and fp8 m16n8k64 are)")
     if not sparse and a not in allowed:
         raise lw.fail(f"mma.{shape} with .{a} inputs does not exist or is not supported")
     if len(layouts) != 2 or (layouts != ["row", "col"] and not quad_pairs):
@@ -580,29 +597,30 @@ def _dense_plan(lw: Lowering, k: int, a_fragment: Fragment, b_fragment: Fragment
 
 
 def _metadata_field(form: Form, selector: int, half: int, chunk: int, p: int) -> tuple[int, int]:
-    """(lane in the group of four, 2-bit field of its register) holding the index of stored element p of
-    4-column chunk `chunk` in row g + 8·half. 16-bit types: lane selector·(K/16) + chunk div 4 holds
-    16 columns of rows g (bits 15..0) and g + 8 (bits 31..16); 8-bit types: lane half + 2·(selector +
-    chunk div 8) holds 32 columns of one row (CUTLASS's CuTe traits of SM80_SPARSE_* say the same)."""
-    if _INPUT_BITS[form.a] == 16:
-        return selector * (form.k // 16) + chunk // 4, 8 * half + 2 * (chunk % 4) + p
+    """(lane in the group of four, 2-bit field of its register) holding index p of chunk `chunk`
+    (`sparse_position`) in row g + 8·half. 16-bit types: lane selector·(K/16) + chunk div 4 holds 4 chunks
+    (16 columns) of rows g (bits 15..0) and g + 8 (bits 31..16), tf32 alike with K counted in halves (2K);
+    8- and 4-bit types: lane half + 2·(selector + chunk div 8) holds 8 chunks (32 or 64 columns) of one row
+    (CUTLASS's CuTe traits of SM80_SPARSE_* say the same)."""
+    if _INPUT_BITS[form.a] >= 16:
+        halves = form.k * _INPUT_BITS[form.a] // 16
+        return selector * (halves // 16) + chunk // 4, 8 * half + 2 * (chunk % 4) + p
     return half + 2 * (selector + chunk // 8), 2 * (chunk % 8) + p
 
 
 def _sparse_plan(lw: Lowering, form: Form, a_fragment, b_fragment, selector: int) -> list[list[Term]]:
-    """Stored element p of 4-column chunk q of a row multiplies B's row 4q + index, the index from the
+    """Stored column s of a row multiplies B's row rows[index] (`sparse_position`), the index from the
     metadata (`_metadata_field`) of a lane of the row's group."""
     a_where, b_where, place = a_fragment.locate(), b_fragment.locate(), _c_fragment(form.m, "f32").place
     plans = []
     for i in range(4):
         terms = []
         for stored in range(form.k // 2):
-            chunk, p = divmod(stored, 2)
+            chunk, p, b_rows = sparse_position(form.a, stored)
             owner, field = _metadata_field(form, selector, i >> 1, chunk, p)
             metadata = Source("e", _lane_function([(lane & ~3) | owner for lane in range(WARP)]), 0, field)
             x = _source(lw, "a", a_where, lambda lane: (place(lane, i)[0], stored))
-            rows = tuple(_source(lw, "b", b_where, lambda lane: (4 * chunk + offset, place(lane, i)[1]))
-                         for offset in range(4))
+            rows = tuple(_source(lw, "b", b_where, lambda lane: (row, place(lane, i)[1])) for row in b_rows)
             terms.append(((x, metadata), rows))
         plans.append(terms)
     return plans

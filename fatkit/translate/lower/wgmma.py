@@ -43,15 +43,14 @@ descriptor words are the dense form's), K twice the dense K (32 f16/bf16, 64 fp8
 then 64 bytes, four fragment words a lane (kb = 4·(lane mod 4) + 16r, r < 4). Each warp's sp-meta describes
 its own 16 rows in the layout of mma.sp m16n8k32 (16-bit types; sp-sel 0/1 picks the lane pair of a group)
 or m16n8k64 (8-bit; sp-sel 0), so each warp computes its rows as N/8 mma.sp steps with that metadata
-register and selector (lower/mma.py's sparse arithmetic). Not built: .tf32 sparse A (m64nNk16; mma.sp has no
-.tf32 form here). A 32-byte-swizzled sparse B (64 K bytes a row, more than the pattern's 32) is read by the
+register and selector (lower/mma.py's sparse arithmetic); .tf32 A (m64nNk16, 1:2 sparse) as mma.sp m16n8k16
+.tf32, sp-sel 0/1. A 32-byte-swizzled sparse B (64 K bytes a row, more than the pattern's 32) is read by the
 formula above unverified.
 The descriptor's matrix base offset (bits 49–51, swizzled modes only) is the phase of a swizzle pattern that
 does not start at its alignment (1024 bytes for 128-byte swizzle, 512 for 64, 256 for 32): the ISA sets it to
 (pattern start >> 7) & 7, so the pattern row whose chunks the XOR uses is the address's bits 7.. less the base
 offset (zero for an aligned pattern, where bits 7.. are the row). Not yet measured: the ISA says no more;
 verification's wgmma_desc `*.base*` cases (patterns 1, 3, 5 rows past their alignment) ask the H200.
-Refused (FatkitError): sparse .tf32.
 """
 
 from __future__ import annotations
@@ -116,8 +115,6 @@ def _mma_async(lw: Lowering, ins: ast.Instruction, modifiers: list[str], sparse:
         raise lw.fail(f"wgmma.mma_async with .{a_type} A and .{b_type} B does not exist")
     mma_shape, k, sign = _INPUTS[a_type]
     if sparse:
-        if a_type == "tf32":
-            raise lw.fail("wgmma.mma_async.sp with .tf32 A is not built: the mma.sp lowering has no .tf32 form")
         # the same 32 bytes of (compressed) A per row; K and B's rows twice the dense form's
         k, mma_shape = 2 * k, f"m16n8k{2 * int(mma_shape[len('m16n8k'):])}"
     name = "wgmma.mma_async.sp" if sparse else "wgmma.mma_async"
