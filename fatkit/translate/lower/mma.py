@@ -80,10 +80,10 @@ def sparse_position(a_type: str, stored: int) -> tuple[int, int, tuple[int, ...]
     """(chunk, p, rows) of stored A column `stored` of a row: its metadata index is index p of chunk `chunk`
     (`_metadata_field`), and with index value v it multiplies B's row rows[v]. 16/8-bit A: 2:4 sparse, p-th
     kept element of 4-column chunk q; 4-bit A: 2:4 sparse in pairs of adjacent elements (a 32-bit metadata
-    register covers 64 columns of a row, CuTe's ELayout of SM80_SPARSE_16x8x{64,128}_S32S4S4S32); tf32: 1:2
-    sparse, the kept element of 2-column chunk q, its metadata the 16-bit types' with each tf32 element as two
-    halves (0b0100: column 2q, 0b1110: column 2q + 1, the only valid values), so the first index, v >> 1,
-    names the column."""
+    register covers 64 columns of a row); tf32: 1:2 sparse, the kept element of 2-column chunk q, its metadata
+    the 16-bit types' with each tf32 element as two halves (0b0100: column 2q, 0b1110: column 2q + 1, the only
+    valid values), so the first index, v >> 1, names the column. Both layouts agree with an H200 on random
+    metadata (verification/mmasp_wgmma_h200.json)."""
     if a_type == "tf32":
         return stored, 0, tuple(2 * stored + (v >> 1) for v in range(4))
     unit = 2 if _INPUT_BITS[a_type] == 4 else 1
