@@ -330,14 +330,21 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
     out = np.zeros_like(c)
     program = amd_program(_typed_kernel(n, d_type, a_type, b_type, a_registers, satfinite), target)
     program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
-    A = [[decode(a_type, int(x)) for x in row] for row in a]
-    B = [[decode(b_type, int(x)) for x in row] for row in bt]  # B transposed
+    _check_d(out, c, [[decode(a_type, int(x)) for x in row] for row in a],
+             [[decode(b_type, int(x)) for x in row] for row in bt], k, d_type, a_type, words, satfinite)
+
+
+def _check_d(out: np.ndarray, c: np.ndarray, A: list, B: list, k: int, d_type: str, a_type: str, words: int,
+             satfinite: bool) -> None:
+    """D of the 128 threads (mma.sync's fragment order per warp) against the exact c + Σ A·Bᵀ of A (64×K)
+    and B transposed (N×K): s32 wrapped (or clamped, .satfinite) bit for bit; floats within the native bound,
+    plus f16's rounding (fp8 under the sm90 model three times: docs/numerics.md: the two halves of k each a
+    block rounded to f16, then c added), at most at Σ|terms| + |c|."""
     per = 2 if d_type == "f16" else 1
     for thread in range(128):
         w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
-        for e in range(words * per):
-            i = e  # f16 D: word i // 2 holds elements i and i + 1 (low half first), in mma.sync's order
-            row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+        for e in range(words * per):  # f16 D: word e // 2 holds elements e and e + 1 (low half first)
+            row, col = 16 * w + g + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * t + (e & 1)
             where = f"thread {thread} element {e} (row {row}, col {col})"
             if d_type == "s32":
                 exact = int(c.view(np.int32)[thread, e]) + sum(int(A[row][kk]) * int(B[col][kk]) for kk in range(k))
@@ -345,17 +352,12 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
                     (exact + (1 << 31)) % (1 << 32) - (1 << 31)
                 assert int(out.view(np.int32)[thread, e]) == want, where
                 continue
-            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k)]
-            if d_type == "f16":
-                c_value = Fraction(float(c.view(np.float16)[thread, e]))
-                got = float(out.view(np.float16)[thread, e])
-            else:
-                c_value = Fraction(float(c.view(np.float32)[thread, e]))
-                got = float(out.view(np.float32)[thread, e])
+            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k) if A[row][kk]]
+            view = np.float16 if d_type == "f16" else np.float32
+            c_value, got = Fraction(float(c.view(view)[thread, e])), float(out.view(view)[thread, e])
             exact = c_value + sum(terms)
             bound = native_bound(k, c_value, terms)
-            if d_type == "f16":  # rounded to f16 once; fp8 under the sm90 model three times (docs/numerics.md:
-                # the two halves of k each a block rounded to f16, then c added), at most at Σ|terms| + |c|
+            if d_type == "f16":
                 roundings = 3 if a_type[0] == "e" else 1
                 bound += roundings * _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
             assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
@@ -468,26 +470,8 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
     out = np.zeros_like(c)
     program = amd_program(_sparse_kernel(n, d_type, a_type, b_type, a_registers, selector), target)
     program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
-    A = [[decode(a_type, int(x)) for x in row] for row in dense]
-    B = [[decode(b_type, int(x)) for x in row] for row in bt]  # B transposed
-    per = 2 if d_type == "f16" else 1
-    for thread in range(128):
-        w, g, t = thread >> 5, (thread & 31) >> 2, thread & 3
-        for e in range(words * per):
-            row, col = 16 * w + g + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * t + (e & 1)
-            where = f"thread {thread} element {e} (row {row}, col {col})"
-            if d_type == "s32":
-                exact = int(c.view(np.int32)[thread, e]) + sum(int(A[row][kk]) * int(B[col][kk]) for kk in range(k))
-                assert int(out.view(np.int32)[thread, e]) == (exact + (1 << 31)) % (1 << 32) - (1 << 31), where
-                continue
-            terms = [Fraction(A[row][kk]) * Fraction(B[col][kk]) for kk in range(k) if A[row][kk]]
-            view = np.float16 if d_type == "f16" else np.float32
-            c_value, got = Fraction(float(c.view(view)[thread, e])), float(out.view(view)[thread, e])
-            exact = c_value + sum(terms)
-            bound = native_bound(k, c_value, terms)
-            if d_type == "f16":
-                bound += _f16_half_ulp(float(max(abs(Fraction(got)), abs(c_value) + sum(map(abs, terms)))))
-            assert math.isfinite(got) and abs(Fraction(got) - exact) <= bound, f"{where}: {got!r}, {float(exact)!r}"
+    _check_d(out, c, [[decode(a_type, int(x)) for x in row] for row in dense],
+             [[decode(b_type, int(x)) for x in row] for row in bt], k, d_type, a_type, words, False)
 
 
 @pytest.mark.parametrize("target", TARGETS)
