@@ -302,15 +302,8 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
     a_raw, b_raw = a.view(np.uint8).reshape(64, 32), bt.view(np.uint8).reshape(n, 32)
     image = np.zeros(SHARED, np.uint8)
 
-    def place(raw: np.ndarray, start: int, mode: int) -> int:
-        lbo, sbo = (128, 256) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
-        for row in range(raw.shape[0]):
-            for kb in range(32):
-                image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
-        return _descriptor(start, mode, lbo, sbo)
-
-    desc_a = 0 if a_registers else place(a_raw, 0, a_mode)
-    desc_b = place(b_raw, 16384, b_mode)
+    desc_a = 0 if a_registers else _place(image, a_raw, 0, a_mode)
+    desc_b = _place(image, b_raw, 16384, b_mode)
     words = n // 4 if d_type == "f16" else n // 2
     if d_type == "s32":
         c = rng.integers(-(1 << 31), 1 << 31, (128, words), dtype=np.int64)
@@ -332,6 +325,17 @@ def test_wgmma_types(target, d_type, a_type, b_type, a_registers, a_mode, b_mode
     program.launch("wg", [image.view(np.uint32).copy(), c, out, fragments, desc_a, desc_b, 1], block=(128, 1, 1))
     _check_d(out, c, [[decode(a_type, int(x)) for x in row] for row in a],
              [[decode(b_type, int(x)) for x in row] for row in bt], k, d_type, a_type, words, satfinite)
+
+
+def _place(image: np.ndarray, raw: np.ndarray, start: int, mode: int) -> int:
+    """Write a K-major tile (rows × K bytes) into the shared-memory image at `start` in swizzle `mode`'s
+    layout (unswizzled: core matrices 128 bytes apart along K, 8 rows of them apart along M/N); its descriptor."""
+    width = raw.shape[1]
+    lbo, sbo = (128, 8 * width) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
+    for row in range(raw.shape[0]):
+        for kb in range(width):
+            image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
+    return _descriptor(start, mode, lbo, sbo)
 
 
 def _check_d(out: np.ndarray, c: np.ndarray, A: list, B: list, k: int, d_type: str, a_type: str, words: int,
@@ -428,16 +432,8 @@ def test_wgmma_sparse(target, d_type, a_type, b_type, a_registers, a_mode, b_mod
     a_raw, b_raw = compressed.view(np.uint8).reshape(64, 32), bt.view(np.uint8).reshape(n, 64)
     image = np.zeros(SHARED, np.uint8)
 
-    def place(raw: np.ndarray, start: int, mode: int) -> int:
-        width = raw.shape[1]
-        lbo, sbo = (128, 8 * width) if mode == 0 else (1, 8 * SWIZZLE_BYTES[mode])
-        for row in range(raw.shape[0]):
-            for kb in range(width):
-                image[_address(start, mode, lbo, sbo, row, kb)] = raw[row, kb]
-        return _descriptor(start, mode, lbo, sbo)
-
-    desc_a = 0 if a_registers else place(a_raw, 0, a_mode)
-    desc_b = place(b_raw, 16384, b_mode)
+    desc_a = 0 if a_registers else _place(image, a_raw, 0, a_mode)
+    desc_b = _place(image, b_raw, 16384, b_mode)
     words = n // 4 if d_type == "f16" else n // 2
     if d_type == "s32":
         c = rng.integers(-(1 << 31), 1 << 31, (128, words), dtype=np.int64).astype(np.int32).view(np.uint32)
