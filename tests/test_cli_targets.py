@@ -168,6 +168,36 @@ def test_an_empty_walk_says_so(tmp_path):
     assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
 
 
+def test_a_walk_names_what_it_passes_over(tmp_path, monkeypatch):
+    """A broken link in a tree is named and does not fail the command; a directory that cannot be listed is an
+    input nothing was read from (exit 1), like an unreadable file."""
+    tree = tmp_path / "tree"
+    (tree / "locked").mkdir(parents=True)
+    shutil.copy(sample("nv_kern_sm90.ptx"), tree / "kern.ptx")
+    os.symlink(tmp_path / "gone.so.1", tree / "libgone.so")
+    report = json.loads(fatkit("inspect", "--json", str(tree)).stdout)
+    broken = [b for b in report["binaries"] if b["path"].endswith("libgone.so")]
+    assert [b["format"] for b in broken] == ["unreadable"]
+    assert broken[0]["errors"][0]["message"] == f"broken symbolic link (to {tmp_path / 'gone.so.1'})"
+    proc = fatkit("precompile", str(tree), "--target", "gfx1100", "--cache", str(tmp_path / "c"), "-j", "1")
+    assert "broken symbolic link" in proc.stderr
+
+    from fatkit.extract.scan import scan_paths
+
+    real_iterdir = Path.iterdir
+
+    def iterdir(self):
+        if self.name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    unreadable: list = []
+    binaries = list(scan_paths([tree], unreadable=unreadable))
+    assert [str(e) for e in unreadable] == [f"{tree / 'locked'}: cannot list this directory: Permission denied"]
+    assert sorted(Path(b.path).name for b in binaries) == ["kern.ptx", "libgone.so", "locked"]
+
+
 def test_a_flag_named_like_a_new_options_field_reaches_the_translation(monkeypatch):
     """What a change adding `Options.mma_numerics` and `--mma-numerics` needs from the CLI: nothing else."""
     import argparse

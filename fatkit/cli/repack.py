@@ -67,17 +67,22 @@ def run(args: argparse.Namespace) -> int:
 def _inputs(paths: list[Path]) -> Iterator[tuple[Path, PurePosixPath]]:
     """(file, name under OUTPUT): a file by its own name, a directory's ELF and PE files and wheels under the
     directory's name."""
-    from fatkit.extract.scan import expand_inputs
+    from fatkit.cli.output import warn
+    from fatkit.extract.scan import BrokenLink, expand_inputs
     from fatkit.formats.magic import ELF_MAGIC
     from fatkit.formats.pe import is_pe
 
     for path in paths:
         if path.is_dir():
-            for file in expand_inputs([path]):
+            skipped: list[FatkitError] = []
+            for file in expand_inputs([path], skipped):
                 with open(file, "rb") as f:
                     head = f.read(4096)  # a PE image's signature follows its DOS stub
                     if head.startswith(ELF_MAGIC) or is_pe(head) or file.suffix == ".whl":
                         yield file, PurePosixPath(path.resolve().name, *file.relative_to(path).parts)
+            for problem in skipped:  # a directory not listed may have held binaries: the tree is incomplete
+                if not isinstance(problem, BrokenLink):
+                    warn(f"skipped {problem}")
         else:
             expand_inputs([path])  # a missing path: the same error as every other command's, before any output
             yield path, PurePosixPath(path.name)

@@ -16,6 +16,7 @@ section is found (formats/magic.py), so a file is charged only for what it holds
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import stat
 from dataclasses import dataclass
@@ -66,22 +67,32 @@ class Source:
 # inputs
 
 
-def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
+class BrokenLink(InputError):
+    """A symbolic link met in a directory walk whose target does not exist: nothing to read, only to say."""
+
+
+def expand_inputs(paths: Iterable[str | Path], skipped: list[FatkitError] | None = None) -> list[Path]:
     """Files named directly, plus every file under named directories, sorted.
 
     Symbolic links are followed, to files and to directories, and each real file comes once however many
     names reach it (the first in walk order is kept: a directory of symlinks to libraries is inspected like
-    the libraries). A symlinked directory that leads back into the walk (a loop) is skipped. InputError when
-    a path does not exist, or a directory holds no file at all."""
+    the libraries). A symlinked directory that leads back into the walk (a loop) is skipped. What a walk passes
+    over goes to `skipped`: a broken symbolic link (`BrokenLink`) and a directory that cannot be listed
+    (`InputError`). InputError when a path does not exist, or a directory holds no file at all."""
     files: list[Path] = []
     seen: set[tuple[int, int]] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = _walk(path, seen)
+            passed_over: list[FatkitError] = []
+            found = _walk(path, seen, passed_over)
             if not found:
-                raise InputError(f"no files under this directory{_broken_links(path)}", path=str(path))
+                broken = sum(isinstance(p, BrokenLink) for p in passed_over)
+                note = f" ({broken} broken symbolic link{'s' if broken != 1 else ''})" if broken else ""
+                raise InputError(f"no files under this directory{note}", path=str(path))
             files.extend(found)
+            if skipped is not None:
+                skipped.extend(passed_over)
         elif path.exists():
             if _first_time(path, seen):
                 files.append(path)
@@ -90,7 +101,7 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def _walk(top: Path, seen: set[tuple[int, int]]) -> list[Path]:
+def _walk(top: Path, seen: set[tuple[int, int]], skipped: list[FatkitError]) -> list[Path]:
     """Files under `top` (links followed), each real file once, directories on the current path never again."""
     found: list[Path] = []
     ancestors: set[tuple[int, int]] = set()
@@ -103,16 +114,20 @@ def _walk(top: Path, seen: set[tuple[int, int]]) -> list[Path]:
         ancestors.add(ident)
         try:
             children = sorted(directory.iterdir())
-        except OSError:
-            children = []  # unreadable directories hold nothing to scan (as rglob had it)
+        except OSError as exc:
+            skipped.append(InputError(f"cannot list this directory: {exc.strerror}", path=str(directory)))
+            children = []
         for child in children:
             try:
                 if child.is_dir():
                     visit(child)
-                elif child.is_file() and _first_time(child, seen):
-                    found.append(child)
-            except OSError:  # a link to something gone or unreadable
-                continue
+                elif child.is_file():
+                    if _first_time(child, seen):
+                        found.append(child)
+                elif child.is_symlink() and not child.exists():
+                    skipped.append(BrokenLink(f"broken symbolic link (to {os.readlink(child)})", path=str(child)))
+            except OSError as exc:  # a link through an unreadable directory, or a file gone since listed
+                skipped.append(InputError(f"cannot read: {exc.strerror}", path=str(child)))
         ancestors.discard(ident)
 
     visit(top)
@@ -126,11 +141,6 @@ def _first_time(path: Path, seen: set[tuple[int, int]]) -> bool:
         return False
     seen.add(ident)
     return True
-
-
-def _broken_links(directory: Path) -> str:
-    broken = sum(1 for p in directory.rglob("*") if p.is_symlink() and not p.exists())
-    return f" ({broken} broken symbolic link{'s' if broken != 1 else ''})" if broken else ""
 
 
 def _map_file(path: Path) -> Buffer:
@@ -173,10 +183,14 @@ def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] |
                unreadable: list[FatkitError] | None = None) -> Iterator[Binary]:
     """Binaries in files and directory trees (`expand_inputs`: links followed, each real file once); `on_file`
     is called before each file (progress bars). `unreadable` collects, for each binary nothing could be read
-    from (errors, no container: truncated, corrupt, not a regular file), its first error: commands exit 1."""
+    from (errors, no container: truncated, corrupt, not a regular file), its first error: commands exit 1. What
+    a directory walk passed over comes last, each an unreadable Binary: a directory that cannot be listed
+    (collected as unreadable too) and a broken symbolic link (a `BrokenLink`: named, not collected, since it
+    names nothing that could have been read)."""
     paths = list(paths)
     walked = {Path(raw) for raw in paths if Path(raw).is_dir()}
-    files = expand_inputs(paths)
+    skipped: list[FatkitError] = []
+    files = expand_inputs(paths, skipped)
     for file in files:
         if on_file is not None:
             on_file(file)
@@ -186,10 +200,14 @@ def scan_paths(paths: Iterable[str | Path], *, on_file: Callable[[Path], None] |
         except FatkitError as exc:
             yield _noted(_judged(Binary(path=str(file), size=0, format="unreadable",
                                         errors=[exc.located(str(file))])), unreadable)
+    for problem in skipped:
+        yield _noted(_judged(Binary(path=problem.path or "", size=0, format="unreadable", errors=[problem])),
+                     unreadable)
 
 
 def _noted(binary: Binary, unreadable: list[FatkitError] | None) -> Binary:
-    if unreadable is not None and binary.errors and not binary.containers:
+    if unreadable is not None and binary.errors and not binary.containers \
+            and not isinstance(binary.errors[0], BrokenLink):
         unreadable.append(binary.errors[0].located(binary.path))
     return binary
 
