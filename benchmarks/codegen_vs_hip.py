@@ -14,7 +14,15 @@ clang's code object, built in the same run. Per kernel and target:
   (fatkit.formats.hsaco.parse_code_object);
 - occupancy: waves per SIMD the registers and LDS allow for the launch's block (constants below);
 - dynamic: wave-instructions one launch executes on fatkit.emulate (LaunchStats), for both code objects, where
-  both launch (the emulator does not model MFMA/WMMA: "—").
+  both launch ("—" where the emulator refuses one: the reason is listed under the table);
+- outputs: the same launch proves the two sides compute the same function: both get the same random inputs
+  and every array they may write is compared after it. Integer arrays (packed halves included) must be
+  equal bit for bit, and so must floating-point ones, except in the kernels whose two compilers round
+  differently by right (Launch.tolerance: a fused multiply-add against a multiply and an add, two expf
+  implementations, a matrix core's order of additions). There the bound is an error analysis of both
+  sides: each side's error against the exact result, added, in units of u = 2^-24 relative to the output
+  (the inputs make every summed term positive, so the bounds on Σ|term| are bounds relative to the result).
+  The cell gives "equal", the largest difference seen in u, or "DIFFER"; a divergence also fails the run.
 
 Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
 (op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
@@ -114,6 +122,9 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     args: Args
+    # the largest difference allowed between the two sides' floating-point outputs, in u = 2^-24 relative to
+    # the output; 0: bit for bit
+    tolerance: int = 0
 
 
 LAUNCHES: dict[str, Launch] = {
@@ -122,19 +133,24 @@ LAUNCHES: dict[str, Launch] = {
     "stencil": Launch((1, 8, 1), (32, 1, 1),
                       lambda r: [_floats(r, 256), np.zeros(256, np.float32), np.int32(32), np.int32(8)]),
     "reduction": Launch((2, 1, 1), (256, 1, 1), lambda r: [_floats(r, 512), np.zeros(2, np.float32)]),
+    # 32 products summed in order: nvcc fuses each into an fma (32 roundings, ≤ 32u), clang's gfx942 code
+    # multiplies pairs with v_pk_mul_f32 and adds them (64 roundings, ≤ 64u)
     "sgemm_tile": Launch((2, 2, 1), (16, 16, 1), lambda r: [_floats(r, 1024), _floats(r, 1024),
-                                                            np.zeros(1024, np.float32), np.int32(32)]),
+                                                            np.zeros(1024, np.float32), np.int32(32)], 96),
     "histogram": Launch((2, 1, 1), (128, 1, 1), lambda r: [r.integers(0, 256, 1024, dtype=np.uint8),
                                                            np.zeros(64, np.uint32), np.int32(1024)]),
+    # expf: nvcc's ≤ 2 ulp (4u), clang's llvm.exp.f32 ≤ 1 ulp (2u); the same tree sum of 256 (8 roundings a
+    # side, 16u, and the e's 6u carried through), one correctly rounded division a side (2u): 30u
     "softmax_row": Launch((2, 1, 1), (256, 1, 1),
-                          lambda r: [_floats(r, 512, -4.0, 4.0), np.zeros(512, np.float32)]),
+                          lambda r: [_floats(r, 512, -4.0, 4.0), np.zeros(512, np.float32)], 30),
     "half2_axpy": Launch((2, 1, 1), (128, 1, 1),
                          lambda r: [_halves(r, 256), _halves(r, 256), _halves(r, 1)[0], np.int32(256)]),
     "warp_collectives": Launch((1, 1, 1), (128, 1, 1), lambda r: [_floats(r, 128, -2.0, 2.0),
                                                                   np.zeros(128, np.float32), np.zeros(128, np.uint32)]),
-    # sized for the largest fragments of the three (gfx1100's WMMA: 16 halves of A and B, 8 floats per lane)
-    "mma_tile": Launch((1, 1, 1), (32, 1, 1), lambda r: [_halves(r, 256), _halves(r, 256), _floats(r, 256),
-                                                         np.zeros(256, np.float32)]),
+    # one warp's m16n8k16 fragments in PTX order: A 4 words (8 halves) a lane, B 2, C and D 4 floats; the
+    # matrix core's K + 1 = 17 additions in its own order, (K + 1)u a side (docs/numerics.md's bound)
+    "mma_tile": Launch((1, 1, 1), (32, 1, 1), lambda r: [_halves(r, 128), _halves(r, 64), _floats(r, 128),
+                                                         np.zeros(128, np.float32)], 34),
     # a 64×64 matrix of float4 rows (n4 = 16 float4 a row): 2×2 tiles of 32×32
     "transpose_tile": Launch((2, 2, 1), (8, 32, 1), lambda r: [_floats(r, 4096), np.zeros(4096, np.float32),
                                                               np.int32(16)]),
@@ -147,6 +163,8 @@ ONE_OPS = ("op_fma_rm", "op_max", "op_min", "op_sat", "op_ex2", "op_rcp", "op_sq
            "op_sin", "op_cos", "op_expf", "op_add_ftz", "op_mul_ftz", "op_fma_ftz")
 for _name in ONE_OPS:
     LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _one_op)
+# nvcc's expf (≤ 2 ulp: 4u) against clang's llvm.exp.f32 (≤ 1 ulp: 2u)
+LAUNCHES["op_expf"] = Launch((1, 1, 1), (64, 1, 1), _one_op, 6)
 for _name in ("op_add_f16x2", "op_fma_f16x2"):
     LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _half_op)
 
@@ -207,6 +225,7 @@ class Metrics:
     occupancy: int
     dynamic: int | None
     dynamic_note: str = ""
+    outputs: tuple[np.ndarray, ...] | None = None  # the launch's arrays after it (None: not launched)
 
 
 def _threads(block: tuple[int, int, int]) -> int:
@@ -224,19 +243,48 @@ def measure(code_object: bytes, target: str, names: list[str], tmp: Path, dynami
         if kernel is None or name not in counts:
             continue
         spec = LAUNCHES[name]
-        steps, note = None, ""
+        steps, note, outputs = None, "", None
         if dynamic:
+            args = spec.args(np.random.default_rng(18))  # the same seed on both sides: the same inputs
             try:
-                steps = launch(code_object, name, spec.grid, spec.block,
-                               spec.args(np.random.default_rng(18)), 0).wave_instructions
+                steps = launch(code_object, name, spec.grid, spec.block, args, 0).wave_instructions
+                outputs = tuple(arg for arg in args if isinstance(arg, np.ndarray))
             except FatkitError as exc:
                 note = f"{name}: {str(exc).splitlines()[0]}"
         vgprs, agprs, sgprs = kernel.vgpr_count or 0, kernel.agpr_count or 0, kernel.sgpr_count or 0
         result[name] = Metrics(counts[name], vgprs, agprs, sgprs, kernel.private_segment_size,
                                kernel.group_segment_size,
                                occupancy(target, vgprs, agprs, sgprs, kernel.group_segment_size,
-                                         _threads(spec.block)), steps, note)
+                                         _threads(spec.block)), steps, note, outputs)
     return result
+
+
+# ---- comparing ----
+
+U = 2.0 ** -24
+
+
+def compare_outputs(fatkit: tuple[np.ndarray, ...], clang: tuple[np.ndarray, ...], tolerance: int) -> tuple[bool, str]:
+    """Whether the two sides' arrays agree (Launch.tolerance), and the cell that says how far apart they are."""
+    worst = 0.0
+    for f, c in zip(fatkit, clang):
+        if np.array_equal(f.view(np.uint8), c.view(np.uint8)):
+            continue
+        if f.dtype.kind != "f" or not tolerance:
+            return False, f"DIFFER: {np.count_nonzero(f != c)} of {f.size} elements"
+        if not np.array_equal(np.isnan(f), np.isnan(c)):
+            return False, "DIFFER: NaN where the other side has a number"
+        f64, c64 = f.astype(np.float64), c.astype(np.float64)
+        numbers = ~np.isnan(f64)
+        with np.errstate(invalid="ignore"):  # equal infinities: no gap; an infinity against anything else: ∞
+            gap = np.where(f64 == c64, 0.0, np.abs(f64 - c64))[numbers]
+        scale = np.maximum(np.abs(f64), np.abs(c64))[numbers]
+        if not np.all(np.isfinite(gap)):
+            return False, "DIFFER: an infinity where the other side has another value"
+        worst = max(worst, float(np.max(gap / np.where(scale > 0, scale, 1.0))) / U)
+    if worst > tolerance:
+        return False, f"DIFFER: {worst:.1f}u > {tolerance}u"
+    return True, f"{worst:.1f}u ≤ {tolerance}u" if worst else "equal"
 
 
 # ---- reporting ----
@@ -250,21 +298,22 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def report(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], left_out: dict[str, str],
-           names: list[str], markdown: bool) -> None:
+           names: list[str], markdown: bool) -> list[str]:
+    """Print the table; the kernels whose two sides' outputs differ."""
     header = ["kernel", "instrs fatkit", "instrs clang", "ratio", "Δ", "VGPRs f/c", "SGPRs f/c", "scratch f/c",
-              "LDS f/c", "waves/SIMD f/c", "dyn fatkit", "dyn clang", "dyn ratio"]
+              "LDS f/c", "waves/SIMD f/c", "dyn fatkit", "dyn clang", "dyn ratio", "outputs"]
     print(f"\n### {target}\n" if markdown else f"\n== {target} ==")
     if markdown:
         print("| " + " | ".join(header) + " |")
         print("|---|" + "---:|" * (len(header) - 1))
     else:
         print(" ".join(f"{h:>14s}" for h in header))
-    ratios, dynamic_ratios, by_name = [], [], {}
+    ratios, dynamic_ratios, by_name, diverging = [], [], {}, []
     for name in names:
         f, c = fatkit.get(name), clang.get(name)
         if f is None or c is None:
             why = left_out.get(name, "not built")
-            cells = [name, "—", str(c.instructions) if c else "—", "—", "—"] + ["—"] * 8
+            cells = [name, "—", str(c.instructions) if c else "—", "—", "—"] + ["—"] * 9
             cells[1] = f"left out: {why[:60]}" if f is None else str(f.instructions)
         else:
             ratios.append(f.instructions / c.instructions)
@@ -275,7 +324,11 @@ def report(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], l
                      f"{f.instructions - c.instructions:+d}", f"{_registers(f)}/{_registers(c)}",
                      f"{f.sgprs}/{c.sgprs}", f"{f.scratch}/{c.scratch}", f"{f.lds}/{c.lds}",
                      f"{f.occupancy}/{c.occupancy}", str(f.dynamic) if f.dynamic is not None else "—",
-                     str(c.dynamic) if c.dynamic is not None else "—", _ratio(f.dynamic, c.dynamic)]
+                     str(c.dynamic) if c.dynamic is not None else "—", _ratio(f.dynamic, c.dynamic), "—"]
+            if f.outputs is not None and c.outputs is not None:
+                same, cells[-1] = compare_outputs(f.outputs, c.outputs, LAUNCHES[name].tolerance)
+                if not same:
+                    diverging.append(name)
         print(("| " + " | ".join(cells) + " |") if markdown else " ".join(f"{x:>14.14s}" for x in cells))
     if ratios:
         print(f"\n{target}: geometric mean fatkit/clang instructions {statistics.geometric_mean(ratios):.3f} over "
@@ -290,6 +343,7 @@ def report(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], l
         for m in metrics.values():
             if m.dynamic_note:
                 print(f"{'- ' if markdown else ''}{compiler}'s {m.dynamic_note}")
+    return diverging
 
 
 def main() -> None:
@@ -303,6 +357,7 @@ def main() -> None:
     unknown = set(names) - LAUNCHES.keys()
     if unknown:
         raise SystemExit(f"unknown kernels: {', '.join(sorted(unknown))}")
+    diverging = []
     with tempfile.TemporaryDirectory(prefix="fatkit-codegen-") as tmp_name:
         tmp = Path(tmp_name)
         ptx = build_ptx(tmp)
@@ -310,7 +365,10 @@ def main() -> None:
             product, left_out = build_fatkit(ptx, target)
             fatkit = measure(product, target, names, tmp, not args.no_dynamic)
             clang = measure(build_hip(tmp, target), target, names, tmp, not args.no_dynamic)
-            report(target, fatkit, clang, left_out, names, args.markdown)
+            diverging += [f"{name} ({target})"
+                          for name in report(target, fatkit, clang, left_out, names, args.markdown)]
+    if diverging:
+        raise SystemExit(f"the two sides compute different functions: {', '.join(diverging)}")
 
 
 if __name__ == "__main__":

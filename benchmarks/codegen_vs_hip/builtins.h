@@ -6,6 +6,8 @@
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
+// CUDA's: clang gives the kernel amdgpu-flat-work-group-size 1..threads, as kernels.cu's bound tells nvcc
+#define __launch_bounds__(threads) __attribute__((launch_bounds(threads)))
 
 #define TID __builtin_amdgcn_workitem_id_x()
 #define TID_Y __builtin_amdgcn_workitem_id_y()
@@ -29,6 +31,8 @@
 typedef _Float16 half2 __attribute__((ext_vector_type(2)));
 typedef _Float16 half4 __attribute__((ext_vector_type(4)));
 typedef _Float16 half16 __attribute__((ext_vector_type(16)));
+typedef unsigned uint2 __attribute__((ext_vector_type(2)));
+typedef unsigned uint8 __attribute__((ext_vector_type(8)));
 typedef float float4 __attribute__((ext_vector_type(4)));
 typedef float float8 __attribute__((ext_vector_type(8)));
 
