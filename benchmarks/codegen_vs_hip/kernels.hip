@@ -90,60 +90,65 @@ extern "C" __global__ void warp_collectives(const float *in, float *sums, unsign
 // 16g+4t+r+2q, B[2t+8r..][g] in word 8g+2t+r, C[g+8r][2t+e] in 16g+4t+2r+e). Each lane loads the words its
 // matrix-instruction operands want straight from that order, so no lane moves data to another: the order
 // of k inside one instruction does not change its sum, so each takes the k whose words lie together.
-// Indices are lane bit fields (the fewest instructions, measured against the row/column formulas).
+// Offsets are in bytes, each an OR of lane bit fields (the fewest instructions: measured against word
+// indices and row/column formulas).
+#define AT(type, p, bytes) (*(type *)((const char *)(p) + (bytes)))
 #if defined(__gfx942__)
 // A block of 32 threads is half a wave64, and every single-block MFMA reads k from lanes 32-63, which have
-// no thread. The 4x4x4 16-block form keeps lanes 0-31 to themselves: lane bits 0-1 are the block's lane j,
-// bit 2 the column group, bits 3-4 the row group R; block (R, group) computes D's rows 4R+i, columns
-// lane&7. Blocks 2p and 2p+1 share rows, so each instruction broadcasts one's A (CBSZ 1, ABID): a lane's A
-// word pair serves two instructions, the k {2s, 2s+1, 2s+8, 2s+9} of step s = 2p + ABID (thread column s).
-// Measured (instructions): 44; indices as row/column formulas 46 (other row arrangements 51-63), without
-// the broadcast 49.
+// no thread. The 4x4x4 16-block form keeps lanes 0-31 to themselves: block β = (lane bits 4, 3, 2) computes
+// D's columns 2j + β0 (j = its lane, bits 1, 0) and rows 4β2 + 2β1 + j/2 + 8(j%2), which lane j supplies as
+// A (so D register i is at a constant offset: 0, 2, 16, 18 words). Blocks 2p and 2p+1 share rows, so each
+// instruction broadcasts one's A (CBSZ 1, ABID): a lane's A word pair serves two instructions, the k
+// {2s, 2s+1, 2s+8, 2s+9} of step s = 2p + β0 (thread column s).
+// Measured (instructions): 41; word indices 43, other row arrangements 44-63, without the broadcast 49.
 extern "C" __global__ void __launch_bounds__(32) mma_tile(const unsigned *a, const unsigned *b, const float *c,
                                                           float *d) {
-  int lane = TID;
-  int ai = ((lane & 8) << 3) | ((lane & 3) << 4) | (lane >> 4) | (lane & 4);  // A row 4R+j, step 2p + group
-  int bi = (lane & 7) << 3;                                  // B column lane&7
-  int ci = ((lane & 8) << 3) | ((lane >> 3) & 2) | ((lane & 6) << 1) | (lane & 1);  // C row 4R, + 16i: row 4R+i
+  unsigned lane = TID;
+  unsigned ai = ((lane & 24) << 4) | ((lane & 2) << 5) | ((lane & 5) << 2);  // A row, step 2p + β0
+  unsigned bi = ((lane & 3) << 6) | ((lane & 4) << 3);                         // B column 2j + β0
+  unsigned ci = ((lane & 24) << 4) | ((lane & 3) << 4) | ((lane >> 2 & 1) << 2);  // C[block's row 0][column]
+  const unsigned row_offsets[4] = {0, 8, 64, 72};
   float4 acc;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] = c[ci + 16 * i];
+  for (int i = 0; i < 4; ++i) acc[i] = AT(const float, c, ci + row_offsets[i]);
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
-    half4 av = __builtin_bit_cast(half4, (uint2){a[ai + 8 * p], a[ai + 8 * p + 2]});
-    half4 b0 = __builtin_bit_cast(half4, (uint2){b[bi + 4 * p], b[bi + 4 * p + 1]});
-    half4 b1 = __builtin_bit_cast(half4, (uint2){b[bi + 4 * p + 2], b[bi + 4 * p + 3]});
+    half4 av = __builtin_bit_cast(half4, (uint2){AT(const unsigned, a, ai + 32 * p),
+                                                 AT(const unsigned, a, ai + 32 * p + 8)});
+    uint4 bw = AT(const uint4, b, bi + 16 * p);
+    half4 b0 = __builtin_bit_cast(half4, (uint2){bw[0], bw[1]});
+    half4 b1 = __builtin_bit_cast(half4, (uint2){bw[2], bw[3]});
     acc = __builtin_amdgcn_mfma_f32_4x4x4f16(av, b0, acc, 1, 0, 0);
     acc = __builtin_amdgcn_mfma_f32_4x4x4f16(av, b1, acc, 1, 1, 0);
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) d[ci + 16 * i] = acc[i];
+  for (int i = 0; i < 4; ++i) AT(float, d, ci + row_offsets[i]) = acc[i];
 }
 #else
 // WMMA 16x16x16 computes Dᵀ = Bᵀ·Aᵀ: its A's row L%16 is PTX B column L%8 (rows 8-15 repeat 0-7; their
 // results, registers 4-7, are dropped), its B's column L%16 PTX A row L%16, so Dᵀ[2i + L/16][L%16] in
 // register i < 4 is all of D, 4 elements a lane, and lanes 16-31 repeat 0-15 as WMMA requires. Word w of
 // B's column n is b[8n + w] (k 2(w/2) + 8(w%2)); A's row m holds the same k at a[16(m%8) + m/8 + 2w].
-// Measured (instructions): 41; row/column formulas 42, A from 16-byte loads of both rows 47, D not
-// transposed (8 registers, half the lanes storing) 104.
+// Measured (instructions): 39; word indices 41, row/column formulas 42, A from 16-byte loads of both rows
+// 47, D not transposed (8 registers, half the lanes storing) 104.
 extern "C" __global__ void __launch_bounds__(32) mma_tile(const unsigned *a, const unsigned *b, const float *c,
                                                           float *d) {
-  int lane = TID;
-  int ai = ((lane & 7) << 4) | ((lane >> 3) & 1), bi = (lane & 7) << 3;
-  int ci = ((lane & 7) << 4) | ((lane >> 2) & 2) | (lane >> 4);  // C[m][L/16], + 4i: C[m][2i + L/16]
+  unsigned lane = TID;
+  unsigned ai = ((lane & 7) << 6) | ((lane >> 1) & 4), bi = (lane & 7) << 5;
+  unsigned ci = ((lane & 7) << 6) | (lane & 8) | ((lane >> 4) << 2);  // C[m][L/16], + 16i bytes: C[m][2i + L/16]
   uint8 aw, bw;
 #pragma unroll
   for (int w = 0; w < 8; ++w) {
-    aw[w] = a[ai + 2 * w];
-    bw[w] = b[bi + w];
+    aw[w] = AT(const unsigned, a, ai + 8 * w);
+    bw[w] = AT(const unsigned, b, bi + 4 * w);
   }
   float8 acc = {};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] = c[ci + 4 * i];
+  for (int i = 0; i < 4; ++i) acc[i] = AT(const float, c, ci + 16 * i);
   acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(half16, bw), __builtin_bit_cast(half16, aw),
                                                     acc);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) d[ci + 4 * i] = acc[i];
+  for (int i = 0; i < 4; ++i) AT(float, d, ci + 16 * i) = acc[i];
 }
 #endif
 
