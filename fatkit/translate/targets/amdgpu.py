@@ -239,7 +239,7 @@ class AmdgpuTarget(Target):
 
         zero = ir.Constant(f32, 0.0)
         if flushing:
-            return self._approximate_flushing(builder, function, value, bare, flush)
+            return self._approximate_flushing(builder, function, value, bare)
         if function == "ex2":
             return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
         if function == "lg2":
@@ -257,20 +257,18 @@ class AmdgpuTarget(Target):
         return None
 
     @staticmethod
-    def _approximate_flushing(builder, function, value, bare, flush):
-        # Under the flushing mode `flush` is llvm.canonicalize (`v_max x, x`, which flushes there), so the
-        # flushes are on the values themselves, one instruction each, and right whether the instruction
-        # itself flushes or not: the input where a subnormal one would change the result (rcp, sqrt, rsqrt,
-        # lg2), the result where it can be subnormal (ex2, rcp). sin/cos need neither: their turns x·1/2π
-        # is an f32 multiply, which the mode flushes (a subnormal x or product becomes a zero of its sign),
-        # and neither gives a subnormal result from a normal number of turns.
+    def _approximate_flushing(builder, function, value, bare):
+        # Under the flushing mode the bare instruction is PTX's .ftz form by itself: v_exp, v_log, v_rcp,
+        # v_rsq and v_sqrt_f32 flush subnormal inputs and results to zeros of their sign whatever the mode
+        # ("denormals are flushed", CDNA3 and RDNA3 ISA), and the mode flushes them for every f32 VALU
+        # operation anyway (fatkit.emulate's model), so no flush of its own is needed on either account.
+        # sin/cos take their turns x·1/2π from an f32 multiply, which the mode flushes (a subnormal x or
+        # product becomes a zero of its sign), and neither gives a subnormal result from a normal number
+        # of turns.
         if function in ("sin", "cos"):
             return bare(function, builder.fmul(value, ir.Constant(value.type, 1 / (2 * math.pi))))
         name = {"ex2": "exp2", "lg2": "log", "rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}.get(function)
-        if name is None:
-            return None
-        result = bare(name, value if function == "ex2" else flush(value))
-        return flush(result) if function in ("ex2", "rcp") else result
+        return None if name is None else bare(name, value)
 
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
