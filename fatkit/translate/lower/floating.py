@@ -85,7 +85,7 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
     `approximate` between flushes of the source and the result."""
     d, a = lw.operands(ins, 2)
     b, x = lw.builder, lw.read(a, t)
-    native = lw.target.approximate_ftz(b, function, x, lw.flush, lw.flushing) if ftz else None
+    native = lw.target.approximate_ftz(b, function, x, lw.flushing) if ftz else None
     if native is not None:
         lw.write(d, native, t)
         return

@@ -215,60 +215,33 @@ class AmdgpuTarget(Target):
         reciprocal.set_metadata("fpmath", one_ulp)
         return reciprocal
 
-    def approximate_ftz(self, builder, function, value, flush, flushing=False):
-        # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) and only the flushes PTX's
-        # results need, each decided from the input, so that the result is right whether an instruction keeps
-        # subnormals or flushes them (LLVM takes it that these flush; fatkit.emulate keeps them):
-        # ex2 of x < -126 is the zero its subnormal result flushes to (a subnormal x gives 1 either way);
-        # lg2 of a subnormal is lg2 of 0, -inf; rcp, sqrt and rsqrt flush their input, and rcp of |x| > 2^126
-        # is the zero of x's sign its subnormal result flushes to; sin of |x| < 2^-120 is x's signed zero
-        # (within .approx's absolute error, where the turns x/2π would be subnormal); cos of a subnormal is 1.
+    def approximate_ftz(self, builder, function, value, flushing=False):
+        # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) are PTX's .ftz forms by
+        # themselves: v_exp, v_log, v_rcp, v_rsq and v_sqrt_f32 flush subnormal inputs and results to zeros of
+        # their sign in every mode ("denormals are flushed", CDNA3 and RDNA3 ISA; fatkit.emulate models
+        # that), so ex2 of x < -126 is the zero its result flushes to, lg2 of a subnormal is -inf, rcp of a
+        # subnormal ±inf and of |x| > 2^126 a zero of x's sign. v_sin/v_cos support denormals: their turns
+        # x·1/2π is an f32 multiply, which the flushing mode flushes (a subnormal x or product becomes a zero
+        # of its sign); with subnormals kept, sin of |x| < 2^-120 is x's signed zero (within .approx's
+        # absolute error, where the turns would be subnormal) and cos of a subnormal is 1 anyway.
         f32, module = value.type, builder.module
 
         def bare(name: str, x: ir.Value) -> ir.Value:
             return builder.call(_intrinsic(module, f"llvm.amdgcn.{name}.f32", f32, (f32,)), [x])
 
-        def magnitude_beyond(op: str, bound: float) -> ir.Value:
-            magnitude = builder.call(_intrinsic(module, "llvm.fabs.f32", f32, (f32,)), [value])
-            return builder.fcmp_ordered(op, magnitude, ir.Constant(f32, bound))
-
-        def signed_zero() -> ir.Value:
-            i32 = ir.IntType(32)
-            sign = builder.and_(builder.bitcast(value, i32), ir.Constant(i32, 1 << 31))
-            return builder.bitcast(sign, f32)
-
-        zero = ir.Constant(f32, 0.0)
-        if flushing:
-            return self._approximate_flushing(builder, function, value, bare)
-        if function == "ex2":
-            return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
-        if function == "lg2":
-            return bare("log", builder.select(magnitude_beyond("<", 2.0 ** -126), zero, value))
-        if function in ("rcp", "sqrt", "rsqrt"):
-            result = bare({"rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}[function], flush(value))
-            if function == "rcp":
-                result = builder.select(magnitude_beyond(">", 2.0 ** 126), signed_zero(), result)
-            return result
-        if function in ("sin", "cos"):
-            result = bare(function, builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi))))
-            if function == "sin":
-                result = builder.select(magnitude_beyond("<", 2.0 ** -120), signed_zero(), result)
-            return result
-        return None
-
-    @staticmethod
-    def _approximate_flushing(builder, function, value, bare):
-        # Under the flushing mode the bare instruction is PTX's .ftz form by itself: v_exp, v_log, v_rcp,
-        # v_rsq and v_sqrt_f32 flush subnormal inputs and results to zeros of their sign whatever the mode
-        # ("denormals are flushed", CDNA3 and RDNA3 ISA), and the mode flushes them for every f32 VALU
-        # operation anyway (fatkit.emulate's model), so no flush of its own is needed on either account.
-        # sin/cos take their turns x·1/2π from an f32 multiply, which the mode flushes (a subnormal x or
-        # product becomes a zero of its sign), and neither gives a subnormal result from a normal number
-        # of turns.
-        if function in ("sin", "cos"):
-            return bare(function, builder.fmul(value, ir.Constant(value.type, 1 / (2 * math.pi))))
         name = {"ex2": "exp2", "lg2": "log", "rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}.get(function)
-        return None if name is None else bare(name, value)
+        if name is not None:
+            return bare(name, value)
+        if function not in ("sin", "cos"):
+            return None
+        result = bare(function, builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi))))
+        if function == "cos" or flushing:
+            return result
+        i32 = ir.IntType(32)
+        magnitude = builder.call(_intrinsic(module, "llvm.fabs.f32", f32, (f32,)), [value])
+        tiny = builder.fcmp_ordered("<", magnitude, ir.Constant(f32, 2.0 ** -120))
+        signed_zero = builder.bitcast(builder.and_(builder.bitcast(value, i32), ir.Constant(i32, 1 << 31)), f32)
+        return builder.select(tiny, signed_zero, result)
 
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
