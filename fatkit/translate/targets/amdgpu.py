@@ -407,7 +407,7 @@ class AmdgpuTarget(Target):
             _WORKERS.give(worker)
         if not switched:
             return product
-        assembly = shared_switches(product.decode()).encode()
+        assembly = shared_switches(known_mode_blocks(product.decode(), self.id.generation)).encode()
         return assembled(assembly, self.processor) if kind == "obj" else assembly
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
@@ -734,6 +734,65 @@ _SWITCH = re.compile(r"^\s*(?:s_round_mode|s_setreg_imm32_b32 hwreg\(HW_REG_MODE
 # what may lie between two switches without being rounded: assembler comments, waits and hints, moves
 _NEUTRAL = re.compile(r"^\s*(?:;.*|s_nop \d+|s_delay_alu .*|s_waitcnt\S* .*|s_mov_b(?:32|64) .*|v_mov_b32\S* .*|"
                       r"v_dual_mov_b32 [^:]*:: v_dual_mov_b32 .*)?$")
+
+
+_LABEL = re.compile(r"^([A-Za-z_$][\w.$]*):")
+_MODE_WRITE = re.compile(r"^\s*(?:s_setreg\S*|s_denorm_mode|s_round_mode)\s")
+_SAVE = re.compile(r"^\s*s_getreg_b32 (s\d+), hwreg\(HW_REG_MODE, 0, 8\)\s*$")
+_SET = re.compile(r"^\s*s_setreg_imm32_b32 hwreg\(HW_REG_MODE, 0, 8\), 0x([0-9a-f]+)\s*$")
+
+
+def known_mode_blocks(assembly: str, generation: int) -> str:
+    """The flushing form of `AmdgpuTarget.directed` (MODE saved, rounding and f32 flushing set, MODE
+    restored) as the plain one (FP_ROUND set, then back to nearest even) in each kernel whose descriptor
+    flushes f32 subnormals and whose code writes MODE nowhere else than in fatkit's blocks: no LLVM window
+    with subnormals kept then (its f32 division), so the mode the block saves is the entry's, f32 flushed
+    and rounding to nearest even, which the plain form keeps and restores. Plain switches also share
+    (`shared_switches`)."""
+    out: list[str] = []
+    body: list[str] | None = None  # the current function's lines from its label on
+    inside_asm = unknown = False
+    for line in assembly.split("\n"):
+        stripped = line.strip()
+        if body is None:
+            if _LABEL.match(line):
+                body = [line]
+            else:
+                out.append(line)
+            continue
+        if stripped in (";;#ASMSTART", ";;#ASMEND"):
+            inside_asm = stripped == ";;#ASMSTART"
+        elif not inside_asm and _MODE_WRITE.match(line):
+            unknown = True
+        elif stripped.startswith(".Lfunc_end"):
+            flushing = ".amdhsa_float_denorm_mode_32 0" in (s.strip() for s in body)
+            out += _plain_blocks(body, generation) if flushing and not unknown else body
+            body, unknown = None, False
+            out.append(line)
+            continue
+        body.append(line)
+    return "\n".join(out + (body or []))
+
+
+def _plain_blocks(body: list[str], generation: int) -> list[str]:
+    """`known_mode_blocks` in one kernel: each save (s_getreg) dropped, the set of rounding and flushing
+    narrowed to the rounding, the restore from the saved register a switch back to nearest even."""
+    out = list(body)
+    dropped = set()
+    for index, line in enumerate(body[:-1]):
+        saved, mode = _SAVE.match(line), _SET.match(body[index + 1])
+        if saved is None or mode is None:
+            continue
+        restore = f"s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), {saved.group(1)}"
+        end = next(k for k in range(index + 2, len(body)) if body[k].strip() == restore)
+        rounding = int(mode.group(1), 16) & 0xF
+        dropped.add(index)
+        if generation >= 10:
+            out[index + 1], out[end] = f"s_round_mode {rounding:#x}", "s_round_mode 0x0"
+        else:
+            out[index + 1] = f"s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {rounding:#x}"
+            out[end] = "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0x0"
+    return [line for index, line in enumerate(out) if index not in dropped]
 
 
 def shared_switches(assembly: str) -> str:
