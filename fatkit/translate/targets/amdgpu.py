@@ -151,6 +151,10 @@ class AmdgpuTarget(Target):
         value = builder.call(asm, values)
         return builder.extract_value(value, 0) if flushing else value
 
+    def median(self, builder, x, y, z):
+        f32 = ir.FloatType()
+        return builder.call(_intrinsic(builder.module, "llvm.amdgcn.fmed3.f32", f32, (f32, f32, f32)), [x, y, z])
+
     def number_min_max(self, builder, smaller, x, y):
         # v_max3_f32 x, y, 0x7fffffff with MODE.IEEE off (finish_module): v_max(x, y) gives the other operand
         # for one NaN (signalling ones too) and y for two, and the max of that with the canonical NaN is

@@ -212,6 +212,11 @@ class Target(ABC):
         result of `approximate` itself."""
         return None
 
+    def median(self, builder: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value | None:
+        """The median of three f32 numbers as one target instruction where it has one (the flushing mode's
+        fma.ftz, lower/floating.py, gives it no NaN beside a number and no zeros of two signs); None: it has none."""
+        return None
+
     def number_min_max(self, builder: ir.IRBuilder, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value | None:
         """PTX's f32 min (`smaller`) or max of `x` and `y` without .NaN (one NaN: the other operand; both: the
         canonical NaN; −0.0 below +0.0) as one target instruction where it has one; None: lowering builds it
