@@ -106,7 +106,8 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
     rounding; a tiny difference flushes to a zero of its sign, an exact one is +0); for an fma, the result
     rounded towards zero is ±0 exactly when the exact value is tiny (or zero), and then it is the result but
     towards −inf (where an exact zero sum of terms of both signs is −0). Both hold whichever tininess the
-    hardware's flush uses."""
+    hardware's flush uses; rounded towards zero, the result is below 2^-126 exactly where the exact value
+    is, so the flush after rounding is PTX's."""
     b = lw.builder
     if mode == "rn":
         if operation == "fma":
@@ -118,6 +119,8 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         value = lw.target.directed(b, operation, mode, values, flushing=True)
         if value is None:
             raise lw.fail(f"{operation}.{mode}.ftz.f32 needs the target's rounding mode switch")
+    if mode == "rz":  # a result rounded towards zero is below 2^-126 exactly when the exact value is
+        return value
     if operation == "mul":
         # The difference is negative (−0 included) exactly when the product is tiny, and then `value` is
         # ±0 or ±2^-126: scaled by 2^(its bits as a negative integer, below −2^31 + 2^23) it is the zero of
