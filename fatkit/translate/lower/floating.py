@@ -129,22 +129,22 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         difference = rounding.fma(b, *magnitudes, ir.Constant(F32, -_SMALLEST_NORMAL))
         scale = lw.intrinsic("llvm.smin", [rounding.bits(b, difference), ir.Constant(I32, 0)])
         return rounding.ldexp(b, value, scale)
-    if operation == "fma":
-        towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
-        if towards_zero is None:
-            raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
-        if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of
-            # both signs is +0 in these modes, a tiny one keeps its sign. Not tiny, `value` lies between the
-            # result towards zero and twice it (nearest and upwards are at most an ulp above it in magnitude,
-            # ±inf where twice it is); tiny, twice it is the same zero: the median of the three is the result,
-            # one instruction where the target has it (NaN: all three NaN)
-            median = lw.target.median(b, value, b.fmul(towards_zero, ir.Constant(F32, 2.0)), towards_zero)
-            if median is None:
-                raise lw.fail("fma.ftz.f32 needs the target's median instruction")
-            return median
-        tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
-    else:
+    if operation != "fma":
         return value
+    towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
+    if towards_zero is None:
+        raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
+    if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of both
+        # signs is +0 in these modes, a tiny one keeps its sign. Not tiny, `value` lies between the result
+        # towards zero and twice it (nearest and upwards are at most an ulp above it in magnitude, ±inf where
+        # twice it is); tiny, twice it is the same zero: the median of the three is the result, one
+        # instruction where the target has it (NaN: all three NaN), else a compare and a select
+        median = lw.target.median(b, value, b.fmul(towards_zero, ir.Constant(F32, 2.0)), towards_zero)
+        if median is not None:
+            return median
+    tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
+    if mode != "rm":
+        return b.select(tiny, towards_zero, value)
     signed_zero = b.bitcast(b.and_(rounding.bits(b, value), ir.Constant(I32, 1 << 31)), F32)
     return b.select(tiny, signed_zero, value)
 

@@ -152,6 +152,10 @@ class AmdgpuTarget(Target):
         return builder.extract_value(value, 0) if flushing else value
 
     def median(self, builder, x, y, z):
+        # v_med3_f32, by the ISA's pseudocode (NaN: v_min3; else the max3-based choice) on gfx9–gfx11;
+        # gfx12 has v_med3_num_f32 instead (IEEE 754-2019 numbers), which fatkit.emulate does not run
+        if self.id.generation >= 12:
+            return None
         f32 = ir.FloatType()
         return builder.call(_intrinsic(builder.module, "llvm.amdgcn.fmed3.f32", f32, (f32, f32, f32)), [x, y, z])
 

@@ -214,7 +214,8 @@ class Target(ABC):
 
     def median(self, builder: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value | None:
         """The median of three f32 numbers as one target instruction where it has one (the flushing mode's
-        fma.ftz, lower/floating.py, gives it no NaN beside a number and no zeros of two signs); None: it has none."""
+        fma.ftz, lower/floating.py, gives it no NaN beside a number and no zeros of two signs); None: lowering
+        selects instead."""
         return None
 
     def number_min_max(self, builder: ir.IRBuilder, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value | None:
