@@ -801,6 +801,30 @@ def test_getreg_and_setreg_of_the_mode_register(target):
                  "hwreg(HW_REG_MODE, 0, 10)", "=s", [])
 
 
+# f32 bit patterns: a subnormal (2^-127), its negative, and inputs whose results are subnormal (2^127: its
+# reciprocal 2^-127; -127.0 and -149.0: 2^-127, 2^-149)
+_SUBNORMAL, _HUGE, _MINUS_127, _MINUS_149 = 0x00400000, 0x7F000000, 0xC2FE0000, 0xC3150000
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_transcendental_f32_instructions_flush_in_every_mode(target):
+    """V_RCP/V_RSQ/V_SQRT/V_LOG/V_EXP_F32 with f32 denormals kept (the descriptor's default): the ISA's
+    "denormals are flushed", so a subnormal source is a zero of its sign (rcp 2^-127 would be 2^127 kept,
+    sqrt of −2^-127 NaN) and a subnormal result one too. Expected: the function of ±0, ±inf (IEEE)."""
+    negative = _SUBNORMAL | 1 << 31
+    cases = [("v_rcp_f32", _SUBNORMAL, 0x7F800000), ("v_rcp_f32", negative, 0xFF800000),
+             ("v_rcp_f32", _HUGE, 0), ("v_rcp_f32", _HUGE | 1 << 31, 1 << 31),
+             ("v_rsq_f32", _SUBNORMAL, 0x7F800000), ("v_rsq_f32", negative, 0xFF800000),
+             ("v_sqrt_f32", _SUBNORMAL, 0), ("v_sqrt_f32", negative, 1 << 31),
+             ("v_log_f32", _SUBNORMAL, 0xFF800000), ("v_log_f32", negative, 0xFF800000),
+             ("v_exp_f32", _MINUS_127, 0), ("v_exp_f32", _MINUS_149, 0), ("v_exp_f32", _SUBNORMAL, 0x3F800000)]
+    for instruction, x, want in cases:
+        got = _run_asm(target, f"{instruction} $0, $1", "=v,v", [x])
+        assert got == want, f"{instruction} 0x{x:08x} → 0x{got:08x}, want 0x{want:08x}"
+    # v_sin_f32 supports denormals: sin of 2^-127 turns is 2π·2^-127 (a normal number), not 0
+    assert _run_asm(target, "v_sin_f32 $0, $1", "=v,v", [_SUBNORMAL]) != 0
+
+
 def test_round_and_denorm_mode_instructions_on_gfx11():
     one, third = 0x3F800000, 0x3EAAAAAB  # 1/3 rounds up to nearest: 0x3EAAAAAB is above it
     # towards −inf with s_round_mode (bits 1:0 = 2), back to nearest afterwards

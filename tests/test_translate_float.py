@@ -308,11 +308,11 @@ MODES = ("rn", "rz", "rm", "rp")
 ARITHMETIC = {"add": 2, "sub": 2, "mul": 2, "div": 2, "fma": 3, "sqrt": 1, "rcp": 1}
 
 
-def arithmetic_ops(width: int, ftz: bool = False) -> list[tuple[str, str]]:
+def arithmetic_ops(width: int, ftz: bool = False, operations=tuple(ARITHMETIC)) -> list[tuple[str, str]]:
     t = "f32" if width == 32 else "f64"
     flag = ".ftz" if ftz else ""
     ops = []
-    for op, count in ARITHMETIC.items():
+    for op, count in ((op, ARITHMETIC[op]) for op in operations):
         sources = ", ".join("{" + x + "}" for x in "abc"[:count])
         for mode in MODES:
             ops.append((op, mode, f"{op}.{mode}{flag}.{t} {{d}}, {sources};"))
@@ -320,8 +320,8 @@ def arithmetic_ops(width: int, ftz: bool = False) -> list[tuple[str, str]]:
 
 
 def check_arithmetic(width: int, a: list[int], b: list[int], c: list[int], ftz: bool = False,
-                     target: str = "host") -> None:
-    ops = arithmetic_ops(width, ftz)
+                     target: str = "host", operations=tuple(ARITHMETIC)) -> None:
+    ops = arithmetic_ops(width, ftz, operations)
     rows = run(width, [text for _, _, text in ops], a, b, c, target=target)
     failures = []
     for i, row in enumerate(rows):
@@ -402,19 +402,48 @@ def test_f64_extreme_exponents(target):
     check_arithmetic(64, a, b, c, target=target)
 
 
-def test_f32_ftz_flushes_inputs_and_results(target):
+def _ftz_operands() -> tuple[list[int], list[int], list[int]]:
     rng = random.Random(3)
     values = edges(32)
     a = [x for x in values for _ in values] + random_patterns(rng, 32, 300)
     b = [y for _ in values for y in values] + [rng.getrandbits(9) | (rng.getrandbits(1) << 31) for _ in range(300)]
     c = [values[(i * 5) % len(values)] for i in range(len(a))]
-    # results about the smallest normal, 2^-126: just below it some round up to it, and are still flushed
+    # products about the smallest normal, 2^-126: just below it some round up to it, and are still flushed
     for _ in range(600):
-        shift = rng.randint(-20, 20)
-        a.append(pattern(rng.uniform(1, 2) * 2.0 ** shift * rng.choice((1, -1)), 32))
-        b.append(pattern(2.0 ** (-126 - shift) / value(a[-1], 32) * (1 + rng.randint(-4, 4) * 2.0 ** -24), 32))
+        a.append(pattern(rng.uniform(1, 2) * 2.0 ** rng.randint(-20, 20) * rng.choice((1, -1)), 32))
+        b.append(pattern(2.0 ** -126 / value(a[-1], 32) * (1 + rng.randint(-4, 4) * 2.0 ** -24), 32))
         c.append(pattern(rng.choice((0.0, 2.0 ** -126, -(2.0 ** -126), 2.0 ** -149)), 32))
-    check_arithmetic(32, a, b, c, ftz=True, target=target)
+    # fma sums within 2^-150 of ±2^-126: a normal c = 2^-126 + m·2^-149 and a product of about −(m ± 1/4)·2^-149
+    # (its 48 bits far below c's last), so the sum lies a quarter of 2^-149 below or above 2^-126
+    for _ in range(600):
+        sign, m = rng.choice((1, -1)), rng.randint(1 << 20, 1 << 22)
+        a.append(pattern(sign * rng.uniform(1, 2) * 2.0 ** rng.randint(-40, -30), 32))
+        b.append(pattern(-(m + rng.choice((0.25, -0.25))) * 2.0 ** -149 / value(a[-1], 32), 32))
+        c.append(pattern(sign * (2.0 ** -126 + m * 2.0 ** -149), 32))
+    return a, b, c
+
+
+def test_f32_ftz_flushes_inputs_and_results(target):
+    """Every .ftz form in one kernel: on AMD targets under the flushing mode, its div.rn an LLVM division
+    that keeps subnormals for a while, so the directed operations save and restore MODE."""
+    check_arithmetic(32, *_ftz_operands(), ftz=True, target=target)
+    if target != "host":
+        ops = [text for _, _, text in arithmetic_ops(32, ftz=True)]
+        assert "s_getreg_b32" in translate(HEADER + float_kernel("k", 32, ops),
+                                           Options(target=target, emit="asm")).product.decode()
+
+
+def test_f32_ftz_arithmetic_without_division(target):
+    """add/sub/mul/fma .ftz in every rounding, no division: on AMD targets the kernel's MODE is the
+    descriptor's throughout, so the directed operations (and the towards-zero fma that finds an fma's
+    tininess) switch the rounding only; results about 2^-126, where tininess before rounding matters."""
+    operations = ("add", "sub", "mul", "fma")
+    check_arithmetic(32, *_ftz_operands(), ftz=True, target=target, operations=operations)
+    if target != "host":
+        ops = [text for _, _, text in arithmetic_ops(32, ftz=True, operations=operations)]
+        assembly = translate(HEADER + float_kernel("k", 32, ops), Options(target=target, emit="asm")).product
+        assert _denorm_modes(HEADER + float_kernel("k", 32, ops), target)[0] == 0
+        assert b"s_getreg_b32" not in assembly and b"hwreg(HW_REG_MODE, 0, 8)" not in assembly
 
 
 def test_saturate_and_rounding_defaults(target):

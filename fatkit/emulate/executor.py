@@ -325,6 +325,14 @@ def _flip_bits(getter, mask: int):
     return lambda w: getter(w) ^ mask
 
 
+def _flushed(getter):
+    return lambda w: fpmode.flush_bits(np.asarray(getter(w), dtype=object) & M32, 32)
+
+
+def _flushing(put):
+    return lambda w, value: put(w, fpmode.flush_bits(np.asarray(value, dtype=object) & M32, 32))
+
+
 class Preparer:
     """Turns decoded instructions into Steps for one launch (architecture, wave size, address spaces)."""
 
@@ -1128,6 +1136,9 @@ class Preparer:
                 puts.append(self.mask_put(126))
             else:
                 puts.append(self.common_put(out, name))
+        if fpmode.always_flushes(name):
+            getters = [_flushed(g) if param == "S0" else g for param, g in zip(fn.params, getters)]
+            puts = [_flushing(p) if out == "D0" and p is not None else p for out, p in zip(fn.outputs, puts)]
         klass = VALU
         code = fn.code
         where = self.where_for(name, pc)

@@ -11,6 +11,8 @@ sources are flushed where the mode flushes inputs, the table's semantics runs, a
 result is replaced by the exactly rounded one in a directed mode (Python fractions, lane by lane), and a
 subnormal result becomes a zero of its sign where the mode flushes outputs (tininess after rounding); the
 packed V_PK_* operations flush each half of their operands and results by its format's field.
+V_RCP, V_RSQ, V_SQRT, V_LOG and V_EXP_F32 flush their subnormal sources and results in every mode, the
+default one included (`always_flushes`).
 Operations whose result depends on the rounding mode and that are not among those are refused in a
 directed mode rather than rounded to nearest.
 """
@@ -163,6 +165,9 @@ _ROUNDING_FREE = re.compile(
     r"V_(CNDMASK|MOV)|V_(TRUNC|FLOOR|CEIL|RNDNE|FRACT|FREXP_MANT|FREXP_EXP_I32)_F|"
     r"V_CVT_F64_F32|V_CVT_F32_F16|V_CVT_F32_BF16|V_CVT_(I|U)32_F(32|64)|V_CVT_(I|U)16_F16|V_CVT_FLR|V_CVT_RPI")
 _NO_FLUSH = re.compile(r"V_CMPX?_CLASS_")  # the class test reads the bits as they are
+# "1ULP accuracy, denormals are flushed" (CDNA3 and RDNA3 ISA, each of these five): subnormal inputs and
+# results are zeros of their sign whatever MODE's FP_DENORM says (V_SIN/V_COS_F32 support denormals)
+_ALWAYS_FLUSHED = re.compile(r"V_(RCP|RSQ|SQRT|LOG|EXP)_F32(?:_E32|_E64)?$")
 
 
 def arithmetic(name: str) -> tuple[str, int, tuple[str, ...], int | None] | None:
@@ -176,6 +181,11 @@ def arithmetic(name: str) -> tuple[str, int, tuple[str, ...], int | None] | None
 
 def flushes_inputs(name: str) -> bool:
     return _NO_FLUSH.match(name) is None
+
+
+def always_flushes(name: str) -> bool:
+    """Whether the f32 instruction flushes subnormal sources and results in every mode."""
+    return _ALWAYS_FLUSHED.match(name) is not None
 
 
 def rounding_free(name: str) -> bool:
@@ -216,5 +226,5 @@ def directed(kind: str, width: int, operands: list, negated: int | None, roundin
     return out
 
 
-__all__ = ["DEFAULT_FP", "HW_REG_MODE", "arithmetic", "directed", "entry_mode", "exact", "flush_bits", "flush_halves",
-           "getreg", "round_exact", "setreg"]
+__all__ = ["DEFAULT_FP", "HW_REG_MODE", "always_flushes", "arithmetic", "directed", "entry_mode", "exact",
+           "flush_bits", "flush_halves", "getreg", "round_exact", "setreg"]

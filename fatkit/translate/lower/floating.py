@@ -85,7 +85,7 @@ def _approximation(lw, ins, function: str, t: str, ftz: bool) -> None:
     `approximate` between flushes of the source and the result."""
     d, a = lw.operands(ins, 2)
     b, x = lw.builder, lw.read(a, t)
-    native = lw.target.approximate_ftz(b, function, x, lw.flush, lw.flushing) if ftz else None
+    native = lw.target.approximate_ftz(b, function, x, lw.flushing) if ftz else None
     if native is not None:
         lw.write(d, native, t)
         return
@@ -106,7 +106,8 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
     rounding; a tiny difference flushes to a zero of its sign, an exact one is +0); for an fma, the result
     rounded towards zero is ±0 exactly when the exact value is tiny (or zero), and then it is the result but
     towards −inf (where an exact zero sum of terms of both signs is −0). Both hold whichever tininess the
-    hardware's flush uses."""
+    hardware's flush uses; rounded towards zero, the result is below 2^-126 exactly where the exact value
+    is, so the flush after rounding is PTX's."""
     b = lw.builder
     if mode == "rn":
         if operation == "fma":
@@ -118,6 +119,8 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         value = lw.target.directed(b, operation, mode, values, flushing=True)
         if value is None:
             raise lw.fail(f"{operation}.{mode}.ftz.f32 needs the target's rounding mode switch")
+    if mode == "rz":  # a result rounded towards zero is below 2^-126 exactly when the exact value is
+        return value
     if operation == "mul":
         # The difference is negative (−0 included) exactly when the product is tiny, and then `value` is
         # ±0 or ±2^-126: scaled by 2^(its bits as a negative integer, below −2^31 + 2^23) it is the zero of
@@ -126,15 +129,22 @@ def _flushing_arithmetic(lw: Lowering, operation: str, mode: str, values: list[i
         difference = rounding.fma(b, *magnitudes, ir.Constant(F32, -_SMALLEST_NORMAL))
         scale = lw.intrinsic("llvm.smin", [rounding.bits(b, difference), ir.Constant(I32, 0)])
         return rounding.ldexp(b, value, scale)
-    if operation == "fma":
-        towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
-        if towards_zero is None:
-            raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
-        tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
-        if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of
-            return b.select(tiny, towards_zero, value)  # both signs is +0 in these modes, a tiny one keeps its sign
-    else:
+    if operation != "fma":
         return value
+    towards_zero = lw.target.directed(b, "fma", "rz", values, flushing=True)
+    if towards_zero is None:
+        raise lw.fail("fma.ftz.f32 needs the target's rounding mode switch")
+    if mode != "rm":  # then the zero rounded towards zero is the result: an exact zero sum of terms of both
+        # signs is +0 in these modes, a tiny one keeps its sign. Not tiny, `value` lies between the result
+        # towards zero and twice it (nearest and upwards are at most an ulp above it in magnitude, ±inf where
+        # twice it is); tiny, twice it is the same zero: the median of the three is the result, one
+        # instruction where the target has it (NaN: all three NaN), else a compare and a select
+        median = lw.target.median(b, value, b.fmul(towards_zero, ir.Constant(F32, 2.0)), towards_zero)
+        if median is not None:
+            return median
+    tiny = b.fcmp_ordered("==", towards_zero, ir.Constant(F32, 0.0))
+    if mode != "rm":
+        return b.select(tiny, towards_zero, value)
     signed_zero = b.bitcast(b.and_(rounding.bits(b, value), ir.Constant(I32, 1 << 31)), F32)
     return b.select(tiny, signed_zero, value)
 

@@ -151,6 +151,14 @@ class AmdgpuTarget(Target):
         value = builder.call(asm, values)
         return builder.extract_value(value, 0) if flushing else value
 
+    def median(self, builder, x, y, z):
+        # v_med3_f32, by the ISA's pseudocode (NaN: v_min3; else the max3-based choice) on gfx9–gfx11;
+        # gfx12 has v_med3_num_f32 instead (IEEE 754-2019 numbers), which fatkit.emulate does not run
+        if self.id.generation >= 12:
+            return None
+        f32 = ir.FloatType()
+        return builder.call(_intrinsic(builder.module, "llvm.amdgcn.fmed3.f32", f32, (f32, f32, f32)), [x, y, z])
+
     def number_min_max(self, builder, smaller, x, y):
         # v_max3_f32 x, y, 0x7fffffff with MODE.IEEE off (finish_module): v_max(x, y) gives the other operand
         # for one NaN (signalling ones too) and y for two, and the max of that with the canonical NaN is
@@ -215,62 +223,33 @@ class AmdgpuTarget(Target):
         reciprocal.set_metadata("fpmath", one_ulp)
         return reciprocal
 
-    def approximate_ftz(self, builder, function, value, flush, flushing=False):
-        # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) and only the flushes PTX's
-        # results need, each decided from the input, so that the result is right whether an instruction keeps
-        # subnormals or flushes them (LLVM takes it that these flush; fatkit.emulate keeps them):
-        # ex2 of x < -126 is the zero its subnormal result flushes to (a subnormal x gives 1 either way);
-        # lg2 of a subnormal is lg2 of 0, -inf; rcp, sqrt and rsqrt flush their input, and rcp of |x| > 2^126
-        # is the zero of x's sign its subnormal result flushes to; sin of |x| < 2^-120 is x's signed zero
-        # (within .approx's absolute error, where the turns x/2π would be subnormal); cos of a subnormal is 1.
+    def approximate_ftz(self, builder, function, value, flushing=False):
+        # The bare instructions (AMD: 1 ulp each, inside PTX's .approx bounds) are PTX's .ftz forms by
+        # themselves: v_exp, v_log, v_rcp, v_rsq and v_sqrt_f32 flush subnormal inputs and results to zeros of
+        # their sign in every mode ("denormals are flushed", CDNA3 and RDNA3 ISA; fatkit.emulate models
+        # that), so ex2 of x < -126 is the zero its result flushes to, lg2 of a subnormal is -inf, rcp of a
+        # subnormal ±inf and of |x| > 2^126 a zero of x's sign. v_sin/v_cos support denormals: their turns
+        # x·1/2π is an f32 multiply, which the flushing mode flushes (a subnormal x or product becomes a zero
+        # of its sign); with subnormals kept, sin of |x| < 2^-120 is x's signed zero (within .approx's
+        # absolute error, where the turns would be subnormal) and cos of a subnormal is 1 anyway.
         f32, module = value.type, builder.module
 
         def bare(name: str, x: ir.Value) -> ir.Value:
             return builder.call(_intrinsic(module, f"llvm.amdgcn.{name}.f32", f32, (f32,)), [x])
 
-        def magnitude_beyond(op: str, bound: float) -> ir.Value:
-            magnitude = builder.call(_intrinsic(module, "llvm.fabs.f32", f32, (f32,)), [value])
-            return builder.fcmp_ordered(op, magnitude, ir.Constant(f32, bound))
-
-        def signed_zero() -> ir.Value:
-            i32 = ir.IntType(32)
-            sign = builder.and_(builder.bitcast(value, i32), ir.Constant(i32, 1 << 31))
-            return builder.bitcast(sign, f32)
-
-        zero = ir.Constant(f32, 0.0)
-        if flushing:
-            return self._approximate_flushing(builder, function, value, bare, flush)
-        if function == "ex2":
-            return builder.select(builder.fcmp_ordered("<", value, ir.Constant(f32, -126.0)), zero, bare("exp2", value))
-        if function == "lg2":
-            return bare("log", builder.select(magnitude_beyond("<", 2.0 ** -126), zero, value))
-        if function in ("rcp", "sqrt", "rsqrt"):
-            result = bare({"rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}[function], flush(value))
-            if function == "rcp":
-                result = builder.select(magnitude_beyond(">", 2.0 ** 126), signed_zero(), result)
-            return result
-        if function in ("sin", "cos"):
-            result = bare(function, builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi))))
-            if function == "sin":
-                result = builder.select(magnitude_beyond("<", 2.0 ** -120), signed_zero(), result)
-            return result
-        return None
-
-    @staticmethod
-    def _approximate_flushing(builder, function, value, bare, flush):
-        # Under the flushing mode `flush` is llvm.canonicalize (`v_max x, x`, which flushes there), so the
-        # flushes are on the values themselves, one instruction each, and right whether the instruction
-        # itself flushes or not: the input where a subnormal one would change the result (rcp, sqrt, rsqrt,
-        # lg2), the result where it can be subnormal (ex2, rcp). sin/cos need neither: their turns x·1/2π
-        # is an f32 multiply, which the mode flushes (a subnormal x or product becomes a zero of its sign),
-        # and neither gives a subnormal result from a normal number of turns.
-        if function in ("sin", "cos"):
-            return bare(function, builder.fmul(value, ir.Constant(value.type, 1 / (2 * math.pi))))
         name = {"ex2": "exp2", "lg2": "log", "rcp": "rcp", "sqrt": "sqrt", "rsqrt": "rsq"}.get(function)
-        if name is None:
+        if name is not None:
+            return bare(name, value)
+        if function not in ("sin", "cos"):
             return None
-        result = bare(name, value if function == "ex2" else flush(value))
-        return flush(result) if function in ("ex2", "rcp") else result
+        result = bare(function, builder.fmul(value, ir.Constant(f32, 1 / (2 * math.pi))))
+        if function == "cos" or flushing:
+            return result
+        i32 = ir.IntType(32)
+        magnitude = builder.call(_intrinsic(module, "llvm.fabs.f32", f32, (f32,)), [value])
+        tiny = builder.fcmp_ordered("<", magnitude, ir.Constant(f32, 2.0 ** -120))
+        signed_zero = builder.bitcast(builder.and_(builder.bitcast(value, i32), ir.Constant(i32, 1 << 31)), f32)
+        return builder.select(tiny, signed_zero, result)
 
     def syncscope(self, scope):
         return _SYNCSCOPES[scope]
@@ -436,7 +415,7 @@ class AmdgpuTarget(Target):
             _WORKERS.give(worker)
         if not switched:
             return product
-        assembly = shared_switches(product.decode()).encode()
+        assembly = shared_switches(known_mode_blocks(product.decode(), self.id.generation)).encode()
         return assembled(assembly, self.processor) if kind == "obj" else assembly
 
     def validate(self, product: bytes, kernels: list[LoweredKernel]) -> CodeObject:
@@ -763,6 +742,65 @@ _SWITCH = re.compile(r"^\s*(?:s_round_mode|s_setreg_imm32_b32 hwreg\(HW_REG_MODE
 # what may lie between two switches without being rounded: assembler comments, waits and hints, moves
 _NEUTRAL = re.compile(r"^\s*(?:;.*|s_nop \d+|s_delay_alu .*|s_waitcnt\S* .*|s_mov_b(?:32|64) .*|v_mov_b32\S* .*|"
                       r"v_dual_mov_b32 [^:]*:: v_dual_mov_b32 .*)?$")
+
+
+_LABEL = re.compile(r"^([A-Za-z_$][\w.$]*):")
+_MODE_WRITE = re.compile(r"^\s*(?:s_setreg\S*|s_denorm_mode|s_round_mode)\s")
+_SAVE = re.compile(r"^\s*s_getreg_b32 (s\d+), hwreg\(HW_REG_MODE, 0, 8\)\s*$")
+_SET = re.compile(r"^\s*s_setreg_imm32_b32 hwreg\(HW_REG_MODE, 0, 8\), 0x([0-9a-f]+)\s*$")
+
+
+def known_mode_blocks(assembly: str, generation: int) -> str:
+    """The flushing form of `AmdgpuTarget.directed` (MODE saved, rounding and f32 flushing set, MODE
+    restored) as the plain one (FP_ROUND set, then back to nearest even) in each kernel whose descriptor
+    flushes f32 subnormals and whose code writes MODE nowhere else than in fatkit's blocks: no LLVM window
+    with subnormals kept then (its f32 division), so the mode the block saves is the entry's, f32 flushed
+    and rounding to nearest even, which the plain form keeps and restores. Plain switches also share
+    (`shared_switches`)."""
+    out: list[str] = []
+    body: list[str] | None = None  # the current function's lines from its label on
+    inside_asm = unknown = False
+    for line in assembly.split("\n"):
+        stripped = line.strip()
+        if body is None:
+            if _LABEL.match(line):
+                body = [line]
+            else:
+                out.append(line)
+            continue
+        if stripped in (";;#ASMSTART", ";;#ASMEND"):
+            inside_asm = stripped == ";;#ASMSTART"
+        elif not inside_asm and _MODE_WRITE.match(line):
+            unknown = True
+        elif stripped.startswith(".Lfunc_end"):
+            flushing = ".amdhsa_float_denorm_mode_32 0" in (s.strip() for s in body)
+            out += _plain_blocks(body, generation) if flushing and not unknown else body
+            body, unknown = None, False
+            out.append(line)
+            continue
+        body.append(line)
+    return "\n".join(out + (body or []))
+
+
+def _plain_blocks(body: list[str], generation: int) -> list[str]:
+    """`known_mode_blocks` in one kernel: each save (s_getreg) dropped, the set of rounding and flushing
+    narrowed to the rounding, the restore from the saved register a switch back to nearest even."""
+    out = list(body)
+    dropped = set()
+    for index, line in enumerate(body[:-1]):
+        saved, mode = _SAVE.match(line), _SET.match(body[index + 1])
+        if saved is None or mode is None:
+            continue
+        restore = f"s_setreg_b32 hwreg(HW_REG_MODE, 0, 8), {saved.group(1)}"
+        end = next(k for k in range(index + 2, len(body)) if body[k].strip() == restore)
+        rounding = int(mode.group(1), 16) & 0xF
+        dropped.add(index)
+        if generation >= 10:
+            out[index + 1], out[end] = f"s_round_mode {rounding:#x}", "s_round_mode 0x0"
+        else:
+            out[index + 1] = f"s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {rounding:#x}"
+            out[end] = "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0x0"
+    return [line for index, line in enumerate(out) if index not in dropped]
 
 
 def shared_switches(assembly: str) -> str:

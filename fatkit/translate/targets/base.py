@@ -6,7 +6,7 @@ import hashlib
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -205,11 +205,17 @@ class Target(ABC):
         return builder.fdiv(one, result) if function == "rsqrt" else result
 
     def approximate_ftz(self, builder: ir.IRBuilder, function: str, value: ir.Value,
-                        flush: Callable[[ir.Value], ir.Value], flushing: bool = False) -> ir.Value | None:
+                        flushing: bool = False) -> ir.Value | None:
         """`function` .approx.ftz of f32 `value` (subnormal inputs read as zeros of their sign, subnormal results
-        become them) as the target's own instructions, where these need fewer flushes (`flush` makes one
-        value's; `flushing`: the function runs under the flushing mode, `flushing_mode`); None: lowering
-        flushes the input and the result of `approximate` itself."""
+        become them) as the target's own instructions, where these need fewer flushes (`flushing`: the
+        function runs under the flushing mode, `flushing_mode`); None: lowering flushes the input and the
+        result of `approximate` itself."""
+        return None
+
+    def median(self, builder: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value | None:
+        """The median of three f32 numbers as one target instruction where it has one (the flushing mode's
+        fma.ftz, lower/floating.py, gives it no NaN beside a number and no zeros of two signs); None: lowering
+        selects instead."""
         return None
 
     def number_min_max(self, builder: ir.IRBuilder, smaller: bool, x: ir.Value, y: ir.Value) -> ir.Value | None:
