@@ -1089,3 +1089,12 @@ def test_packed_f32_pairs_under_the_flushing_mode():
         total = expected_arithmetic("add", "rn", 32, [a[i], b[i]], ftz=True)
         want = None if total is None else expected_arithmetic("mul", "rn", 32, [total, a[i]], ftz=True)
         assert is_nan(out[i], 32) if want is None else out[i] == want, (hex(a[i]), hex(b[i]), hex(out[i]))
+
+
+def test_gfx12_flushing_mode_and_num_min_max():
+    """gfx1201 (not among TARGETS): the flushing mode with directed rounding, and min/max as gfx12's
+    v_max_num/v_min_num. fatkit.emulate once kept subnormal sources there (gfx12's VOP3 tables name the first
+    source vsrc0, so no operand was known to be a float) and could not read those tables' min/max (a TRAPSTS
+    write, a condition broken over two lines)."""
+    test_f32_ftz_arithmetic_without_division("gfx1201")
+    test_ftz_forms_under_the_flushing_mode("gfx1201")

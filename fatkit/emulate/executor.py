@@ -1048,7 +1048,9 @@ class Preparer:
                     reg = inst.vsrc0
                 if "_SDWA" in kind and bool(getattr(inst, f"s{i}", 0)):  # SDWA's SGPR source flag
                     reg = type(reg)(reg.offset - 256, reg.sz)
-                op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("src" + str(i))
+                # gfx12's VOP3 tables name the first source vsrc0 where gfx11's say src0
+                op_info = ops.get(opname) or ops.get(opname.lstrip("v")) or ops.get("v" + opname) or \
+                    ops.get("src" + str(i))
                 fmt, obits = (op_info[0], op_info[1]) if op_info else (None, bits[f"s{i}"])
                 true16_hi = (not self.cdna and obits == 16 and not kind.startswith("VOP3") and
                              384 <= reg.offset < 512)
