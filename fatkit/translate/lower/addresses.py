@@ -127,6 +127,15 @@ class _Folder:
         # (integer phi, pointer phi, pointer width, [((base, terms), predecessor)…]) to place on commit
         self.pending: list[tuple[ir.PhiInstr, ir.PhiInstr, int, list]] = []
         self.nested = 0  # phis being looked at inside one another
+        # id(value) → (value, whether it mentions an address): an offset feeds many addresses, and its search
+        # is the same each time (finish adds instructions but changes no integer one's operands)
+        self.mentions: dict[int, tuple[ir.Value, bool]] = {}
+
+    def _mentions_address(self, value: ir.Value) -> bool:
+        known = self.mentions.get(id(value))
+        if known is None:
+            known = self.mentions[id(value)] = (value, _mentions_address(value, self.resolve))
+        return known[1]
 
     def commit(self) -> None:
         for phi, pointer, bits, incomings in self.pending:
@@ -171,11 +180,11 @@ class _Folder:
         if operation not in ("add", "sub") or not depth or type(value) is not ir.Instruction:
             return None
         left, right = value.operands
-        if not _mentions_address(right, self.resolve):
+        if not self._mentions_address(right):
             found = self.based(left, address_space, bits, depth - 1)
             if found is not None:
                 return found[0], [*found[1], (operation == "sub", right)]
-        if operation == "add" and not _mentions_address(left, self.resolve):
+        if operation == "add" and not self._mentions_address(left):
             found = self.based(right, address_space, bits, depth - 1)
             if found is not None:
                 return found[0], [*found[1], (False, left)]
