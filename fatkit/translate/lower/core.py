@@ -675,7 +675,7 @@ class Lowering:
         an address of `space` (32-bit offsets for .shared/.local on AMDGPU, inttoptr truncates to them)."""
         if type(operand) is not ast.Address or operand.base is None or operand.extra:
             raise self.fail("address operand must be [base] or [base+offset]")
-        base, offset = operand.base, ir.Constant(I64, operand.offset)
+        base = operand.base
         if space == "param" and base.name in self.params:
             pointer = self.params[base.name].pointer
         elif base.name in self.variables:
@@ -686,7 +686,9 @@ class Lowering:
             pointer = self.builder.gep(self.callees.window.base, [self.read(base, "u32")], source_etype=I8)
         else:
             pointer = self.pointer(self.read(base, "u64"), self.address_space(space))
-        return self.builder.gep(pointer, [offset], source_etype=I8)
+        if not operand.offset:  # (LLVM folds a GEP by 0 away, after parsing and keeping it a while)
+            return pointer
+        return self.builder.gep(pointer, [ir.Constant(I64, operand.offset)], source_etype=I8)
 
     def pointer(self, integer: ir.Value, address_space: int) -> ir.Value:
         """A pointer of `address_space` to the address `integer` holds (truncated to the pointer's width):

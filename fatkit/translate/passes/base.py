@@ -204,8 +204,10 @@ def register_types(function: ast.Function) -> dict[str, str]:
     types = {v.name: v.type for v in (*function.params, *function.returns) if v.state_space == "reg"}
     for v in function.variables():
         if v.state_space == "reg":
-            types.update((name, v.type) for name in ([v.name] if v.count is None else
-                                                     [f"{v.name}{i}" for i in range(v.count)]))
+            if v.count is None:
+                types[v.name] = v.type
+            else:
+                types.update((f"{v.name}{i}", v.type) for i in range(v.count))
     return types
 
 
