@@ -419,8 +419,18 @@ class Lowering:
                 incoming.value = value
             elif not edges:
                 incoming.value = undefined.setdefault(register.name, ir.Constant(register.type, ir.Undefined))
-            else:
-                incoming.edges = [(self._value_at_end(edge, register, pending), edge) for edge in edges]
+            else:  # a value per edge: what the predecessor wrote last, or what it received (to resolve)
+                name, merged = register.name, []
+                for edge in edges:
+                    values = values_of.get(edge)
+                    if values is None:
+                        values = values_of[edge] = {}
+                    value = values.get(name)
+                    if value is None:
+                        value = values[name] = _Incoming(edge, register)
+                        pending.append(value)
+                    merged.append((value, edge))
+                incoming.edges = merged
                 candidates.append(incoming)
         changed = True
         while changed:  # a candidate merging one value is that value; each such may make others so
@@ -454,15 +464,6 @@ class Lowering:
                                  for value, edge in phi.incomings]
         for incoming in read:  # what instructions use: shorten the chains the text is written through
             incoming.value = incoming.resolved()
-
-    def _value_at_end(self, block: ir.Block, register: _Register, pending: list[_Incoming]) -> ir.Value:
-        """Register's value at the end of `block`: written there or received (a new _Incoming, to resolve)."""
-        values = self._values.setdefault(block, {})
-        value = values.get(register.name)
-        if value is None:
-            value = values[register.name] = _Incoming(block, register)
-            pending.append(value)
-        return value
 
     def _receive_register_params(self) -> None:
         """`.reg` parameters of a `.func` arrive, like all, as pointers to the caller's bytes: copied in."""
