@@ -238,10 +238,14 @@ class _Incoming(ir.values.Value):
     `finish_ssa` points it at the predecessor's value, a phi, or undef. Its text is that of the value it
     stands for, so instructions that use it need no rewriting."""
 
+    # (one per register live into each block, 129,375 in _linalg: no dict, and no list until a candidate)
+    __slots__ = ("block", "register", "type", "value", "edges")
+
     def __init__(self, block: ir.Block, register: _Register):
         self.block, self.register, self.type = block, register, register.type
         self.value: ir.Value | None = None  # what it stands for, once known
-        self.edges: list[tuple[ir.Value, ir.Block]] = []  # while a phi candidate: a value per incoming edge
+        # while a phi candidate: a value per incoming edge
+        self.edges: list[tuple[ir.Value, ir.Block]] | tuple[()] = ()
 
     def resolved(self) -> ir.Value:
         """The value at the end of the chain; an unresolved _Incoming (a phi candidate) while resolving."""
@@ -448,14 +452,14 @@ class Lowering:
                 else:
                     incoming.value = merged if merged is not None else undefined.setdefault(
                         incoming.register.name, ir.Constant(incoming.type, ir.Undefined))
-                    incoming.edges = []
+                    incoming.edges = ()
                     changed = True
             candidates = kept
         phis: dict[ir.Block, list[ir.Instruction]] = {}
         for incoming in candidates:
             phi = ir.instructions.PhiInstr(incoming.block, incoming.type, "")
             phi.incomings = incoming.edges
-            incoming.value, incoming.edges = phi, []
+            incoming.value, incoming.edges = phi, ()
             phis.setdefault(incoming.block, []).append(phi)
         for block, placed in phis.items():
             block.instructions[0:0] = placed
