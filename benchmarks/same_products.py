@@ -7,8 +7,8 @@ For every PTX file (by its name) and target: the sha256 of each lowered kernel's
 (the linked code object's bytes; skipped with `--ir-only`). Run it once in a checkout of the base (PYTHONPATH
 at that tree) with `--out`, then in the changed tree with `--against` the base's file: it lists every module,
 target and kernel whose IR or product differs and exits 1 if any does (`--ir-only`: the IR, a kernel lowering
-refuses being one missing). Equal IR gives an equal product (codegen is
-deterministic), so `--ir-only` is the quick check while working; a change that alters the IR needs the products.
+refuses being one missing). Equal IR gives an equal product (codegen is deterministic), so `--ir-only` is the
+quick check while working; a change that alters the IR needs the products.
 """
 
 from __future__ import annotations
