@@ -1,6 +1,6 @@
 """Where fatkit's translation of one PTX module spends its time, stage by stage, in one process and one job.
 
-    python benchmarks/translate_profile.py [--target gfx942] [--top 12] [--python-profile] PTX...
+    python benchmarks/translate_profile.py [--target gfx942] [--top 12] [--python-profile] [--python-only] PTX...
 
 For each PTX file: parse, passes and lowering (Python; `--python-profile` adds cProfile's functions with the
 most time of their own during lowering), then per codegen group (`codegen_groups`, as the codegen children
@@ -49,22 +49,30 @@ def report_passes(report: str, into: dict[str, float]) -> None:
             into[re.sub(r" #\d+$", "", row.group(2))] += float(row.group(1))
 
 
-def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
+def profile(path: Path, target: str, top: int, python_profile: bool, python_only: bool) -> None:
     text = path.read_text()
     options = Options(target=target, jobs=1)
     seconds: dict[str, float] = {}
+    clock = [time.process_time()]  # when the stage that ends next began, in CPU seconds
 
     def timed(name: str, value, elapsed: float) -> None:
-        seconds[name] = elapsed
+        seconds[name] = time.process_time() - clock[0]
+        clock[0] = time.process_time()
 
     prepared = run(text, options, until="passes", on_stage=timed)
     profiler = cProfile.Profile() if python_profile else None
     if profiler:
         profiler.enable()
+    clock[0] = time.process_time()
     lowered = run_from("lower", prepared, options, until="lower", on_stage=timed)
     if profiler:
         profiler.disable()
     kernels = list(lowered.kernels)
+    if python_only:
+        ir_bytes = sum(len(k.llvm_ir) for k in kernels)
+        print(f"{path.name}: " + ", ".join(f"{name} {seconds[name]:.2f}" for name in ("parse", "passes", "lower"))
+              + f" s; {ir_bytes / 1000:.0f} KB of LLVM IR")
+        return
     library = libllvm.library_path()
     if library is not None:
         native_profile(path, text, kernels, lowered.target.processor, options.opt_level, library, seconds)
@@ -154,9 +162,11 @@ def main() -> None:
     parser.add_argument("--target", default="gfx942")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--python-profile", action="store_true", help="cProfile of the lowering stage")
+    parser.add_argument("--python-only", action="store_true",
+                        help="only the Python stages: their CPU seconds and the IR's size, on one line")
     args = parser.parse_args()
     for path in args.paths:
-        profile(path, args.target, args.top, args.python_profile)
+        profile(path, args.target, args.top, args.python_profile, args.python_only)
 
 
 if __name__ == "__main__":

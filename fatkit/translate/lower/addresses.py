@@ -48,12 +48,19 @@ def pointer_bits(data_layout: str, address_space: int) -> int:
 class PointerAt(ir.instructions.CastInstr):
     """`inttoptr` of an address, which `finish` turns into a GEP from the pointer the address was computed
     from once the function's values are all known (a register read in another block is only a stand-in
-    for its value until then). Its uses stay as they are: only its own text changes."""
+    for its value until then), or into that pointer itself (no offset). Its uses stay as they are: only
+    its own text changes, or it leaves its block and its uses name the pointer."""
 
     def __init__(self, parent: ir.Block, value: ir.Value, address_space: int, bits: int):
         super().__init__(parent, "inttoptr", value, ir.PointerType(addrspace=address_space))
         self.bits = bits
         self.based = False  # set by `finish`: operands are then the base pointer and the offset
+
+    def get_reference(self) -> str:
+        # the base pointer itself where the offset is 0 (`finish` then takes this out of its block)
+        if self.based and _zero(self.operands[1]):
+            return self.operands[0].get_reference()
+        return super().get_reference()
 
     def descr(self, buf):
         if not self.based:
@@ -76,6 +83,7 @@ def finish(pointers: list[PointerAt], resolve: Callable[[ir.Value], ir.Value]) -
     """Each of `pointers` a GEP from the pointer its address was computed from, where that shows;
     `resolve` gives the value a stand-in (a register's value on entry to a block) stands for."""
     folder = _Folder(resolve)
+    bare: dict[ir.Block, set[int]] = {}  # block → ids of its pointers that are their base pointer as it is
     for pointer in pointers:
         found = folder.based(pointer.operands[0], pointer.type.addrspace, pointer.bits, _FOLLOWED)
         if found is None:
@@ -86,6 +94,10 @@ def finish(pointers: list[PointerAt], resolve: Callable[[ir.Value], ir.Value]) -
         builder.position_before(pointer)
         pointer.operands = _built(builder, *found, pointer.bits)
         pointer.based = True
+        if _zero(pointer.operands[1]):
+            bare.setdefault(pointer.parent, set()).add(id(pointer))
+    for block, dropped in bare.items():
+        block.instructions = [i for i in block.instructions if id(i) not in dropped]
 
 
 _Terms = list[tuple[bool, ir.Value]]  # (negated, term): the address is its base pointer ± each term
@@ -127,6 +139,15 @@ class _Folder:
         # (integer phi, pointer phi, pointer width, [((base, terms), predecessor)…]) to place on commit
         self.pending: list[tuple[ir.PhiInstr, ir.PhiInstr, int, list]] = []
         self.nested = 0  # phis being looked at inside one another
+        # id(value) → (value, whether it mentions an address): an offset feeds many addresses, and its search
+        # is the same each time (finish adds instructions but changes no integer one's operands)
+        self.mentions: dict[int, tuple[ir.Value, bool]] = {}
+
+    def _mentions_address(self, value: ir.Value) -> bool:
+        known = self.mentions.get(id(value))
+        if known is None:
+            known = self.mentions[id(value)] = (value, _mentions_address(value, self.resolve))
+        return known[1]
 
     def commit(self) -> None:
         for phi, pointer, bits, incomings in self.pending:
@@ -171,11 +192,11 @@ class _Folder:
         if operation not in ("add", "sub") or not depth or type(value) is not ir.Instruction:
             return None
         left, right = value.operands
-        if not _mentions_address(right, self.resolve):
+        if not self._mentions_address(right):
             found = self.based(left, address_space, bits, depth - 1)
             if found is not None:
                 return found[0], [*found[1], (operation == "sub", right)]
-        if operation == "add" and not _mentions_address(left, self.resolve):
+        if operation == "add" and not self._mentions_address(left):
             found = self.based(right, address_space, bits, depth - 1)
             if found is not None:
                 return found[0], [*found[1], (False, left)]

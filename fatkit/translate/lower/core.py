@@ -238,10 +238,14 @@ class _Incoming(ir.values.Value):
     `finish_ssa` points it at the predecessor's value, a phi, or undef. Its text is that of the value it
     stands for, so instructions that use it need no rewriting."""
 
+    # (one per register live into each block, 129,375 in _linalg: no dict, and no list until a candidate)
+    __slots__ = ("block", "register", "type", "value", "edges")
+
     def __init__(self, block: ir.Block, register: _Register):
         self.block, self.register, self.type = block, register, register.type
         self.value: ir.Value | None = None  # what it stands for, once known
-        self.edges: list[tuple[ir.Value, ir.Block]] = []  # while a phi candidate: a value per incoming edge
+        # while a phi candidate: a value per incoming edge
+        self.edges: list[tuple[ir.Value, ir.Block]] | tuple[()] = ()
 
     def resolved(self) -> ir.Value:
         """The value at the end of the chain; an unresolved _Incoming (a phi candidate) while resolving."""
@@ -419,8 +423,18 @@ class Lowering:
                 incoming.value = value
             elif not edges:
                 incoming.value = undefined.setdefault(register.name, ir.Constant(register.type, ir.Undefined))
-            else:
-                incoming.edges = [(self._value_at_end(edge, register, pending), edge) for edge in edges]
+            else:  # a value per edge: what the predecessor wrote last, or what it received (to resolve)
+                name, merged = register.name, []
+                for edge in edges:
+                    values = values_of.get(edge)
+                    if values is None:
+                        values = values_of[edge] = {}
+                    value = values.get(name)
+                    if value is None:
+                        value = values[name] = _Incoming(edge, register)
+                        pending.append(value)
+                    merged.append((value, edge))
+                incoming.edges = merged
                 candidates.append(incoming)
         changed = True
         while changed:  # a candidate merging one value is that value; each such may make others so
@@ -438,14 +452,14 @@ class Lowering:
                 else:
                     incoming.value = merged if merged is not None else undefined.setdefault(
                         incoming.register.name, ir.Constant(incoming.type, ir.Undefined))
-                    incoming.edges = []
+                    incoming.edges = ()
                     changed = True
             candidates = kept
         phis: dict[ir.Block, list[ir.Instruction]] = {}
         for incoming in candidates:
             phi = ir.instructions.PhiInstr(incoming.block, incoming.type, "")
             phi.incomings = incoming.edges
-            incoming.value, incoming.edges = phi, []
+            incoming.value, incoming.edges = phi, ()
             phis.setdefault(incoming.block, []).append(phi)
         for block, placed in phis.items():
             block.instructions[0:0] = placed
@@ -454,15 +468,6 @@ class Lowering:
                                  for value, edge in phi.incomings]
         for incoming in read:  # what instructions use: shorten the chains the text is written through
             incoming.value = incoming.resolved()
-
-    def _value_at_end(self, block: ir.Block, register: _Register, pending: list[_Incoming]) -> ir.Value:
-        """Register's value at the end of `block`: written there or received (a new _Incoming, to resolve)."""
-        values = self._values.setdefault(block, {})
-        value = values.get(register.name)
-        if value is None:
-            value = values[register.name] = _Incoming(block, register)
-            pending.append(value)
-        return value
 
     def _receive_register_params(self) -> None:
         """`.reg` parameters of a `.func` arrive, like all, as pointers to the caller's bytes: copied in."""
@@ -675,7 +680,7 @@ class Lowering:
         an address of `space` (32-bit offsets for .shared/.local on AMDGPU, inttoptr truncates to them)."""
         if type(operand) is not ast.Address or operand.base is None or operand.extra:
             raise self.fail("address operand must be [base] or [base+offset]")
-        base, offset = operand.base, ir.Constant(I64, operand.offset)
+        base = operand.base
         if space == "param" and base.name in self.params:
             pointer = self.params[base.name].pointer
         elif base.name in self.variables:
@@ -686,7 +691,9 @@ class Lowering:
             pointer = self.builder.gep(self.callees.window.base, [self.read(base, "u32")], source_etype=I8)
         else:
             pointer = self.pointer(self.read(base, "u64"), self.address_space(space))
-        return self.builder.gep(pointer, [offset], source_etype=I8)
+        if not operand.offset:  # (LLVM folds a GEP by 0 away, after parsing and keeping it a while)
+            return pointer
+        return self.builder.gep(pointer, [ir.Constant(I64, operand.offset)], source_etype=I8)
 
     def pointer(self, integer: ir.Value, address_space: int) -> ir.Value:
         """A pointer of `address_space` to the address `integer` holds (truncated to the pointer's width):

@@ -411,7 +411,8 @@ def min_max(lw: Lowering, ins: ast.Instruction) -> None:
         raise lw.fail(".abs without .xorsign needs three sources")
     ftz, _ = _options(lw, ins, t, {"ftz", "NaN", "xorsign", "abs"})
     d, values = _sources(lw, ins, t, ftz, count)
-    sign = b.xor(_sign_bit(b, values[0]), _sign_bit(b, values[1]))
+    # the sign .xorsign gives the result: of the sources before .abs
+    sign = b.xor(_sign_bit(b, values[0]), _sign_bit(b, values[1])) if xorsign else None
     if absolute:
         values = [lw.intrinsic("llvm.fabs", [v]) for v in values]
     smaller, propagate = ins.opcode == "min", "NaN" in ins.modifiers

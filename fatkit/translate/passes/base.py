@@ -159,18 +159,27 @@ def fail(function: ast.Function, statement, why: str) -> PassError:
     return PassError(function.name, what, getattr(statement, "line", 0) or function.line, why)
 
 
+_NAMING = (ast.Variable, ast.Label, ast.CallPrototype, ast.TargetList)  # statements that declare a name
+
+
 class Rewriter:
     """Builds a function's new flat body: fresh registers and labels that collide with no name of the
     function, and the `.reg` declarations of the registers it made."""
 
     def __init__(self, function: ast.Function):
         self.function = function
-        self.taken = {v.name for v in (*function.params, *function.returns)}
-        for statement in function.statements():
-            if type(statement) in (ast.Variable, ast.Label, ast.CallPrototype, ast.TargetList):
-                self.taken.add(statement.name)
+        self._taken: set[str] | None = None  # the function's names, gathered at the first `fresh`
         self.declared: list[ast.Variable] = []
         self._counter = itertools.count()
+
+    @property
+    def taken(self) -> set[str]:
+        # (most functions a pass rewrites get no new name: the walk over their statements is then saved)
+        if self._taken is None:
+            function = self.function
+            self._taken = {v.name for v in (*function.params, *function.returns)}
+            self._taken.update(s.name for s in function.statements() if type(s) in _NAMING)
+        return self._taken
 
     def fresh(self, stem: str) -> str:
         while True:
@@ -195,8 +204,10 @@ def register_types(function: ast.Function) -> dict[str, str]:
     types = {v.name: v.type for v in (*function.params, *function.returns) if v.state_space == "reg"}
     for v in function.variables():
         if v.state_space == "reg":
-            types.update((name, v.type) for name in ([v.name] if v.count is None else
-                                                     [f"{v.name}{i}" for i in range(v.count)]))
+            if v.count is None:
+                types[v.name] = v.type
+            else:
+                types.update((f"{v.name}{i}", v.type) for i in range(v.count))
     return types
 
 

@@ -82,6 +82,9 @@ def _explicit(function: ast.Function) -> ast.Function:
             continue
         if statement.opcode == "setp" and types[-1] is not None and len(statement.operands) == 4:
             types[-1] = None  # setp's optional fourth operand is a predicate
+        if all(_unchanged(op, ptx_type, registers) for op, ptx_type in zip(statement.operands, types)):
+            out.append(statement)
+            continue
         before: list[ast.Instruction] = []
         after: list[ast.Instruction] = []
         operands = []
@@ -94,6 +97,19 @@ def _explicit(function: ast.Function) -> ast.Function:
                    dataclasses.replace(statement, operands=tuple(operands)))
         out.extend(after)
     return rewriter.body(out)
+
+
+def _unchanged(op: ast.Operand, ptx_type: str | None, registers: dict[str, str]) -> bool:
+    """Whether `_Converter` leaves `op` as it is: what almost every operand is, told without making one."""
+    if ptx_type is None:
+        return True
+    kind = type(op)
+    if kind is ast.Vector:
+        return all(_unchanged(item, ptx_type, registers) for item in op.items)
+    if kind is not ast.Name or op.component is not None:
+        return True
+    have = registers.get(op.name, "pred")
+    return have == "pred" or ast.TYPE_SIZES[have] == ast.TYPE_SIZES[ptx_type]
 
 
 class _Converter:

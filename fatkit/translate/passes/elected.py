@@ -117,6 +117,8 @@ def _region(statements: list, start: int, label: str) -> tuple[list[int], int] |
 
 def _spread(function: ast.Function) -> ast.Function:
     statements = list(function.body.statements)
+    if not any(type(s) is ast.Instruction and s.opcode == "elect" for s in statements):
+        return function  # (what is rewritten starts at an elect.sync: most functions have none)
     types = {}  # register (a %r<N> declaration's each) or parameter → its PTX type
     for variable in function.statements():
         if type(variable) is ast.Variable and variable.state_space == "reg":

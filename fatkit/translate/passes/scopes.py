@@ -21,6 +21,7 @@ from fatkit.translate.passes.base import Prepared, Rewriter, each_function, fail
 from fatkit.translate.ptx import ast
 
 _SCOPED = (ast.Variable, ast.Label, ast.CallPrototype, ast.TargetList)
+_VARIABLE_FIELDS = dataclasses.fields(ast.Variable)
 _ELEMENTS = "xyzw"
 _COLOUR_ELEMENTS = {"r": "x", "g": "y", "b": "z", "a": "w"}
 WARP_SIZE = 32  # PTX's WARP_SZ
@@ -92,8 +93,11 @@ def _block(function, block: ast.Block, scopes: list[dict[str, str]], rewriter: R
             if statement.vector and statement.state_space == "reg":
                 for n in names:
                     out.extend(_vector_register(function, statement, scope[n], rewriter, vectors))
-            elif statement.count is not None:
-                out.extend(dataclasses.replace(statement, name=scope[n], count=None) for n in names)
+            elif statement.count is not None:  # (`%r<N>`: thousands of names; one replace's work, not N)
+                fields = {f.name: getattr(statement, f.name) for f in _VARIABLE_FIELDS}
+                fields["count"] = None
+                del fields["name"]
+                out.extend(ast.Variable(name=scope[n], **fields) for n in names)
             else:
                 out.append(_renamed(statement, scope[statement.name]))
         elif kind in (ast.Label, ast.CallPrototype):

@@ -41,9 +41,11 @@ def _normalise(function: ast.Function) -> ast.Function:
     def replace(op: ast.Operand, before: list, line: int) -> ast.Operand:
         kind = type(op)
         if kind is ast.Vector:
-            return ast.Vector(tuple(replace(item, before, line) for item in op.items))
+            items = tuple(replace(item, before, line) for item in op.items)
+            return op if all(a is b for a, b in zip(items, op.items)) else ast.Vector(items)
         if kind in (ast.Negated, ast.Minus):
-            return kind(replace(op.operand, before, line))
+            inner = replace(op.operand, before, line)
+            return op if inner is op.operand else kind(inner)
         if kind is not ast.Name or not op.is_special_register:
             return op
         ptx_type = special_type(op.name)
@@ -64,7 +66,7 @@ def _normalise(function: ast.Function) -> ast.Function:
         before: list[ast.Instruction] = []
         operands = tuple(replace(op, before, statement.line) for op in statement.operands)
         out.extend(before)
-        out.append(statement if operands == statement.operands else
+        out.append(statement if all(a is b for a, b in zip(operands, statement.operands)) else
                    ast.Instruction(statement.opcode, statement.modifiers, operands, statement.guard,
                                    statement.line, statement.column))
     first = next((i for i, s in enumerate(out) if type(s) in (ast.Instruction, ast.Label)), len(out))

@@ -473,8 +473,9 @@ _SPECIAL = frozenset(
     "%current_graph_exec".split()
 )
 _SPECIAL_NUMBERED = re.compile(r"%(?:envreg\d+|pm\d+(?:_64)?|reserved_smem_offset_\d+)\Z")
+_NUMBERED_STEMS = ("%envreg", "%pm", "%reserved_smem_offset_")  # what _SPECIAL_NUMBERED's names start with
 
 
 def is_special_register(name: str) -> bool:
     """Whether `name` is a PTX special register (`%laneid`, `%tid`, `%lanemask_lt`, `%envreg3`, …)."""
-    return name in _SPECIAL or (name.startswith("%") and _SPECIAL_NUMBERED.match(name) is not None)
+    return name in _SPECIAL or (name.startswith(_NUMBERED_STEMS) and _SPECIAL_NUMBERED.match(name) is not None)
