@@ -593,6 +593,19 @@ def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
     assert "v_fma" not in disassembly and "s_swappc" not in disassembly  # no portable sum, no subroutine call
 
 
+@pytest.mark.parametrize("target,instruction,wait", [("gfx942", "v_mfma", "lgkmcnt"), ("gfx1100", "v_wmma", "lgkmcnt"),
+                                                     ("gfx1201", "v_wmma", "s_wait_dscnt")])
+def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
+    """The operands' lane moves (ds_bpermute) are waited for by one wait on the LDS counter before the matrix
+    instruction (lower/mma_native.py `_fence`), not one wait per first use."""
+    text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
+    lines = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path).splitlines()
+    first_move = next(i for i, line in enumerate(lines) if "ds_bpermute" in line)
+    first_product = next(i for i, line in enumerate(lines) if instruction in line)
+    between = lines[first_move:first_product]
+    assert sum(wait in line for line in between) == 1
+
+
 # ------------------------------------------------------------------------------------------------ m8n8k4 .f16
 
 def _quad_pair_place(matrix: str, layout: str, ptx_type: str, lane: int, i: int) -> tuple[int, int]:

@@ -7,7 +7,7 @@ and register it is read from, and `Gather` moves it (ds_bpermute). A native word
 f16/bf16, 4 8-bit) exactly as a PTX word does, which `_word` checks. C is added afterwards in the PTX layout
 (f32: one rounding; f16: c widened, the f32 sum rounded to f16 once; s32: wrapped or saturated with
 `.satfinite`): moving it into the native layout would cost more than the additions (measured). Lane predicates of the selects are constant wave masks at wave32 (one
-s_mov, `_lanes`).
+s_mov, `_lanes`). The lane moves of the operands, and those of D, are waited for once (`_fence`).
 
 MFMA, wave64 (two warps to a wave). The 4x4x4 16-block instructions keep the warps apart: block b is
 hardware lanes 4b–4b+3, so warp w's data only meet in its own blocks 8w–8w+7, and a warp whose partner is
@@ -115,6 +115,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     b_words = [_word(lw, "b", where["b"], partial(b_place, 2 * beta + e + 4 * w)) for beta, e, w in b_keys]
     gather = gathering(a_words + b_words)
     gather.fetch(a_words + b_words)
+    _fence(lw, gather)
     a_values = dict(zip(a_keys, (gather.element(word, 32) for word in a_words)))
     b_values = dict(zip(b_keys, (gather.element(word, 32) for word in b_words)))
     module, b = lw.builder.module, lw.builder
@@ -174,6 +175,32 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
         words.append(b.call(dpp, [own, other, ir.Constant(I32, control), ir.Constant(I32, 15),
                                   ir.Constant(I32, banks), ir.Constant(I1, 1)]))
     return words
+
+
+# s_waitcnt's immediate waiting for the LDS counter alone (lgkmcnt 0, the others at their maximum): gfx9
+# keeps vmcnt in bits 0–3 and 14–15, expcnt in 4–6, lgkmcnt in 8–11; gfx11 expcnt in 0–2, lgkmcnt in 4–9,
+# vmcnt in 10–15
+_LDS_WAIT = {"mfma": 0xC07F, "wmma11": 0xFC07}
+
+
+def _fence(lw, gather: Gather | DirectGather) -> None:
+    """Where `gather` moved words between lanes: all the moves waited for at once, the scheduler kept from
+    moving instructions across, as the target's wait insertion otherwise waits before each first use, one
+    s_waitcnt per use (measured, a kernel's only m16n8k16 f16: gfx942 −3, gfx1100 −1, gfx1201 −4). The
+    moves' latency then overlaps among them, not with their uses nor with another mma's matrix instructions
+    (a second mma: −7 to +16 by form and target, about even in all; BENCHMARKS.md). Where words are only
+    loaded (lower/mma_direct.py) the loads keep overlapping their uses (a fence there costs gfx1100 2)."""
+    if not (gather.moved if isinstance(gather, DirectGather) else gather).words:
+        return
+    b = lw.builder
+    barrier = _declare(b.module, "llvm.amdgcn.sched.barrier", ir.VoidType(), [I32])
+    b.call(barrier, [ir.Constant(I32, 0)])  # 0: nothing crosses
+    cores = getattr(lw.target, "id").matrix_cores
+    if cores in _LDS_WAIT:
+        b.call(_declare(b.module, "llvm.amdgcn.s.waitcnt", ir.VoidType(), [I32]), [ir.Constant(I32, _LDS_WAIT[cores])])
+    else:  # gfx12: a counter of its own for LDS
+        b.call(_declare(b.module, "llvm.amdgcn.s.wait.dscnt", ir.VoidType(), [I16]), [ir.Constant(I16, 0)])
+    b.call(barrier, [ir.Constant(I32, 0)])
 
 
 def _pack_accumulator(b: ir.IRBuilder, words: list[ir.Value], accumulator: ir.VectorType) -> ir.Value:
@@ -420,6 +447,7 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
     sources = [source for step in steps for words in step for source in words]
     gather = gathering(sources)
     gather.fetch(sources)
+    _fence(lw, gather)
     builder = lw.builder
     accumulator = plan.initial
     held = {(lane, i): place for place, (lane, i) in plan.result.items()}  # native (lane, register) → PTX
@@ -441,6 +469,7 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
                       for i in range(c_fragment.registers)]
     out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
     out.fetch(result_sources)
+    _fence(lw, out)
     return [out.element(source, 32) for source in result_sources]
 
 
