@@ -146,9 +146,13 @@ def _lowered(prepared: Prepared, options: Options, target: Target, started: Code
     groups = target.codegen_groups(sizes)
     waiting = Counter(groups)  # kernels not lowered yet, by group
     outcomes: list[tuple[LoweredKernel | None, KernelReport]] = [(None, KernelReport(k.name, "ok")) for k in kernels]
-    # the largest first: a large kernel started last would leave the other processes idle, and its codegen,
-    # the longest, starts earliest
-    order = sorted(range(count), key=lambda i: -sizes[i])
+    # the largest group first, and in a group the largest kernel first: a large kernel started last would
+    # leave the other processes idle, the longest codegen starts earliest, and each group is ready (all its
+    # kernels lowered) as early as it can be
+    group_sizes = Counter[int]()
+    for index, size in enumerate(sizes):
+        group_sizes[groups[index]] += size
+    order = sorted(range(count), key=lambda i: (-group_sizes[groups[i]], groups[i], -sizes[i]))
 
     def done(index: int, outcome: tuple[LoweredKernel | None, KernelReport]) -> None:
         kernel, report = outcome
