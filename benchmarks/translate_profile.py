@@ -32,7 +32,7 @@ from llvmlite import binding as llvm  # noqa: E402
 from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
 from fatkit.translate.targets.amdgpu import grouped, link, with_one_metadata_note  # noqa: E402
 from fatkit.translate.targets import libllvm  # noqa: E402
-from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine  # noqa: E402
+from fatkit.translate.targets.amdgpu_child import LOOP_VECTORIZATION, TRIPLE, target_machine  # noqa: E402
 from fatkit.translate.targets.base import middle_end  # noqa: E402
 
 # a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
@@ -88,7 +88,7 @@ def profile(path: Path, target: str, top: int, python_profile: bool) -> None:
         module.verify()
         native["verify"] += time.process_time() - clock
         clock = time.process_time()
-        builder = middle_end(module, machine, options.opt_level, timing=True)
+        builder = middle_end(module, machine, options.opt_level, timing=True, loop_vectorization=LOOP_VECTORIZATION)
         native[f"middle-end (O{options.opt_level})"] += time.process_time() - clock
         report_passes(builder.finish_pass_timing(), middle)
         llvm.set_time_passes(True)  # (finishing the middle-end's timing turned LLVM's timers off)
@@ -117,7 +117,7 @@ def native_profile(path: Path, text: str, kernels: list, processor: str, opt_lev
                    seconds: dict[str, float]) -> None:
     """The native side through the libLLVM `FATKIT_LIBLLVM` names (targets/libllvm.py), as the codegen children
     then run it: its steps' CPU seconds (LLVM's pass timers are its own, not llvmlite's, so none are read)."""
-    compiler = libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level)
+    compiler = libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level, LOOP_VECTORIZATION)
     native: dict[str, float] = {}
     objects = []
     for group in grouped(kernels):

@@ -104,24 +104,27 @@ EMIT_KINDS = ("obj", "asm", "llvm")  # what `Target.emit` writes besides the pro
 
 
 def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int,
-                         context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
-    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`, parsed
-    into `context` (LLVM's global one if None). The module must not outlive the context: an execution engine
-    that takes it over does not keep the context alive."""
+                         context: llvm.ContextRef | None = None,
+                         loop_vectorization: bool = True) -> llvm.ModuleRef:
+    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`
+    (`middle_end`), parsed into `context` (LLVM's global one if None). The module must not outlive the
+    context: an execution engine that takes it over does not keep the context alive."""
     module = llvm.parse_assembly(texts[0], context)
     for text in texts[1:]:
         module.link_in(llvm.parse_assembly(text, context))
     module.verify()
     if opt_level:
-        middle_end(module, machine, opt_level)
+        middle_end(module, machine, opt_level, loop_vectorization=loop_vectorization)
     return module
 
 
 def middle_end(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: int,
-               timing: bool = False) -> llvm.PassBuilder:
-    """LLVM's target-aware optimisation pipeline at `opt_level` (1–3) run over `module`; the pass builder is
-    returned, with its passes' times to read (`finish_pass_timing`) where `timing` is set."""
+               timing: bool = False, loop_vectorization: bool = True) -> llvm.PassBuilder:
+    """LLVM's target-aware optimisation pipeline at `opt_level` (1–3) run over `module` (`default<O…>` with
+    LLVM's default tuning, the loop vectorizer left out where `loop_vectorization` is off); the pass builder
+    is returned, with its passes' times to read (`finish_pass_timing`) where `timing` is set."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    tuning.loop_vectorization = loop_vectorization
     builder = llvm.create_pass_builder(machine, tuning)
     if timing:
         builder.start_pass_timing()
