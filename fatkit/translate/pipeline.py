@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Hashable, Iterator
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
@@ -138,7 +139,9 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
 
 def _lowered(prepared: Prepared, options: Options, target: Target, started: Codegen | None) -> Lowered:
     """`lower` for `target`, the largest kernels first; each codegen group (`Target.codegen_groups`) handed
-    to `started` as soon as its last kernel is lowered."""
+    to `started` as soon as its last kernel is lowered. A kernel already lowered from `prepared` for a target
+    of the same `Target.lowering_key` and mma model is taken as it is (a run for gfx1100 and gfx1101 lowers
+    once); one that failed to lower is lowered again, its report naming this target."""
     kernels = prepared.module.kernels
     count = len(kernels)
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
@@ -146,6 +149,8 @@ def _lowered(prepared: Prepared, options: Options, target: Target, started: Code
     groups = target.codegen_groups(sizes)
     waiting = Counter(groups)  # kernels not lowered yet, by group
     outcomes: list[tuple[LoweredKernel | None, KernelReport]] = [(None, KernelReport(k.name, "ok")) for k in kernels]
+    key = target.lowering_key()
+    shared = _shared_lowerings(prepared).setdefault((key, options.mma_model), {}) if key is not None else {}
     # the largest group first, and in a group the largest kernel first: a large kernel started last would
     # leave the other processes idle, the longest codegen starts earliest, and each group is ready (all its
     # kernels lowered) as early as it can be
@@ -156,13 +161,19 @@ def _lowered(prepared: Prepared, options: Options, target: Target, started: Code
 
     def done(index: int, outcome: tuple[LoweredKernel | None, KernelReport]) -> None:
         kernel, report = outcome
+        if kernel is not None:
+            shared[index] = kernel
         outcomes[index] = (replace(kernel, group=groups[index]) if kernel is not None else None), report
         waiting[groups[index]] -= 1
         if started is not None and not waiting[groups[index]]:
             started.add([k for i, (k, _) in enumerate(outcomes) if groups[i] == groups[index] and k is not None])
 
-    if options.jobs > 1 and count > 1 and sum(sizes) >= _FORKED_STATEMENTS:
-        with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
+    for index in order:
+        if index in shared:
+            done(index, (shared[index], KernelReport(kernels[index].name, "ok")))
+    order = [index for index in order if index not in shared]
+    if options.jobs > 1 and len(order) > 1 and sum(sizes[i] for i in order) >= _FORKED_STATEMENTS:
+        with ProcessPoolExecutor(min(options.jobs, len(order)), mp_context=get_context("fork"),
                                  initializer=_adopt, initargs=(prepared, target, functions,
                                                                options.mma_model)) as pool:
             futures = {pool.submit(_lower_adopted, index): index for index in order}
@@ -173,6 +184,19 @@ def _lowered(prepared: Prepared, options: Options, target: Target, started: Code
             done(index, _lower_one(prepared, target, functions, options.mma_model, index))
     return Lowered(target, tuple(kernel for kernel, _ in outcomes if kernel is not None),
                    tuple(report for _, report in outcomes))
+
+
+# The kernels lowered from each live Prepared (by id), by (lowering key, mma model) and kernel index: what
+# the targets of one run share. An entry goes when its Prepared does.
+_SHARED: dict[int, dict[tuple[Hashable, str], dict[int, LoweredKernel]]] = {}
+
+
+def _shared_lowerings(prepared: Prepared) -> dict[tuple[Hashable, str], dict[int, LoweredKernel]]:
+    shared = _SHARED.get(id(prepared))
+    if shared is None:
+        shared = _SHARED[id(prepared)] = {}
+        weakref.finalize(prepared, _SHARED.pop, id(prepared), None)
+    return shared
 
 
 def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Function], mma_numerics: str,

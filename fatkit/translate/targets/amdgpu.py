@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
@@ -378,6 +379,15 @@ class AmdgpuTarget(Target):
         module.add_named_metadata(
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])
+
+    def lowering_key(self) -> Hashable:
+        # what this class and lowering read of the processor: its generation (mode switches, min/max, special
+        # registers, literals), wave size, matrix instructions (lower/mma_native.py), whether it has image
+        # instructions (lower/texture.py), and the data layout
+        from fatkit.translate.lower.texture import NO_IMAGES
+
+        return ("amdgpu", self.id.generation, self.id.wave_size, self.id.matrix_cores,
+                self.processor in NO_IMAGES, self.data_layout)
 
     def codegen_groups(self, sizes: list[int]) -> list[int]:
         """Consecutive kernels cut into groups of about _GROUP_STATEMENTS PTX statements, each compiled by one

@@ -6,6 +6,7 @@ import hashlib
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from collections.abc import Hashable
 from typing import Any, Callable
 
 from llvmlite import binding as llvm
@@ -359,6 +360,12 @@ class Target(ABC):
         """Turn the lowered kernels into the target's product (a code object, a JIT-compiled program), using
         up to `jobs` processes where the target can split the work; the product does not depend on `jobs`.
         A target that compiles apart from fatkit's process may leave out kernels LLVM fails on (`failed`)."""
+
+    def lowering_key(self) -> Hashable | None:
+        """Everything lowering reads of this target but its name: two targets of one key are lowered to the
+        same IR, so the targets of a run share the kernels (`pipeline.lower`); the name appears only in the
+        reasons of kernels that do not lower, which are lowered again for each target. None: lowered apart."""
+        return None
 
     def codegen_groups(self, sizes: list[int]) -> list[int]:
         """The codegen group of each kernel of a module (`LoweredKernel.group`), nondecreasing in module order,
