@@ -790,14 +790,15 @@ def test_lowering_in_processes_keeps_the_module_order_and_the_collector_state(mo
     forks = []
     monkeypatch.setattr(pipeline, "get_context",
                         lambda method: forks.append(method) or multiprocessing.get_context(method))
+    # (each run from a Prepared of its own: a second lowering of one Prepared for gfx942 takes the first's kernels)
     here = run_from("lower", prepared, Options(jobs=1), until="lower")
-    forked = run_from("lower", prepared, Options(jobs=2), until="lower")
+    forked = run_from("lower", run(text, Options(), until="passes"), Options(jobs=2), until="lower")
     assert forks == ["fork"]
     assert [k.llvm_ir for k in forked.kernels] == [k.llvm_ir for k in here.kernels]
     assert [r.name for r in forked.reports] == [k.name for k in prepared.module.kernels]
     monkeypatch.setattr(pipeline, "_FORKED_STATEMENTS", sum(sizes) + 1)
-    assert [k.llvm_ir for k in run_from("lower", prepared, Options(jobs=2), until="lower").kernels] == \
-        [k.llvm_ir for k in here.kernels]
+    assert [k.llvm_ir for k in run_from("lower", run(text, Options(), until="passes"), Options(jobs=2),
+                                        until="lower").kernels] == [k.llvm_ir for k in here.kernels]
     assert forks == ["fork"]
     assert gc.isenabled()
     gc.disable()
