@@ -3,7 +3,7 @@
     python benchmarks/translate_profile.py [--target gfx942] [--top 12] [--python-profile] [--python-only] PTX...
 
 For each PTX file: parse, passes and lowering (Python; `--python-profile` adds cProfile's functions with the
-most time of their own during lowering), then per codegen group (`codegen_groups`, as the codegen children
+most time of their own during lowering), then per codegen group (`grouped`, as the codegen children
 get them) the native side, each timed on its own: IR text → LLVM modules (parse_assembly), linking a group's
 modules, verification, the middle-end (the new pass manager's O`opt_level` pipeline, with its passes' own
 times), and code generation (`emit_object`: LLVM's codegen passes, instruction selection among them, with
@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 from llvmlite import binding as llvm  # noqa: E402
 
 from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
-from fatkit.translate.targets.amdgpu import codegen_groups, link, with_one_metadata_note  # noqa: E402
+from fatkit.translate.targets.amdgpu import grouped, link, with_one_metadata_note  # noqa: E402
 from fatkit.translate.targets import libllvm  # noqa: E402
-from fatkit.translate.targets.amdgpu_child import TRIPLE, target_machine  # noqa: E402
+from fatkit.translate.targets.amdgpu_child import LOOP_VECTORIZATION, TRIPLE, target_machine  # noqa: E402
 from fatkit.translate.targets.base import middle_end  # noqa: E402
 
 # a row of LLVM's timing report: user, system, user+system, wall (each "seconds (percent)"), name
@@ -82,7 +82,7 @@ def profile(path: Path, target: str, top: int, python_profile: bool, python_only
     codegen: dict[str, float] = defaultdict(float)
     native: dict[str, float] = defaultdict(float)
     objects = []
-    for group in codegen_groups(kernels):
+    for group in grouped(kernels):
         context = llvm.create_context()
         clock = time.process_time()
         modules = [llvm.parse_assembly(k.llvm_ir, context) for k in group]
@@ -96,7 +96,7 @@ def profile(path: Path, target: str, top: int, python_profile: bool, python_only
         module.verify()
         native["verify"] += time.process_time() - clock
         clock = time.process_time()
-        builder = middle_end(module, machine, options.opt_level, timing=True)
+        builder = middle_end(module, machine, options.opt_level, timing=True, loop_vectorization=LOOP_VECTORIZATION)
         native[f"middle-end (O{options.opt_level})"] += time.process_time() - clock
         report_passes(builder.finish_pass_timing(), middle)
         llvm.set_time_passes(True)  # (finishing the middle-end's timing turned LLVM's timers off)
@@ -125,10 +125,10 @@ def native_profile(path: Path, text: str, kernels: list, processor: str, opt_lev
                    seconds: dict[str, float]) -> None:
     """The native side through the libLLVM `FATKIT_LIBLLVM` names (targets/libllvm.py), as the codegen children
     then run it: its steps' CPU seconds (LLVM's pass timers are its own, not llvmlite's, so none are read)."""
-    compiler = libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level)
+    compiler = libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level, LOOP_VECTORIZATION)
     native: dict[str, float] = {}
     objects = []
-    for group in codegen_groups(kernels):
+    for group in grouped(kernels):
         kind = "asm" if any("asm sideeffect" in k.llvm_ir for k in group) else "obj"
         product = compiler.compile([k.llvm_ir for k in group], kind, native)
         if kind == "obj":
@@ -147,7 +147,7 @@ def link_and_print_stages(path: Path, text: str, kernels: list, objects: list, w
     ir_bytes = sum(len(k.llvm_ir) for k in kernels)
     print(f"## {path.name}: {len(text) / 1000:.0f} KB of PTX, {len(kernels)} kernels, "
           f"{ir_bytes / 1000:.0f} KB of LLVM IR ({ir_bytes / len(text):.2f} per PTX byte), "
-          f"{len(codegen_groups(kernels))} codegen groups, {where}\n")
+          f"{len(grouped(kernels))} codegen groups, {where}\n")
     rows = [(f"{name} (Python)", seconds[name]) for name in ("parse", "passes", "lower")] + list(native.items())
     total = sum(s for _, s in rows)
     print("| stage | s | share |\n|---|---|---|")

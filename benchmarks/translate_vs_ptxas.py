@@ -5,7 +5,8 @@
 fatkit runs with `--jobs` processes (default: every core, like `fatkit translate`) and again with one;
 ptxas uses one. Per module the table gives the PTX size, the LLVM IR lowering hands to codegen per PTX byte,
 the seconds of each pipeline stage in the `--jobs` run, both fatkit runs against ptxas, and the seconds a
-second target (`--extra-target`) adds to a run for both, against the first target's.
+second target (`--extra-target`) adds to a run for both, against the first target's. (With `--jobs` > 1
+codegen starts while the other kernels lower: the codegen column is what remained once lowering ended.)
 For every distinct PTX module found in PATHs (default: every fetched corpus binary and tests/samples/ptx),
 in the same run: fatkit's whole pipeline (parse, passes, lower, codegen in its child process, link,
 validate) and `ptxas -O3` for the module's own `.target` (at least sm_75, the oldest ptxas 13 accepts), each

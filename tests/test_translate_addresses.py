@@ -365,7 +365,7 @@ def test_kernels_compiled_apart_reach_one_copy_of_each_variable(target, monkeypa
     different objects, still reach the one copy the link keeps: what one kernel stores, the other reads."""
     from fatkit.translate.targets import amdgpu
 
-    monkeypatch.setattr(amdgpu, "_GROUP_IR_BYTES", 1)  # every kernel its own group
+    monkeypatch.setattr(amdgpu, "_GROUP_STATEMENTS", 1)  # every kernel its own group
     program = EmulatedProgram(translate(SHARED_VARIABLES, Options(target=target)).product)
     out = np.zeros(2, np.uint32)
     program.launch("reader", [out])

@@ -74,20 +74,48 @@ def test_code_objects_decode_with_llvm_tools(processor, tmp_path):
 
 
 def test_kernels_compiled_in_groups_make_one_code_object(monkeypatch, tmp_path):
-    """A module's kernels compiled in several children (codegen_groups) link into one code object with one
-    metadata note listing every kernel, each global defined once, and the same bytes for any number of jobs."""
-    from fatkit.translate.pipeline import lower, parse, passes
+    """A module's kernels compiled in several children (codegen groups) link into one code object with one
+    metadata note listing every kernel, each global defined once, and the same bytes for any number of jobs,
+    whichever group's codegen ends first (groups started while others lower, or after lowering)."""
+    import threading
+
+    from fatkit.translate.pipeline import finish, run
     from fatkit.translate.targets import amdgpu
 
     text = (SAMPLES / "ptx" / "basics.sm_80.ptx").read_text()
     options = Options(target="gfx942")
-    kernels = lower(passes(parse(text, options), options), options).kernels
-    monkeypatch.setattr(amdgpu, "_GROUP_IR_BYTES", sum(len(k.llvm_ir) for k in kernels) // 6)
-    assert len(amdgpu.codegen_groups(list(kernels))) >= 3
+    kernels = run(text, options, until="lower").kernels
+    assert len(amdgpu.grouped(list(kernels))) == 1
+    monkeypatch.setattr(amdgpu, "_GROUP_STATEMENTS", 300)
+    kernels = run(text, options, until="lower").kernels
+    assert len(amdgpu.grouped(list(kernels))) >= 3
 
     serial = translate(text, Options(target="gfx942", jobs=1))
+    objects = amdgpu.AmdgpuTarget._objects
+    count = len(amdgpu.grouped(list(kernels)))
+    ends: list[list[int]] = []
+    ended = threading.Condition()
+
+    def objects_of(self, group, opt_level, failed):
+        # the group `last` waits for every other group of the run to end (jobs = groups: none waits for it)
+        compiled = objects(self, group, opt_level, failed)
+        with ended:
+            if group[0].group == last:
+                assert ended.wait_for(lambda: len(ends[-1]) == count - 1, timeout=120)
+            ends[-1].append(group[0].group)
+            ended.notify_all()
+        return compiled
+
+    monkeypatch.setattr(amdgpu.AmdgpuTarget, "_objects", objects_of)
+    products = set()
+    for last in (0, count - 1):
+        ends.append([])
+        products.add(translate(text, Options(target="gfx942", jobs=count)).product)
+    assert [order[-1] for order in ends] == [0, count - 1]
+    monkeypatch.setattr(amdgpu.AmdgpuTarget, "_objects", objects)
+    products.add(finish(run(text, options, until="lower"), Options(target="gfx942", jobs=2)).product)
+    assert products == {serial.product}
     parallel = translate(text, Options(target="gfx942", jobs=2))
-    assert serial.product == parallel.product
     assert sorted(k.name for k in parallel.validated.kernels) == sorted(k.signature.name for k in kernels)
 
     path = tmp_path / "grouped.hsaco"
@@ -129,7 +157,7 @@ def test_a_kernel_llvm_aborts_on_is_reported_and_the_rest_of_its_group_links(pro
     monkeypatch.delenv("FATKIT_LIBLLVM", raising=False)
     options = Options(target=processor)
     lowered = lower(passes(parse((SAMPLES / "ptx" / "basics.sm_80.ptx").read_text(), options), options), options)
-    assert len(amdgpu.codegen_groups(list(lowered.kernels))) == 1 and len(lowered.kernels) >= 8
+    assert len(amdgpu.grouped(list(lowered.kernels))) == 1 and len(lowered.kernels) >= 8
     victim = lowered.kernels[5].signature.name
     kernels = tuple(dataclasses.replace(k, llvm_ir=_ABORTING_KERNEL.format(name=victim))
                     if k.signature.name == victim else k for k in lowered.kernels)

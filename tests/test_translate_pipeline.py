@@ -790,14 +790,15 @@ def test_lowering_in_processes_keeps_the_module_order_and_the_collector_state(mo
     forks = []
     monkeypatch.setattr(pipeline, "get_context",
                         lambda method: forks.append(method) or multiprocessing.get_context(method))
+    # (each run from a Prepared of its own: a second lowering of one Prepared for gfx942 takes the first's kernels)
     here = run_from("lower", prepared, Options(jobs=1), until="lower")
-    forked = run_from("lower", prepared, Options(jobs=2), until="lower")
+    forked = run_from("lower", run(text, Options(), until="passes"), Options(jobs=2), until="lower")
     assert forks == ["fork"]
     assert [k.llvm_ir for k in forked.kernels] == [k.llvm_ir for k in here.kernels]
     assert [r.name for r in forked.reports] == [k.name for k in prepared.module.kernels]
     monkeypatch.setattr(pipeline, "_FORKED_STATEMENTS", sum(sizes) + 1)
-    assert [k.llvm_ir for k in run_from("lower", prepared, Options(jobs=2), until="lower").kernels] == \
-        [k.llvm_ir for k in here.kernels]
+    assert [k.llvm_ir for k in run_from("lower", run(text, Options(), until="passes"), Options(jobs=2),
+                                        until="lower").kernels] == [k.llvm_ir for k in here.kernels]
     assert forks == ["fork"]
     assert gc.isenabled()
     gc.disable()
@@ -822,3 +823,35 @@ def test_one_prepared_module_lowers_for_every_target_as_a_run_of_its_own():
     assert products["gfx942"][0] != products["gfx1100"][0]
     with pytest.raises(FatkitError, match="cannot stop at"):
         run_from("lower", prepared, Options(), until="passes")
+
+
+SHARED_LOWERING_SAMPLES = ("basics.sm_80", "warp.sm_86", "asm_mma.sm_80", "hopper.sm_90a", "texsurf.sm_80")
+
+
+@pytest.mark.parametrize("targets", [("gfx942", "gfx950"), ("gfx1100", "gfx1101", "gfx1102"), ("gfx1200", "gfx1201")])
+def test_targets_of_one_lowering_key_share_the_lowered_kernels(targets, monkeypatch):
+    """Targets with one `lowering_key` (generation, wave size, matrix instructions, images) lower every sample
+    to the same IR each on its own, so a run for them lowers each kernel once; the kernels that do not lower
+    are lowered again and reported naming each target. Targets of other keys (gfx90a has images, gfx1030 no
+    WMMA) lower apart."""
+    from fatkit.translate import pipeline
+
+    assert len({target_named(t).lowering_key() for t in targets}) == 1
+    assert len({target_named(t).lowering_key() for t in ("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1200")}) == 5
+    for stem in SHARED_LOWERING_SAMPLES:
+        text = (Path(__file__).parent / "samples" / "ptx" / f"{stem}.ptx").read_text()
+        apart = [run_from("lower", run(text, Options(), until="passes"), Options(target=t), until="lower")
+                 for t in targets]
+        for lowered in apart[1:]:
+            assert [k.llvm_ir for k in lowered.kernels] == [k.llvm_ir for k in apart[0].kernels], stem
+        prepared = run(text, Options(), until="passes")
+        lowerings = []
+        lower_one = pipeline._lower_one
+        monkeypatch.setattr(pipeline, "_lower_one", lambda *args: lowerings.append(args[-1]) or lower_one(*args))
+        together = [run_from("lower", prepared, Options(target=t), until="lower") for t in targets]
+        failing = [i for i, r in enumerate(together[0].reports) if r.status != "ok"]
+        assert sorted(lowerings) == sorted(list(range(len(prepared.module.kernels))) + failing * (len(targets) - 1))
+        for target, lowered, alone in zip(targets, together, apart):
+            assert [k.llvm_ir for k in lowered.kernels] == [k.llvm_ir for k in alone.kernels]
+            assert lowered.reports == alone.reports and lowered.target.name == target
+        monkeypatch.undo()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Hashable, Iterator
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from typing import Any, Callable, Literal
 
@@ -23,7 +25,7 @@ from fatkit.translate.lower import Unsupported, lower_kernel
 from fatkit.translate.passes import PASS_NAMES, PassError, Prepared, run_passes
 from fatkit.translate.ptx import ast, parse_ptx
 from fatkit.translate.targets import target_named
-from fatkit.translate.targets.base import LoweredKernel, Target
+from fatkit.translate.targets.base import Codegen, LoweredKernel, Target
 from fatkit.translate.targets.ids import TargetId
 
 # Field metadata: `{CHANGES_CODE: False}` marks an Options field that cannot change the output (the cache
@@ -132,22 +134,69 @@ def lower(prepared: Prepared, options: Options) -> Lowered:
     With `options.jobs` > 1 the kernels of a module that is not small are lowered in forked processes
     (lowering is Python, bound by the GIL), each inheriting the prepared module rather than receiving a
     pickled copy."""
-    target = target_named(options.target)
-    count = len(prepared.module.kernels)
+    return _lowered(prepared, options, target_named(options.target), None)
+
+
+def _lowered(prepared: Prepared, options: Options, target: Target, started: Codegen | None) -> Lowered:
+    """`lower` for `target`, the largest kernels first; each codegen group (`Target.codegen_groups`) handed
+    to `started` as soon as its last kernel is lowered. A kernel already lowered from `prepared` for a target
+    of the same `Target.lowering_key` and mma model is taken as it is (a run for gfx1100 and gfx1101 lowers
+    once); one that failed to lower is lowered again, its report naming this target."""
+    kernels = prepared.module.kernels
+    count = len(kernels)
     functions = {f.name: f for f in prepared.module.functions if f.kind == "func" and f.body is not None}
-    sizes = [sum(1 for _ in kernel.statements()) for kernel in prepared.module.kernels]
-    if options.jobs > 1 and count > 1 and sum(sizes) >= _FORKED_STATEMENTS:
-        with ProcessPoolExecutor(min(options.jobs, count), mp_context=get_context("fork"),
+    sizes = [sum(1 for _ in kernel.statements()) for kernel in kernels]
+    groups = target.codegen_groups(sizes)
+    waiting = Counter(groups)  # kernels not lowered yet, by group
+    outcomes: list[tuple[LoweredKernel | None, KernelReport]] = [(None, KernelReport(k.name, "ok")) for k in kernels]
+    key = target.lowering_key()
+    shared = _shared_lowerings(prepared).setdefault((key, options.mma_model), {}) if key is not None else {}
+    # the largest group first, and in a group the largest kernel first: a large kernel started last would
+    # leave the other processes idle, the longest codegen starts earliest, and each group is ready (all its
+    # kernels lowered) as early as it can be
+    group_sizes = Counter[int]()
+    for index, size in enumerate(sizes):
+        group_sizes[groups[index]] += size
+    order = sorted(range(count), key=lambda i: (-group_sizes[groups[i]], groups[i], -sizes[i]))
+
+    def done(index: int, outcome: tuple[LoweredKernel | None, KernelReport]) -> None:
+        kernel, report = outcome
+        if kernel is not None:
+            shared[index] = kernel
+        outcomes[index] = (replace(kernel, group=groups[index]) if kernel is not None else None), report
+        waiting[groups[index]] -= 1
+        if started is not None and not waiting[groups[index]]:
+            started.add([k for i, (k, _) in enumerate(outcomes) if groups[i] == groups[index] and k is not None])
+
+    for index in order:
+        if index in shared:
+            done(index, (shared[index], KernelReport(kernels[index].name, "ok")))
+    order = [index for index in order if index not in shared]
+    if options.jobs > 1 and len(order) > 1 and sum(sizes[i] for i in order) >= _FORKED_STATEMENTS:
+        with ProcessPoolExecutor(min(options.jobs, len(order)), mp_context=get_context("fork"),
                                  initializer=_adopt, initargs=(prepared, target, functions,
                                                                options.mma_model)) as pool:
-            # the largest kernels first, so that a large one started last does not leave the others idle
-            order = sorted(range(count), key=lambda i: -sizes[i])
-            lowered_at = dict(zip(order, pool.map(_lower_adopted, order)))
-        outcomes = [lowered_at[index] for index in range(count)]
+            futures = {pool.submit(_lower_adopted, index): index for index in order}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
     else:
-        outcomes = [_lower_one(prepared, target, functions, options.mma_model, index) for index in range(count)]
-    kernels = tuple(kernel for kernel, _ in outcomes if kernel is not None)
-    return Lowered(target, kernels, tuple(report for _, report in outcomes))
+        for index in order:
+            done(index, _lower_one(prepared, target, functions, options.mma_model, index))
+    return Lowered(target, tuple(kernel for kernel, _ in outcomes if kernel is not None),
+                   tuple(report for _, report in outcomes))
+
+
+# The kernels lowered from each live Prepared (by id), by (lowering key, mma model) and kernel index: what
+# the targets of one run share. An entry goes when its Prepared does.
+_SHARED: dict[int, dict[tuple[Hashable, str], dict[int, LoweredKernel]]] = {}
+
+
+def _shared_lowerings(prepared: Prepared) -> dict[tuple[Hashable, str], dict[int, LoweredKernel]]:
+    shared = _SHARED.get(id(prepared))
+    if shared is None:
+        shared = _SHARED[id(prepared)] = {}
+        weakref.finalize(prepared, _SHARED.pop, id(prepared), None)
+    return shared
 
 
 def _lower_one(prepared: Prepared, target: Target, functions: dict[str, ast.Function], mma_numerics: str,
@@ -180,10 +229,11 @@ def _lower_adopted(index: int) -> tuple[LoweredKernel | None, KernelReport]:
     return _lower_one(*_adopted, index)
 
 
-def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
+def codegen(lowered: Lowered, options: Options, started: Codegen | None = None) -> tuple[Lowered, Any]:
     """The linked product (`emit` "hsaco"), or what the target emits of the kernels (obj, asm, llvm). A kernel
     LLVM fails on while linking a product (the amdgpu target isolates it, targets/amdgpu.py) is reported
-    "unsupported" with LLVM's message and is not in the product; the Lowered returned holds the kernels that are."""
+    "unsupported" with LLVM's message and is not in the product; the Lowered returned holds the kernels that are.
+    `started`: the codegen that lowering handed the groups to as they were lowered (`_run_from`)."""
     if not lowered.kernels:
         raise FatkitError("no kernel of the module could be lowered: "
                           + "; ".join(r.reason or r.name for r in lowered.reports) if lowered.reports
@@ -191,7 +241,8 @@ def codegen(lowered: Lowered, options: Options) -> tuple[Lowered, Any]:
     kernels = list(lowered.kernels)
     if options.emit != "hsaco":
         return lowered, lowered.target.emit(kernels, options.opt_level, options.emit)
-    compiled = lowered.target.codegen(kernels, options.opt_level, options.jobs)
+    compiled = (started.finish(kernels) if started is not None
+                else lowered.target.codegen(kernels, options.opt_level, options.jobs))
     if not compiled.failed:
         return lowered, compiled.product
     kept = tuple(k for k in lowered.kernels if k.signature.name not in compiled.failed)
@@ -268,18 +319,29 @@ def _collected_after() -> Iterator[None]:
 
 
 def _run_from(first: int, value: Any, options: Options, until: str | None, on_stage: OnStage | None) -> Any:
+    """The stages from the `first` on. A run through lowering and codegen to the product starts a group's codegen
+    while the module's other kernels lower (`Target.start_codegen`): the codegen stage's seconds are then
+    those after lowering ended."""
     one_pass = until if until in PASS_NAMES else None
-    for name, stage in STAGES[first:]:
-        start = time.perf_counter()
-        if name in ("parse", "passes"):
-            with _collected_after():
-                value = passes(value, options, one_pass) if name == "passes" else stage(value, options)
-        else:
-            value = stage(value, options)
-        if on_stage is not None:
-            on_stage(name, value, time.perf_counter() - start)
-        if name == until or (one_pass and name == "passes"):
-            break
+    with ExitStack() as stack:
+        started: Codegen | None = None
+        for name, stage in STAGES[first:]:
+            start = time.perf_counter()
+            if name in ("parse", "passes"):
+                with _collected_after():
+                    value = passes(value, options, one_pass) if name == "passes" else stage(value, options)
+            elif name == "lower" and until != "lower" and options.emit == "hsaco":
+                target = target_named(options.target)
+                started = stack.enter_context(target.start_codegen(options.opt_level, options.jobs))
+                value = _lowered(value, options, target, started)
+            elif name == "codegen":
+                value = codegen(value, options, started)
+            else:
+                value = stage(value, options)
+            if on_stage is not None:
+                on_stage(name, value, time.perf_counter() - start)
+            if name == until or (one_pass and name == "passes"):
+                break
     return value
 
 

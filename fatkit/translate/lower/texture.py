@@ -63,7 +63,7 @@ def reference_global(module: ir.Module, variable: ast.Variable, address_space: i
 
 # No MIMG encoding at all (LLVM's assembler refuses every image opcode for them; its code generator refuses
 # image samples) and clang predefines __HIP_NO_IMAGE_SUPPORT for them: no texture or surface API in HIP there
-_NO_IMAGES = ("gfx940", "gfx941", "gfx942", "gfx950")
+NO_IMAGES = ("gfx940", "gfx941", "gfx942", "gfx950")
 
 
 def _check_target(lw: Lowering) -> None:
@@ -71,7 +71,7 @@ def _check_target(lw: Lowering) -> None:
     if target_id is None or getattr(target_id, "vendor", None) != "amd":
         raise lw.fail(f"the {lw.target.name} target has no texture units: textures and surfaces translate for "
                       "AMD RDNA processors (gfx10 and later) only")
-    if target_id.processor in _NO_IMAGES:
+    if target_id.processor in NO_IMAGES:
         raise lw.fail(f"{lw.target.name} has no image instructions (CDNA3/CDNA4: no image load, store, sample or "
                       "atomic in its ISA), and HIP has no texture or surface objects for it (clang defines "
                       "__HIP_NO_IMAGE_SUPPORT there)")

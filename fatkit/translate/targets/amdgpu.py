@@ -30,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
@@ -47,7 +48,7 @@ from fatkit.runtime import CLUSTER_DIMS_KEY, CLUSTER_MAX_CTAS_KEY, CLUSTER_SHAPE
 from fatkit.translate.targets import libllvm
 from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, target_machine
 from fatkit.translate.targets.base import (
-    Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
+    Codegen, Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
 from fatkit.translate.targets.ids import TargetId
 
@@ -60,9 +61,11 @@ _DYNAMIC_LDS_SIZE_OFFSET = 120  # i32 hidden_dynamic_lds_size (AMDGPUUsage, code
 # PTX scopes as AMDGPU sync scopes; a cluster of CTAs runs on one agent at most, so .cluster is agent scope.
 _SYNCSCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
 _CODEGEN_TIMEOUT_S = 300
-# LLVM IR text per codegen request, ~1 s of LLVM: the children stay up, so a group need not pay for a start;
-# smaller groups spread a module over the jobs more evenly, larger ones compile shared functions fewer times
-_GROUP_IR_BYTES = 300_000
+# PTX statements per codegen request (~300 KB of LLVM IR, ~1 s of LLVM: lowering writes 60–70 bytes of IR a
+# statement): the children stay up, so a group need not pay for a start; smaller groups spread a module over
+# the jobs more evenly, larger ones compile shared functions fewer times. Statements, not IR bytes: they are
+# known before lowering, so that a group's codegen can start while the module's other kernels lower.
+_GROUP_STATEMENTS = 4500
 
 
 def wavefront_size(processor: str) -> int:
@@ -356,29 +359,38 @@ class AmdgpuTarget(Target):
             "llvm.module.flags", [ir.Constant(i32, 1), "amdhsa_code_object_version",
                                   ir.Constant(i32, CODE_OBJECT_VERSION)])
 
+    def lowering_key(self) -> Hashable:
+        # what this class and lowering read of the processor: its generation (mode switches, min/max, special
+        # registers, literals), wave size, matrix instructions (lower/mma_native.py), whether it has image
+        # instructions (lower/texture.py), and the data layout
+        from fatkit.translate.lower.texture import NO_IMAGES
+
+        return ("amdgpu", self.id.generation, self.id.wave_size, self.id.matrix_cores,
+                self.processor in NO_IMAGES, self.data_layout)
+
+    def codegen_groups(self, sizes: list[int]) -> list[int]:
+        """Consecutive kernels cut into groups of about _GROUP_STATEMENTS PTX statements, each compiled by one
+        codegen child on its own."""
+        groups: list[int] = []
+        size = 0
+        for kernel_size in sizes:
+            cut = bool(groups) and size >= _GROUP_STATEMENTS
+            groups.append(groups[-1] + cut if groups else 0)
+            size = kernel_size if cut else size + kernel_size
+        return groups
+
+    def start_codegen(self, opt_level: int, jobs: int = 1) -> Codegen:
+        return _GroupCodegen(self, opt_level, jobs)
+
     def codegen(self, kernels: list[LoweredKernel], opt_level: int, jobs: int = 1) -> Compiled:
-        """Compile each group of kernels (`codegen_groups`) in a child process to a relocatable object, up to
-        `jobs` at once, then link them into one ET_DYN code object with one metadata note.
+        """Compile each codegen group of the kernels (`LoweredKernel.group`) in a child process to a relocatable
+        object, up to `jobs` at once, the largest groups first, then link them into one ET_DYN code object
+        with one metadata note (`_GroupCodegen`).
 
         A group whose child fails (an LLVM assertion or fatal error aborts it) is compiled again in halves,
         down to the kernels that fail alone: those are left out with LLVM's message, the rest still link."""
-        failed: dict[str, str] = {}
-        groups = codegen_groups(kernels)
-        # the largest groups start first, so that a big one last does not leave the other jobs idle
-        largest_first = sorted(range(len(groups)), key=lambda i: -sum(len(k.llvm_ir) for k in groups[i]))
-        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
-            compiled = dict(zip(largest_first,
-                                pool.map(lambda i: self._objects(groups[i], opt_level, failed), largest_first)))
-        objects = [o for index in range(len(groups)) for o in compiled[index]]
-        if not objects:
-            raise FatkitError(f"LLVM codegen for {self.processor} failed on every kernel: "
-                              + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
-        clusters = {k.signature.name: cluster_metadata(k) for k in kernels if k.cluster or k.launch_cluster}
-        if clusters:
-            objects = [with_cluster_metadata(data, clusters) for data in objects]
-        product = link(objects if len(objects) == 1 else with_one_metadata_note(objects))
-        order = [k.signature.name for k in kernels]
-        return Compiled(product, {name: failed[name] for name in order if name in failed})
+        with self.start_codegen(opt_level, jobs) as started:
+            return started.finish(kernels)
 
     def _objects(self, group: list[LoweredKernel], opt_level: int, failed: dict[str, str]) -> list[bytes]:
         """Relocatable objects holding the kernels of `group` that LLVM compiles: one object when the whole
@@ -639,19 +651,61 @@ def _intrinsic(module: ir.Module, name: str, result: ir.Type, args: tuple[ir.Typ
     return ir.Function(module, ir.FunctionType(result, args), name)
 
 
-def codegen_groups(kernels: list[LoweredKernel]) -> list[list[LoweredKernel]]:
-    """The kernels in order, cut into groups of about _GROUP_IR_BYTES of LLVM IR, each compiled on its own.
-
-    The cut depends on the module alone, never on how many jobs run, so the code object's bytes do too."""
-    groups: list[list[LoweredKernel]] = [[]]
-    size = 0
+def grouped(kernels: list[LoweredKernel]) -> list[list[LoweredKernel]]:
+    """The kernels (in module order) by codegen group (`LoweredKernel.group`), in group order."""
+    groups: dict[int, list[LoweredKernel]] = {}
     for kernel in kernels:
-        if groups[-1] and size >= _GROUP_IR_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append(kernel)
-        size += len(kernel.llvm_ir)
-    return groups
+        groups.setdefault(kernel.group, []).append(kernel)
+    return list(groups.values())
+
+
+class _GroupCodegen(Codegen):
+    """The amdgpu codegen: each group compiled in a codegen child (`AmdgpuTarget._objects`) from a thread of
+    its own, up to `jobs` at once; with `jobs` > 1 a group starts as soon as lowering hands it in (while the
+    other kernels still lower), with one job only once lowering is done (one process at a time). The objects
+    are linked in group order, so the product is the same whichever group finishes first."""
+
+    target: AmdgpuTarget
+
+    def __init__(self, target: AmdgpuTarget, opt_level: int, jobs: int):
+        super().__init__(target, opt_level, jobs)
+        self.pool = ThreadPoolExecutor(max_workers=jobs)
+        self.started: dict[int, tuple[list[str], Future[list[bytes]]]] = {}
+        self.failed: dict[str, str] = {}
+
+    def add(self, kernels: list[LoweredKernel]) -> None:
+        if self.jobs > 1 and kernels:
+            self._start(kernels)
+
+    def _start(self, kernels: list[LoweredKernel]) -> None:
+        names = [k.signature.name for k in kernels]
+        self.started[kernels[0].group] = names, self.pool.submit(self.target._objects, kernels, self.opt_level,
+                                                                 self.failed)
+
+    def finish(self, kernels: list[LoweredKernel]) -> Compiled:
+        groups = grouped(kernels)
+        for group in groups:
+            started = self.started.get(group[0].group)
+            if started is not None and started[0] != [k.signature.name for k in group]:
+                raise FatkitError(f"codegen group {group[0].group} was started with other kernels than it holds")
+        # the largest groups first, so that a big one last does not leave the other jobs idle
+        for group in sorted((g for g in groups if g[0].group not in self.started),
+                            key=lambda g: -sum(len(k.llvm_ir) for k in g)):
+            self._start(group)
+        objects = [o for group in groups for o in self.started[group[0].group][1].result()]
+        failed = self.failed
+        if not objects:
+            raise FatkitError(f"LLVM codegen for {self.target.processor} failed on every kernel: "
+                              + "; ".join(f"{name}: {failed[name]}" for name in sorted(failed)))
+        clusters = {k.signature.name: cluster_metadata(k) for k in kernels if k.cluster or k.launch_cluster}
+        if clusters:
+            objects = [with_cluster_metadata(data, clusters) for data in objects]
+        product = link(objects if len(objects) == 1 else with_one_metadata_note(objects))
+        order = [k.signature.name for k in kernels]
+        return Compiled(product, {name: failed[name] for name in order if name in failed})
+
+    def __exit__(self, *exception: object) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def with_one_metadata_note(objects: list[bytes]) -> list[bytes]:

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from llvmlite import binding as llvm
 
 TRIPLE = "amdgcn-amd-amdhsa"
+# `default<O2>` without LLVM's loop vectorizer: on the corpus kernels it made gfx942 code longer (up to 1.3× the
+# instructions of a kernel) and the rest no shorter, and cost time in the middle-end and codegen
+# (BENCHMARKS.md, "Translation vs ptxas", the pipe19 round); the SLP vectorizer, which packs halves, is LLVM's
+# default (off in the PassBuilder's tuning) either way
+LOOP_VECTORIZATION = False
 _LENGTH = struct.Struct("<Q")
 ANSWER = struct.Struct("<BQ")  # status, length
 
@@ -51,7 +56,7 @@ def compile_modules(texts: list[str], machine: llvm.TargetMachine, opt_level: in
     from fatkit.translate.targets.base import linked_and_optimised
 
     context = llvm.create_context()
-    module = linked_and_optimised(texts, machine, opt_level, context)
+    module = linked_and_optimised(texts, machine, opt_level, context, LOOP_VECTORIZATION)
     if kind == "llvm":
         return str(module).encode()
     if kind == "asm":
@@ -89,7 +94,7 @@ def serve() -> None:
 def _compiler(library: str | None, processor: str, opt_level: int) -> Callable[[list[str], str], bytes]:
     """What compiles a request's modules for `processor`: the libLLVM at `library`, else llvmlite's LLVM."""
     if library is not None:
-        return libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level).compile
+        return libllvm.LibraryCompiler(library, TRIPLE, processor, opt_level, LOOP_VECTORIZATION).compile
     machine = target_machine(processor, opt_level)
     return lambda texts, kind: compile_modules(texts, machine, opt_level, kind)
 

@@ -6,6 +6,7 @@ import hashlib
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from collections.abc import Hashable
 from typing import Any
 
 from llvmlite import binding as llvm
@@ -51,6 +52,7 @@ class LoweredKernel:
     shared_padding: int = 0  # the most alignment padding a different order of the .shared variables adds
     cluster: tuple[int, int, int] | None = None  # the CTAs of a cluster that one workgroup runs (lower/cluster.py)
     launch_cluster: int = 0  # a cluster shape the launch gives (CLUSTER_SHAPE_PARAM): the most CTAs it may hold
+    group: int = 0  # the codegen group compiling it with its neighbours of the same number (`Target.codegen_groups`)
 
 
 @dataclass(frozen=True)
@@ -103,29 +105,54 @@ EMIT_KINDS = ("obj", "asm", "llvm")  # what `Target.emit` writes besides the pro
 
 
 def linked_and_optimised(texts: list[str], machine: llvm.TargetMachine, opt_level: int,
-                         context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
-    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`, parsed
-    into `context` (LLVM's global one if None). The module must not outlive the context: an execution engine
-    that takes it over does not keep the context alive."""
+                         context: llvm.ContextRef | None = None,
+                         loop_vectorization: bool = True) -> llvm.ModuleRef:
+    """The kernels' LLVM modules linked into one, verified and optimised at `opt_level` for `machine`
+    (`middle_end`), parsed into `context` (LLVM's global one if None). The module must not outlive the
+    context: an execution engine that takes it over does not keep the context alive."""
     module = llvm.parse_assembly(texts[0], context)
     for text in texts[1:]:
         module.link_in(llvm.parse_assembly(text, context))
     module.verify()
     if opt_level:
-        middle_end(module, machine, opt_level)
+        middle_end(module, machine, opt_level, loop_vectorization=loop_vectorization)
     return module
 
 
 def middle_end(module: llvm.ModuleRef, machine: llvm.TargetMachine, opt_level: int,
-               timing: bool = False) -> llvm.PassBuilder:
-    """LLVM's target-aware optimisation pipeline at `opt_level` (1–3) run over `module`; the pass builder is
-    returned, with its passes' times to read (`finish_pass_timing`) where `timing` is set."""
+               timing: bool = False, loop_vectorization: bool = True) -> llvm.PassBuilder:
+    """LLVM's target-aware optimisation pipeline at `opt_level` (1–3) run over `module` (`default<O…>` with
+    LLVM's default tuning, the loop vectorizer left out where `loop_vectorization` is off); the pass builder
+    is returned, with its passes' times to read (`finish_pass_timing`) where `timing` is set."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    tuning.loop_vectorization = loop_vectorization
     builder = llvm.create_pass_builder(machine, tuning)
     if timing:
         builder.start_pass_timing()
     builder.getModulePassManager().run(module, builder)
     return builder
+
+
+class Codegen:
+    """A codegen under way, used as a context manager: each codegen group (`Target.codegen_groups`) handed in
+    as soon as its kernels are lowered (`add`), the product once lowering is done (`finish`, given every
+    lowered kernel in module order, which alone decides the product). This one compiles everything at
+    `finish` (`Target.codegen`); a target that compiles groups apart starts them in `add`."""
+
+    def __init__(self, target: Target, opt_level: int, jobs: int):
+        self.target, self.opt_level, self.jobs = target, opt_level, jobs
+
+    def add(self, kernels: list[LoweredKernel]) -> None:
+        """The lowered kernels of one group, in module order (fewer than the group's where some failed to lower)."""
+
+    def finish(self, kernels: list[LoweredKernel]) -> Compiled:
+        return self.target.codegen(kernels, self.opt_level, self.jobs)
+
+    def __enter__(self) -> Codegen:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        """Whatever was started is waited for (or cancelled) when the run ends, finished or not."""
 
 
 class LaneExchange(ABC):
@@ -339,6 +366,24 @@ class Target(ABC):
         """Turn the lowered kernels into the target's product (a code object, a JIT-compiled program), using
         up to `jobs` processes where the target can split the work; the product does not depend on `jobs`.
         A target that compiles apart from fatkit's process may leave out kernels LLVM fails on (`failed`)."""
+
+    def lowering_key(self) -> Hashable | None:
+        """Everything lowering reads of this target but its name: two targets of one key are lowered to the
+        same IR, so the targets of a run share the kernels (`pipeline.lower`); the name appears only in the
+        reasons of kernels that do not lower, which are lowered again for each target. None: lowered apart."""
+        return None
+
+    def codegen_groups(self, sizes: list[int]) -> list[int]:
+        """The codegen group of each kernel of a module (`LoweredKernel.group`), nondecreasing in module order,
+        given each kernel's size in PTX statements: the kernels of one group are compiled together, and a
+        `Codegen` may start a group as soon as its kernels are lowered. Decided before lowering, from the
+        module alone, so that the product depends neither on `jobs` nor on which kernel is lowered first.
+        Here one group: `codegen` takes all the kernels at once."""
+        return [0] * len(sizes)
+
+    def start_codegen(self, opt_level: int, jobs: int = 1) -> Codegen:
+        """A codegen that lowering hands each group of kernels as it is lowered (`Codegen.add`)."""
+        return Codegen(self, opt_level, jobs)
 
     @abstractmethod
     def validate(self, product: Any, kernels: list[LoweredKernel]) -> Any:

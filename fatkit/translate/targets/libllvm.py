@@ -4,9 +4,10 @@ llvmlite's wheels link an LLVM built with assertions: on fatkit's IR it spends a
 release build of the same LLVM version in the middle-end and in code generation (BENCHMARKS.md, "Translation
 vs ptxas"), which is most of a translation. `FATKIT_LIBLLVM` names such a library (a distribution's
 `libLLVM.so.22.1`); the codegen children then compile through it: the same IR text, the same `default<O…>`
-pipeline with the default tuning options (what llvmlite's PassBuilder builds), the same target machine
-(PIC, the default code model, no features), the same object or assembly. It must be the major version
-llvmlite's LLVM is, whose IR fatkit writes. Without assertions an LLVM bug that an assertion would have caught
+pipeline with the default tuning options (what llvmlite's PassBuilder builds), the loop vectorizer left out
+as the caller says (`amdgpu_child.LOOP_VECTORIZATION`), the same target machine (PIC, the default code
+model, no features), the same object or assembly. It must be the major version llvmlite's LLVM is, whose IR
+fatkit writes. Without assertions an LLVM bug that an assertion would have caught
 may go on instead of aborting the child (which reports the kernel as failed), so the library is a choice the
 user makes, and its version is part of the cache key (`fatkit.translate.toolchain`).
 
@@ -55,6 +56,7 @@ def _library(path: str) -> ctypes.CDLL:
                                          ctypes.c_int, ctypes.c_int]),
         ("LLVMCreatePassBuilderOptions", _P, []),
         ("LLVMDisposePassBuilderOptions", None, [_P]),
+        ("LLVMPassBuilderOptionsSetLoopVectorization", None, [_P, ctypes.c_int]),
         ("LLVMRunPasses", _P, [_P, ctypes.c_char_p, _P, _P]),
         ("LLVMGetErrorMessage", _P, [_P]),
         ("LLVMDisposeErrorMessage", None, [_P]),
@@ -106,9 +108,9 @@ def _message(lib: ctypes.CDLL, pointer: int | None) -> str:
 class LibraryCompiler:
     """Compiles requests (the IR texts of a group of kernels) with the library at `path` for one processor."""
 
-    def __init__(self, path: str, triple: str, processor: str, opt_level: int):
+    def __init__(self, path: str, triple: str, processor: str, opt_level: int, loop_vectorization: bool = True):
         self.lib = lib = _library(path)
-        self.opt_level = opt_level
+        self.opt_level, self.loop_vectorization = opt_level, loop_vectorization
         target, error = _P(), _P()
         if lib.LLVMGetTargetFromTriple(triple.encode(), ctypes.byref(target), ctypes.byref(error)):
             raise FatkitError(f"{path}: no target {triple}: {_message(lib, error.value)}")
@@ -171,6 +173,7 @@ class LibraryCompiler:
     def _optimised(self, module: int) -> None:
         lib = self.lib
         options = lib.LLVMCreatePassBuilderOptions()
+        lib.LLVMPassBuilderOptionsSetLoopVectorization(options, int(self.loop_vectorization))
         try:
             error = lib.LLVMRunPasses(module, f"default<O{self.opt_level}>".encode(), self.machine, options)
         finally:
