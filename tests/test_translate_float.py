@@ -1095,6 +1095,13 @@ def test_gfx12_flushing_mode_and_num_min_max():
     """gfx1201 (not among TARGETS): the flushing mode with directed rounding, and min/max as gfx12's
     v_max_num/v_min_num. fatkit.emulate once kept subnormal sources there (gfx12's VOP3 tables name the first
     source vsrc0, so no operand was known to be a float) and could not read those tables' min/max (a TRAPSTS
-    write, a condition broken over two lines)."""
+    write, a condition broken over two lines) or v_med3_num/v_max3_num/v_min3_num (calls of other opcodes),
+    which fma.rn/rp.ftz's tininess check (v_med3_num_f32) and f32 min/max (v_max3_num_f32 with the canonical
+    NaN, whose result for two NaNs is checked bit for bit) use."""
     test_f32_ftz_arithmetic_without_division("gfx1201")
     test_ftz_forms_under_the_flushing_mode("gfx1201")
+    test_min_max_and_sign_operations(32, "gfx1201")
+    ops = ["fma.rn.ftz.f32 {d}, {a}, {b}, {c};", "max.ftz.f32 {d}, {a}, {b};", "min.ftz.f32 {d}, {a}, {b};"]
+    assembly = translate(HEADER + float_kernel("k", 32, ops), Options(target="gfx1201", emit="asm")).product
+    for instruction in (b"v_med3_num_f32", b"v_max3_num_f32 v", b"v_min3_num_f32 v"):
+        assert instruction in assembly, instruction

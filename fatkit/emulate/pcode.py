@@ -12,12 +12,13 @@ Translation is static where the pseudocode says the type (`S0.u32`, `64'F(x)`): 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fatkit.errors import FatkitError
 
 # bump when the generated code changes meaning, so the disk cache is rebuilt
-TRANSLATOR_VERSION = 17
+TRANSLATOR_VERSION = 18
 
 
 class PcodeError(FatkitError):
@@ -114,16 +115,8 @@ _FUNCS = {
     "u8_to_u32": ("_u8", "i"), "u16_to_u32": ("_u16", "i"), "u4_to_u32": ("_u4", "i"),
     "i8_to_i32": ("_i8", "i"), "i16_to_i32": ("_i16", "i"), "i4_to_i32": ("_i4", "i"),
     "u32_to_u16": ("_u16", "i"), "i32_to_i16": ("_i16", "i"),
-    "v_min_f32": ("_vmin", None), "v_max_f32": ("_vmax", None), "v_min_f16": ("_vmin", None),
-    "v_max_f16": ("_vmax", None), "v_min_i32": ("_imin", "i"), "v_max_i32": ("_imax", "i"),
-    "v_min_u32": ("_imin", "i"), "v_max_u32": ("_imax", "i"), "v_min_i16": ("_imin", "i"),
-    "v_max_i16": ("_imax", "i"), "v_min_u16": ("_imin", "i"), "v_max_u16": ("_imax", "i"),
-    "v_min3_f32": ("_vmin3", None), "v_max3_f32": ("_vmax3", None), "v_min3_f16": ("_vmin3", None),
-    "v_max3_f16": ("_vmax3", None), "v_max3_i32": ("_imax3", "i"), "v_max3_u32": ("_imax3", "i"),
-    "v_max3_i16": ("_imax3", "i"), "v_max3_u16": ("_imax3", "i"),
     "v_minimum_f32": ("_vminimum", None), "v_maximum_f32": ("_vmaximum", None),
-    "ABSDIFF": ("_absdiff", "i"), "SAT8": ("_sat8", "i"), "v_sad_u8": ("_sad_u8", "i"),
-    "v_msad_u8": ("_msad_u8", "i"), "perm_b32": ("perm_b32", "i"),
+    "ABSDIFF": ("_absdiff", "i"), "SAT8": ("_sat8", "i"), "perm_b32": ("perm_b32", "i"),
 }
 
 
@@ -143,6 +136,8 @@ class _Compiler:
         self.arrays: set[str] = set()  # declared `x : 32'I[4]`: element by element
         self.loops: list[str] = []  # per loop: the variable holding the lanes that broke out
         self.read: set[str] = set()
+        self.result: tuple[str, int, bool] | None = None  # the type D0 is written as (what a call returns)
+        self.functions: dict[str, str] = {}  # called opcodes' functions: name -> Python source
 
     # --- tokens
     def peek(self, k: int = 0) -> Tok:
@@ -227,6 +222,8 @@ class _Compiler:
         self.depth += 1
         while True:
             c = self.fresh()
+            # an elsif's condition is evaluated for the lanes no earlier branch took (a call in it runs there)
+            self.emit(f"M = {rest}")
             self.emit(f"{c} = _b({cond.code})")
             self.emit(f"M = _mand({rest}, {c})")
             self.emit(f"{rest} = _mand({rest}, _mnot({c}))")
@@ -342,10 +339,11 @@ class _Compiler:
             return ("ARRAY", None, None, index, name, None)
         if name in self.kinds:
             kind, width = self.kinds[name]
+        signed = False
         while True:
             if self.peek().text == "." and self.peek(1).kind == "name" and _SUFFIX.match(self.peek(1).text):
                 self.next()
-                kind, width, _ = self.suffix(self.next().text)
+                kind, width, signed = self.suffix(self.next().text)
             elif self.peek().text == "[":
                 self.next()
                 hi = self.expr()
@@ -367,6 +365,8 @@ class _Compiler:
                         width, kind = 1, "i"
             else:
                 break
+        if name == "D0" and offset is None and lane is None and kind is not None and width is not None:
+            self.result = (kind, width, signed)
         return (name, kind, width, offset, lane, None)
 
     def read_lvalue(self, target: tuple) -> Expr:
@@ -746,6 +746,8 @@ class _Compiler:
             if name == "CalcDsAddr":  # the executor's ADDR is the lane's address; the offsets come here
                 self.read.add("ADDR")
                 return Expr(f"(ADDR + {args[1].code} + ({args[2].code} << 8))", "i", 32)
+            if self.resolve is not None and (callee := self.resolve(name)) is not None:
+                return self.call(name, callee, args)
             if name not in _FUNCS:
                 raise PcodeError(f"pseudocode: function {name}()")
             helper, kind = _FUNCS[name]
@@ -756,8 +758,6 @@ class _Compiler:
                 kind = args[0].kind if args else None
             if helper in ("_fma", "_fma_scaled"):
                 args = [self.convert(a, "f", width) if a.kind != "f" else a for a in args[:3]] + args[3:]
-            elif helper in ("_vmin", "_vmax", "_vmin3", "_vmax3"):
-                args = [self.convert(a, "f", width) if a.kind != "f" else a for a in args]
             return Expr(f"{helper}({', '.join(a.code for a in args)})", kind, width)
         if name in _CONST:
             return Expr(_CONST[name], "b" if name in ("WAVE32", "WAVE64", "true", "false") else "i")
@@ -772,8 +772,30 @@ class _Compiler:
             kind, width = "i", 1
         return Expr(ref, kind, width, text=name)
 
+    def call(self, name: str, text: str, args: list[Expr]) -> Expr:
+        """A call of another opcode's function (`v_max_num_f32(S0.f32, S1.f32)`): that opcode's own pseudocode,
+        compiled as a function of its sources S0, S1, ... (the arguments' bits) that returns its D0, read as
+        the type the callee writes it."""
+        if name in self.calling:
+            raise PcodeError(f"pseudocode: {name}() calls itself")
+        callee = _compile(name, text, self.vector, frozenset(), None, self.resolve, self.calling | {name})
+        sources = [f"S{i}" for i in range(len(args))]
+        params = sorted((callee.read | callee.written) & OPERANDS)
+        if "D0" not in callee.written or callee.result is None or set(params) - {"D0", *sources}:
+            raise PcodeError(f"pseudocode: {name}() is called with {len(args)} arguments and its pseudocode "
+                             f"uses {', '.join(params)}")
+        function = f"_op_{name}"
+        self.functions.update(callee.functions)
+        self.functions[function] = _function_source(function, callee, params, ["D0"])
+        bits = {s: self.to_bits(a, a.kind, a.width) for s, a in zip(sources, args)}
+        code = f"{function}(ctx, M, LANE, {', '.join('0' if p == 'D0' else bits[p] for p in params)})[0]"
+        kind, width, signed = callee.result
+        return self.typed(Expr(code, "i", None), kind, width, signed)
+
     lane_masks: frozenset[str] = frozenset()
     widths: dict[str, int] | None = None
+    resolve: Callable[[str], str | None] | None = None  # an opcode's function name -> its pseudocode
+    calling: frozenset[str] = frozenset()  # the opcode functions being compiled around this one
 
 
 _CHAINED = re.compile(r"^(\S+) = (\S+) = (.*)$", re.MULTILINE)
@@ -811,29 +833,43 @@ def _substitute_lambdas(text: str) -> str:
             text = text[:c.start()] + f"({expanded})" + text[i:]
 
 
-def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
-                  widths: dict[str, int] | None = None) -> tuple[str, list[str], list[str]]:
-    """Python source of `def run(ctx, M, LANE, <operands>) -> (written operands)`, with the operand names it
-    takes and the ones it returns, in order. `lane_masks`: operands that are per-lane bit masks in this instruction
-    (a VALU write of the whole VCC/D0 sets this lane's bit); `widths`: register bits of the operands (a
-    write of all of them needs no merge with the old value)."""
+def _compile(name: str, text: str, vector: bool, lane_masks: frozenset[str], widths: dict[str, int] | None,
+             resolve: Callable[[str], str | None] | None, calling: frozenset[str]) -> _Compiler:
     text = _CHAINED.sub(r"\2 = \3;\n\1 = \2", _substitute_lambdas(text))
     comp = _Compiler(text, vector)
     comp.lane_masks = lane_masks
     comp.widths = widths or {}
+    comp.resolve = resolve
+    comp.calling = calling
     try:
         end = comp.block(())
     except (TypeError, ValueError, IndexError, KeyError) as exc:
         raise PcodeError(f"pseudocode of {name}: {exc}") from None
     if end != "":
         raise PcodeError(f"pseudocode of {name}: stray {end!r}")
-    params = sorted((comp.read | comp.written) & OPERANDS)
+    return comp
+
+
+def _function_source(function: str, comp: _Compiler, params: list[str], written: list[str]) -> str:
     # every local exists from the start: a lane-masked branch that did not run leaves it 0, not unbound
     locals_ = sorted(n for n in comp.written - OPERANDS if n not in comp.arrays)
     body = "\n".join([f"    v_{n} = 0" for n in locals_] + comp.lines) or "    pass"
+    return (f"def {function}(ctx, M, LANE, {', '.join(params)}):\n{body}\n"
+            f"    return ({', '.join(written)}{',' if len(written) == 1 else ''})\n")
+
+
+def compile_pcode(name: str, text: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
+                  widths: dict[str, int] | None = None,
+                  resolve: Callable[[str], str | None] | None = None) -> tuple[str, list[str], list[str]]:
+    """Python source of `def run(ctx, M, LANE, <operands>) -> (written operands)`, with the operand names it
+    takes and the ones it returns, in order. `lane_masks`: operands that are per-lane bit masks in this instruction
+    (a VALU write of the whole VCC/D0 sets this lane's bit); `widths`: register bits of the operands (a
+    write of all of them needs no merge with the old value); `resolve`: the pseudocode of the opcode a
+    lowercase call such as `v_max_num_f32(...)` names, or None where the tables have no such opcode."""
+    comp = _compile(name, text, vector, lane_masks, widths, resolve, frozenset({name.lower()}))
+    params = sorted((comp.read | comp.written) & OPERANDS)
     written = sorted(comp.written & OPERANDS)
     extent = {name: comp.extent[name] for name in written if name in comp.extent}
-    src = (f"EXTENT = {extent!r}\n"
-           f"def run(ctx, M, LANE, {', '.join(params)}):\n{body}\n"
-           f"    return ({', '.join(written)}{',' if len(written) == 1 else ''})\n")
+    src = f"EXTENT = {extent!r}\n" + "".join(f + "\n" for f in comp.functions.values()) + \
+        _function_source("run", comp, params, written)
     return src, params, written

@@ -11,7 +11,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from fatkit.errors import FatkitError
 
 _INF = math.inf
 _NAN = math.nan
@@ -570,14 +569,6 @@ def _vmax(a, b):
     return _minmax(a, b, False)
 
 
-def _vmin3(a, b, c):
-    return _vmin(_vmin(a, b), c)
-
-
-def _vmax3(a, b, c):
-    return _vmax(_vmax(a, b), c)
-
-
 def _vminimum(a, b):
     out = _vmin(a, b)
     return np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), out)
@@ -588,33 +579,12 @@ def _vmaximum(a, b):
     return np.where(np.isnan(a) | np.isnan(b), np.float32(np.nan), out)
 
 
-def _imin(a, b):
-    return _sel(_b(a < b), a, b)
-
-
-def _imax(a, b):
-    return _sel(_b(a > b), a, b)
-
-
-def _imax3(a, b, c):
-    return _imax(_imax(a, b), c)
-
-
 def _absdiff(a, b):
     return _sel(_b(a > b), a - b, b - a)
 
 
 def _sat8(x):
     return _sel(_b(x > 127), 127, _sel(_b(x < -128), -128, x))
-
-
-def _sad_u8(*_args):
-    """The manuals' helper behind V_SAD_U8 / V_MSAD_U8, which fatkit's translations never select: a clear
-    refusal rather than a guess at its byte-masking rule."""
-    raise FatkitError("fatkit.emulate does not model v_sad_u8/v_msad_u8 (their pseudocode helper v_sad_u8)")
-
-
-_msad_u8 = _sad_u8
 
 
 HELPERS = {name: value for name, value in globals().items() if name.startswith("_") and not name.startswith("__")}

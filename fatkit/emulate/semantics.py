@@ -77,6 +77,8 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
 ]
 # gfx12's min/max tables first raise TRAPSTS.INVALID for a signalling NaN source: the trap status is not
 # modelled (a kernel runs with FP exceptions masked, and the result does not depend on it), so the statement goes.
+# A call of an opcode's function in the pseudocode (`v_max_num_f32(S0.f32, S1.f32)`).
+_CALL = re.compile(r"\b([vs]_\w+)\(")
 _TRAP_STATUS = re.compile(r"if \([^\n]*\) then\nTRAPSTS\.\w+ = 1\nendif;\n")
 
 
@@ -167,6 +169,28 @@ class Semantics:
                 break
         return base
 
+    def called(self, function: str) -> str | None:
+        """The pseudocode of the opcode a lowercase call in the tables names (`v_max_num_f32(...)` in gfx12's
+        v_max3_num_f32), or None where the tables have no such opcode (a runtime helper such as
+        v_cvt_i16_f32 then stands for it)."""
+        if not function.startswith(("v_", "s_")):
+            return None
+        for name in (function.upper(), function.upper() + "_E32", function.upper() + "_E64"):
+            if name in self.tables:
+                return self.text(name)
+        return None
+
+    def _with_callees(self, text: str) -> str:
+        """The text and, recursively, that of every opcode it calls: what the compiled code depends on."""
+        seen: dict[str, str] = {}
+        pending = [text]
+        while pending:
+            for function in _CALL.findall(pending.pop()):
+                if function not in seen and (called := self.called(function)) is not None:
+                    seen[function] = called
+                    pending.append(called)
+        return text + "".join(f"\n{function}: {called}" for function, called in sorted(seen.items()))
+
     def get(self, name: str, vector: bool, lane_masks: frozenset[str] = frozenset(),
             widths: dict[str, int] | None = None) -> Compiled:
         key = (name, vector, lane_masks, tuple(sorted((widths or {}).items())))
@@ -174,7 +198,7 @@ class Semantics:
         if found is not None:
             return found
         text = self.text(name)
-        digest = hashlib.sha256(repr((text, key)).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(repr((self._with_callees(text), key)).encode()).hexdigest()[:16]
         path = self.cache / f"{name}-{digest}.py"
         source = None
         try:
@@ -183,7 +207,7 @@ class Semantics:
             pass
         if source is None:
             try:
-                src, params, outputs = compile_pcode(name, text, vector, lane_masks, widths)
+                src, params, outputs = compile_pcode(name, text, vector, lane_masks, widths, self.called)
             except PcodeError as error:
                 raise FatkitError(f"opcode {name}: {error.message}") from None
             source = f"# {name}\nPARAMS = {params!r}\nOUTPUTS = {outputs!r}\n{src}"

@@ -155,26 +155,27 @@ class AmdgpuTarget(Target):
         return builder.extract_value(value, 0) if flushing else value
 
     def median(self, builder, x, y, z):
-        # v_med3_f32, by the ISA's pseudocode (NaN: v_min3; else the max3-based choice) on gfx9–gfx11;
-        # gfx12 has v_med3_num_f32 instead (IEEE 754-2019 numbers), which fatkit.emulate does not run
-        if self.id.generation >= 12:
-            return None
+        # v_med3_f32 on gfx9–gfx11, v_med3_num_f32 on gfx12 (LLVM's choice for llvm.amdgcn.fmed3 there), by
+        # the ISA's pseudocode: with a NaN operand the min3 of the three (a NaN where all three are: gfx12's
+        # min_num of two NaNs is the first quieted), else the median, -0 below +0 (the max3-based choice)
         f32 = ir.FloatType()
         return builder.call(_intrinsic(builder.module, "llvm.amdgcn.fmed3.f32", f32, (f32, f32, f32)), [x, y, z])
 
     def number_min_max(self, builder, smaller, x, y):
-        # v_max3_f32 x, y, 0x7fffffff with MODE.IEEE off (finish_module): v_max(x, y) gives the other operand
-        # for one NaN (signalling ones too) and y for two, and the max of that with the canonical NaN is
-        # that for a number and the canonical NaN for a NaN (the ISA's pseudocode; v_min3 alike). One
-        # inline-asm instruction, as LLVM would fold a max with a NaN constant away or reorder the operands.
-        # gfx12 has no IEEE mode bit and other min/max instructions: there lowering builds it.
-        if self.id.generation >= 12:
-            return None
-        name = "v_min3_f32" if smaller else "v_max3_f32"
+        # v_max3_f32 with the canonical NaN and MODE.IEEE off (finish_module): by the ISA's pseudocode
+        # v_max(x, y) gives the other operand for one NaN (signalling ones too), and for two NaNs the second
+        # on gfx9 (CDNA tests S0 first) and the first on gfx11 (RDNA3 tests S1 first); gfx12's
+        # v_max3_num_f32 (maximumNumber, no IEEE mode bit) gives the first quieted. So the canonical NaN goes
+        # last on gfx9, where the max of it and a number is the number and of it and a NaN is it, and first
+        # from gfx11 on, where max(NaN, x) is x for a number and that NaN for a NaN x, and its max with y is
+        # PTX's result (v_min3 alike). One inline-asm instruction, as LLVM would fold a max with a NaN
+        # constant away or reorder the operands. (gfx10: the order of gfx9, unchecked: no pseudocode table.)
         f32, i32 = ir.FloatType(), ir.IntType(32)
-        if self.id.generation >= 10:  # VOP3 takes a literal from gfx10 on
-            asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32]), f"{name} $0, $1, $2, 0x7fffffff", "=v,v,v",
-                               side_effect=True)
+        generation = self.id.generation
+        name = ("v_min3" if smaller else "v_max3") + ("_num" if generation >= 12 else "") + "_f32"
+        if generation >= 10:  # VOP3 takes a literal from gfx10 on
+            order = "0x7fffffff, $1, $2" if generation >= 11 else "$1, $2, 0x7fffffff"
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32]), f"{name} $0, {order}", "=v,v,v", side_effect=True)
             return builder.call(asm, [x, y])
         asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32, i32]), f"{name} $0, $1, $2, $3", "=v,v,v,s",
                            side_effect=True)
