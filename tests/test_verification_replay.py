@@ -5,7 +5,7 @@ results, judged against the ISA's error bounds (verification/replay.py says how)
 
 The subset (deterministic, documented in verification/replay.py's `ci_subset`): every table case (987 of the
 integer, float, half, convert, video and cluster families) and every sixteenth `mma:sm90` case in the index's
-order (an mma case takes seconds), on both targets. `python verification/replay.py` runs all 1,295 cases."""
+order (an mma case takes seconds), on both targets. `python verification/replay.py` runs all 1,344 cases."""
 
 from __future__ import annotations
 
