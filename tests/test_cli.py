@@ -253,3 +253,17 @@ def test_cache_lookup_names_the_file_and_never_waits_on_a_fifo(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "fatkit", "cache", "lookup", "--cache", str(tmp_path / "c"),
                                "--target", "gfx942", "--ptx", str(path)], capture_output=True, text=True, timeout=60)
         assert (proc.returncode, proc.stderr) == (1, f"error: {path}: {why}\n")
+
+
+@pytest.mark.parametrize("args", [(), ("--json",), ("--kernels",)])
+def test_a_reader_that_closed_the_pipe_gets_the_shells_status_not_an_error(args):
+    """`fatkit inspect … | head`: the reader's end is closed before fatkit writes, so its first write fails;
+    that is 141 (128 + SIGPIPE, what a shell reports) with nothing on stderr, not 1 (an input failure)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fatkit", "inspect", *args, str(SAMPLES / "nv_lib.so")],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")

@@ -18,8 +18,10 @@ EXIT_OK = 0
 EXIT_INPUT = 1
 EXIT_USAGE = 2
 EXIT_GATE = 3
+EXIT_PIPE = 141  # what a shell reports for a program a closed pipe stopped (128 + SIGPIPE), as `yes | head` shows
 EXIT_CODES = ("exit codes: 0 ok; 1 an input or translation failure (a missing path, an input nothing could be read "
-              "from, a failed translation); 2 usage; 3 a --require-ptx/--fail-on gate")
+              "from, a failed translation); 2 usage; 3 a --require-ptx/--fail-on gate; 141 the reader of the "
+              "output closed it (`| head`)")
 
 # (name, module, summary) in the order `fatkit --help` lists them: a user's order, the `cache` group last.
 # Each module has `add_arguments(parser)` and `run(args, parser) -> int` (the exit status).
@@ -82,9 +84,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         output.error("interrupted")
         sys.exit(130)
-    except BrokenPipeError:  # `fatkit inspect … | head`: the reader has gone
-        sys.stderr.close()
-        sys.exit(EXIT_INPUT)
+    except BrokenPipeError:  # `fatkit inspect … | head`: the reader has gone, which is not an input failure
+        # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail a second time
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_PIPE)
     except Exception as exc:  # a bug in fatkit: say so in one line (FATKIT_DEBUG=1 shows the traceback)
         if os.environ.get("FATKIT_DEBUG"):
             raise

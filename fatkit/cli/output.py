@@ -30,8 +30,13 @@ def print_json(document: dict[str, Any]) -> None:
 def console() -> Console:
     from rich.console import Console
 
-    out = Console()
-    return out if out.is_terminal else Console(width=WIDE_PIPE)
+    class PipedConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1, an input failure's status: `cli.main` says 141
+            self.quiet = True
+            raise BrokenPipeError
+
+    out = PipedConsole()
+    return out if out.is_terminal else PipedConsole(width=WIDE_PIPE)
 
 
 def table(columns: Iterable[str], *, right: Iterable[str] = (), fold: bool = False, **options: Any) -> Table:
