@@ -21,7 +21,6 @@ import argparse
 import hashlib
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from fatkit.errors import FatkitError  # noqa: E402
 from fatkit.extract.scan import scan_paths  # noqa: E402
 from fatkit.extract.select import ptx_modules  # noqa: E402
 from fatkit.translate.pipeline import Options, run, run_from  # noqa: E402
+from tests import oracles  # noqa: E402
 from tests.corpus import corpus_files  # noqa: E402
 
 OLDEST_PTXAS_ARCH = 75
@@ -83,11 +83,16 @@ def main() -> None:
     parser.add_argument("--extra-target", default="gfx1100",
                         help="a second target of the same run: its extra seconds (the module parsed and prepared "
                              "once for both), against the first's; '' to leave out")
+    parser.add_argument("--ptxas", type=Path, default=None,
+                        help="the ptxas to time (default: PATH's, else the nvidia-cuda-nvcc package's); an older "
+                             "one refuses PTX of a newer .version, which the table then shows as 'failed'")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    ptxas = shutil.which("ptxas")
-    if ptxas is None:
-        raise SystemExit("ptxas not on PATH (CUDA toolkit)")
+    found = args.ptxas or oracles.ptxas()
+    if found is None:
+        raise SystemExit("no ptxas: none on PATH and no nvidia-cuda-nvcc package (pip install nvidia-cuda-nvcc)")
+    ptxas = str(found)
+    print(f"ptxas: CUDA {oracles.cuda_release(found) or '?'} ({ptxas})", file=sys.stderr)
     paths = args.paths or [*corpus_files(), *sorted((ROOT / "tests" / "samples" / "ptx").glob("*.ptx"))]
     options = Options(target=args.target, jobs=args.jobs)
     one_job = Options(target=args.target, jobs=1)

@@ -67,8 +67,8 @@ def _run(argv: list[str | Path], cwd: Path | None = None) -> Run:
     return Run(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
 
 
-def _release(tool: Path) -> str | None:
-    """The CUDA release a cuobjdump reports ("13.5", "12.8"), or None when it does not run."""
+def cuda_release(tool: Path) -> str | None:
+    """The CUDA release an NVIDIA tool (cuobjdump, ptxas) reports ("13.5", "12.8"), or None when it does not run."""
     try:
         run = _run([tool, "--version"])
     except OSError:
@@ -97,7 +97,7 @@ def _packaged_tool(distribution: str, name: str) -> Path | None:
 def cuobjdump13() -> Path | None:
     """cuobjdump 13.x from the PyPI package nvidia-cuda-cuobjdump."""
     path = _packaged_tool("nvidia-cuda-cuobjdump", "cuobjdump")
-    release = _release(path) if path else None
+    release = cuda_release(path) if path else None
     return path if release and release.startswith("13.") else None
 
 
@@ -133,7 +133,7 @@ def cuobjdump12() -> Path | None:
             _fetch_cuobjdump12()
         except (OSError, subprocess.SubprocessError, KeyError, zipfile.BadZipFile):
             return None
-    return CUOBJDUMP12_PATH if _release(CUOBJDUMP12_PATH) == "12.8" else None
+    return CUOBJDUMP12_PATH if cuda_release(CUOBJDUMP12_PATH) == "12.8" else None
 
 
 def _fetch_cuobjdump12() -> None:
