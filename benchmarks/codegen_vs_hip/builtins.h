@@ -1,4 +1,4 @@
-// The little of HIP that kernels.hip needs, from clang's own builtins (no HIP headers, no device libraries):
+// The little of HIP that kernels.hip and kernels_ftz.hip need, from clang's own builtins (no HIP headers, no device libraries):
 // clang -x hip --offload-arch=gfx942 -nogpulib -nogpuinc -include builtins.h.
 #pragma once
 
@@ -57,3 +57,13 @@ static __device__ inline unsigned ballot32(bool p) {
   return __builtin_amdgcn_ballot_w32(p);
 #endif
 }
+
+// The one-op kernels' frame: y[i] = op(a[i], b[i], c[i]), as kernels.cu's
+#define ONE_OP(name, expr)                                                                       \
+  extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
+    int i = BID * BDIM + TID;                                                                    \
+    float a = pa[i], b = pb[i], c = pc[i], y;                                                    \
+    (void)b; (void)c;                                                                            \
+    expr;                                                                                        \
+    py[i] = y;                                                                                   \
+  }
