@@ -161,7 +161,7 @@ def _sum_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tupl
 
 
 def _ftz_boundary(rng: np.random.Generator) -> list:
-    """a, b, c for y = a·b (+ c) .ftz: 36 rows about the tininess boundary, each with its negation
+    """a, b, c for y = a·b (+ c) .ftz: 25 rows about the tininess boundary, each with its negation
     (−a, b, −c: the exact value negated), then ordinary values of both signs. Products and sums in
     ROUNDS_UP, JUST_BELOW and JUST_ABOVE, exactly 2^-126, far below it; subnormal inputs whose
     product or sum would be normal if they were not flushed; ±0; cancellations c = −a·b (exact: a zero;
@@ -187,7 +187,7 @@ def _ftz_boundary(rng: np.random.Generator) -> list:
         (-0.0, x, 0.0), (0.0, y, -0.0), (-0.0, x, -0.0),  # zero products: (−0) + (+0) = +0, (−0) + (−0) = −0
         (x, y, -x * y),  # exact in f64 but not in f32: c is −a·b rounded, the result the rounding error
         (2.0, 0.75, -1.5),  # an exact cancellation: +0
-        (float("inf"), x, 1.0), (x, y, float("nan")),
+        (float("inf"), x, 1.0), (float("nan"), y, 1.0), (x, y, float("nan")),
     ]
     a, b, c = (np.array(column, np.float64).astype(np.float32) for column in zip(*rows))
     ordinary = 64 - 2 * len(rows)
