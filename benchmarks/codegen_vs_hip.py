@@ -5,8 +5,10 @@ instruction counts on fatkit.emulate.
 
 The kernels are written twice, in benchmarks/codegen_vs_hip/: kernels.cu (CUDA; `nvcc -arch=sm_90 -ptx -O3`
 gives the PTX fatkit translates) and kernels.hip (HIP, compiled by Debian's clang-22 for the same target with
-`-x hip -nogpulib -nogpuinc --cuda-device-only -O3` and builtins.h, a header of clang builtins). The anchor is
-clang's code object, built in the same run. Per kernel and target:
+`-x hip -nogpulib -nogpuinc --cuda-device-only -O3` and builtins.h, a header of clang builtins), whose .ftz
+arithmetic kernels are in kernels_ftz.hip, compiled with `-fgpu-flush-denormals-to-zero` too (HIP flushes
+f32 subnormals only file-wide). The anchor is clang's code objects, built in the same run. Per kernel and
+target:
 
 - instructions: the kernel symbol's instructions (`llvm-objdump -d` over the symbol's st_value..+st_size, so
   the s_code_end padding after it is not counted; functions the kernel calls are not counted either);
@@ -27,6 +29,14 @@ clang's code object, built in the same run. Per kernel and target:
 Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
 (op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
 the difference fatkit − clang next to the ratio.
+
+The .ftz kernels (op_add_ftz, op_mul_ftz, op_fma_ftz) run on inputs about the tininess boundary
+(`_ftz_boundary`): NVIDIA GPUs flush a result whose exact value is below 2^-126 (tininess before rounding)
+where AMD's flushing mode keeps the ±2^-126 it rounds to, so their HIP side computes PTX's function
+(kernels_ftz.hip says how) and the outputs compare both there. The plain operations under AMD's flush,
+op_mul_ftz_amd and op_fma_ftz_amd (HIP only, outside the means), are the second table per target, "the price
+of NVIDIA's tininess": their instructions against both sides' .ftz kernels, and in how many elements their
+outputs differ from PTX's (none would mean the inputs miss the boundary, which fails the run).
 """
 
 from __future__ import annotations
@@ -122,7 +132,7 @@ SMALLEST_NORMAL = Fraction(1, 2 ** 126)
 # flushing mode keeps the 2^-126 it rounds to
 ROUNDS_UP = (SMALLEST_NORMAL * (1 - Fraction(1, 2 ** 25)), SMALLEST_NORMAL)
 JUST_BELOW = (SMALLEST_NORMAL * (1 - Fraction(1, 2 ** 24)), ROUNDS_UP[0])  # 2^-126 only on the subnormal grid
-JUST_ABOVE = (SMALLEST_NORMAL, SMALLEST_NORMAL * (1 + Fraction(1, 2 ** 24)))  # exclusive at 2^-126: rounds to it
+JUST_ABOVE = (SMALLEST_NORMAL, SMALLEST_NORMAL * (1 + Fraction(1, 2 ** 24)))  # rounds to 2^-126, not tiny
 
 
 def _exact(x: float | np.float32) -> Fraction:
@@ -136,7 +146,7 @@ def _neighbours(x: float) -> list[np.float32]:
 
 
 def _in(value: Fraction, window: tuple[Fraction, Fraction]) -> bool:
-    return window[0] <= value < window[1] if window is not JUST_ABOVE else window[0] < value < window[1]
+    return window[0] <= value < window[1] and value != SMALLEST_NORMAL  # 2^-126 itself has rows of its own
 
 
 def _product_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[np.float32, np.float32]:
@@ -172,7 +182,7 @@ def _ftz_boundary(rng: np.random.Generator) -> list:
         rows.append(_sum_in(rng, window))
     sub = float(np.array([3 << 20], np.uint32).view(np.float32)[0])  # a subnormal: 1.5·2^-128
     for _ in range(2):
-        a, b = float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** -60)), float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** -43))
+        a, b = (float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** e)) for e in (-60, -43))
         rows.append((a, b, -float(np.float32(a * b))))  # a·b near 2^-103, exact in f64: its rounding error, tiny
     x = float(np.float32(rng.uniform(1.0, 2.0)))
     y = float(np.float32(rng.uniform(1.0, 2.0)))
