@@ -149,17 +149,17 @@ def _in(value: Fraction, window: tuple[Fraction, Fraction]) -> bool:
     return window[0] <= value < window[1] and value != SMALLEST_NORMAL  # 2^-126 itself has rows of its own
 
 
-def _product_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[np.float32, np.float32]:
+def _product_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[float, float]:
     """Normal a, b whose exact product lies in `window` (near 2^-126): a in [2^-60, 2^-59), b near 2^-66."""
     target = float((window[0] + window[1]) / 2)
     while True:
         a = np.float32(rng.uniform(1.0, 2.0) * 2.0 ** -60)
         for b in _neighbours(target / float(a)):
             if _in(_exact(a) * _exact(b), window):
-                return a, b
+                return float(a), float(b)
 
 
-def _sum_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[np.float32, ...]:
+def _sum_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[float, float, float]:
     """Normal a, b, c, the product in [2^-125, 2^-124) and c ≈ 2^-126 − a·b, whose exact a·b + c lies in
     `window`: the sum is near 2^-126 while neither term is."""
     while True:
@@ -167,7 +167,7 @@ def _sum_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tupl
         product = _exact(a) * _exact(b)
         for c in _neighbours(float(SMALLEST_NORMAL - product)):
             if abs(c) >= 2.0 ** -126 and _in(product + _exact(c), window):
-                return a, b, c
+                return float(a), float(b), float(c)
 
 
 def _ftz_boundary(rng: np.random.Generator) -> list:
@@ -182,8 +182,8 @@ def _ftz_boundary(rng: np.random.Generator) -> list:
         rows.append(_sum_in(rng, window))
     sub = float(np.array([3 << 20], np.uint32).view(np.float32)[0])  # a subnormal: 1.5·2^-128
     for _ in range(2):
-        a, b = (float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** e)) for e in (-60, -43))
-        rows.append((a, b, -float(np.float32(a * b))))  # a·b near 2^-103, exact in f64: its rounding error, tiny
+        p, q = (float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** e)) for e in (-60, -43))
+        rows.append((p, q, -float(np.float32(p * q))))  # a·b near 2^-103, exact in f64: its rounding error, tiny
     x = float(np.float32(rng.uniform(1.0, 2.0)))
     y = float(np.float32(rng.uniform(1.0, 2.0)))
     rows += [

@@ -57,13 +57,3 @@ static __device__ inline unsigned ballot32(bool p) {
   return __builtin_amdgcn_ballot_w32(p);
 #endif
 }
-
-// The one-op kernels' frame: y[i] = op(a[i], b[i], c[i]), as kernels.cu's
-#define ONE_OP(name, expr)                                                                       \
-  extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
-    int i = BID * BDIM + TID;                                                                    \
-    float a = pa[i], b = pb[i], c = pc[i], y;                                                    \
-    (void)b; (void)c;                                                                            \
-    expr;                                                                                        \
-    py[i] = y;                                                                                   \
-  }

@@ -192,6 +192,8 @@ extern "C" __global__ void poly_const(const float *x, float *y, int n) {
   y[i] = s;
 }
 
+#include "one_op.h"
+
 static constexpr float TURNS_PER_RADIAN = 0.15915494309189535f;
 
 // fma.rm: the f32 rounding mode switched to round-down around the fma (FLT_ROUNDS 3), and back (1)

@@ -5,6 +5,8 @@
 // (tininess before rounding). op_*_ftz compute PTX's function as a HIP programmer would who wants NVIDIA's
 // results; op_*_ftz_amd are the plain operation under AMD's flush, the price of NVIDIA's tininess.
 
+#include "one_op.h"
+
 // a sum below 2^-126 is exact: the flush after rounding is PTX's
 ONE_OP(op_add_ftz, y = a + b)
 
