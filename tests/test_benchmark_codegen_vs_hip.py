@@ -34,6 +34,9 @@ def test_compare_outputs_exact_and_bounded():
     assert bench.compare_outputs((ints,), (ints.copy(),), 0) == (True, "equal")
     assert not bench.compare_outputs((ints,), (ints ^ np.uint32(1 << 31),), 100)[0]  # integers: bit for bit
     assert not bench.compare_outputs((_f32(0.0),), (_f32(-0.0),), 0)[0]  # tolerance 0: the sign of zero counts
+    nans = _f32(float("nan"), 1.0, 2.0)
+    other = _f32(float("nan"), 1.0, -2.0)
+    assert bench.compare_outputs((nans,), (other,), 0) == (False, "DIFFER: 1 of 3 elements")  # by bits
     near = _f32(1.5, -3.0, 0.0)
     near_other = near.copy()
     near_other[0] = _step(1.5, 3)  # 3 ulp of 1.5: 3·2^-23 / 1.5 = 4u
