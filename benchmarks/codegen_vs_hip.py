@@ -5,8 +5,10 @@ instruction counts on fatkit.emulate.
 
 The kernels are written twice, in benchmarks/codegen_vs_hip/: kernels.cu (CUDA; `nvcc -arch=sm_90 -ptx -O3`
 gives the PTX fatkit translates) and kernels.hip (HIP, compiled by Debian's clang-22 for the same target with
-`-x hip -nogpulib -nogpuinc --cuda-device-only -O3` and builtins.h, a header of clang builtins). The anchor is
-clang's code object, built in the same run. Per kernel and target:
+`-x hip -nogpulib -nogpuinc --cuda-device-only -O3` and builtins.h, a header of clang builtins), whose .ftz
+arithmetic kernels are in kernels_ftz.hip, compiled with `-fgpu-flush-denormals-to-zero` too (HIP flushes
+f32 subnormals only file-wide). The anchor is clang's code objects, built in the same run. Per kernel and
+target:
 
 - instructions: the kernel symbol's instructions (`llvm-objdump -d` over the symbol's st_value..+st_size, so
   the s_code_end padding after it is not counted; functions the kernel calls are not counted either);
@@ -27,6 +29,14 @@ clang's code object, built in the same run. Per kernel and target:
 Ratios are fatkit/clang; the geometric means are over the kernels both compilers built. The one-op kernels
 (op_*) give the per-operation price: the whole kernel's instruction count, its load/store frame included, with
 the difference fatkit − clang next to the ratio.
+
+The .ftz kernels (op_add_ftz, op_mul_ftz, op_fma_ftz) run on inputs about the tininess boundary
+(`_ftz_boundary`): NVIDIA GPUs flush a result whose exact value is below 2^-126 (tininess before rounding)
+where AMD's flushing mode keeps the ±2^-126 it rounds to, so their HIP side computes PTX's function
+(kernels_ftz.hip says how) and the outputs compare both there. The plain operations under AMD's flush,
+op_mul_ftz_amd and op_fma_ftz_amd (HIP only, outside the means), are the second table per target, "the price
+of NVIDIA's tininess": their instructions against both sides' .ftz kernels, and in how many elements their
+outputs differ from PTX's (none would mean the inputs miss the boundary, which fails the run).
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -113,6 +124,89 @@ def _one_op(rng: np.random.Generator) -> list:
     return [_floats(rng, 64), _floats(rng, 64), _floats(rng, 64), np.zeros(64, np.float32)]
 
 
+# ---- the tininess boundary: inputs for the .ftz one-op kernels ----
+
+SMALLEST_NORMAL = Fraction(1, 2 ** 126)
+# exact values in [2^-126·(1 − 2^-25), 2^-126) round to 2^-126 whether rounding keeps the exponent unbounded
+# or stops at the subnormals' spacing 2^-149; NVIDIA flushes them (tininess before rounding), AMD's
+# flushing mode keeps the 2^-126 it rounds to
+ROUNDS_UP = (SMALLEST_NORMAL * (1 - Fraction(1, 2 ** 25)), SMALLEST_NORMAL)
+JUST_BELOW = (SMALLEST_NORMAL * (1 - Fraction(1, 2 ** 24)), ROUNDS_UP[0])  # 2^-126 only on the subnormal grid
+JUST_ABOVE = (SMALLEST_NORMAL, SMALLEST_NORMAL * (1 + Fraction(1, 2 ** 24)))  # rounds to 2^-126, not tiny
+
+
+def _exact(x: float | np.float32) -> Fraction:
+    return Fraction(float(x))
+
+
+def _neighbours(x: float) -> list[np.float32]:
+    """The float nearest x and the four around it."""
+    bits = np.array([x], np.float32).view(np.int32)[0]
+    return [np.array([bits + k], np.int32).view(np.float32)[0] for k in range(-2, 3)]
+
+
+def _in(value: Fraction, window: tuple[Fraction, Fraction]) -> bool:
+    return window[0] <= value < window[1] and value != SMALLEST_NORMAL  # 2^-126 itself has rows of its own
+
+
+def _product_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[float, float]:
+    """Normal a, b whose exact product lies in `window` (near 2^-126): a in [2^-60, 2^-59), b near 2^-66."""
+    target = float((window[0] + window[1]) / 2)
+    while True:
+        a = np.float32(rng.uniform(1.0, 2.0) * 2.0 ** -60)
+        for b in _neighbours(target / float(a)):
+            if _in(_exact(a) * _exact(b), window):
+                return float(a), float(b)
+
+
+def _sum_in(rng: np.random.Generator, window: tuple[Fraction, Fraction]) -> tuple[float, float, float]:
+    """Normal a, b, c, the product in [2^-125, 2^-124) and c ≈ 2^-126 − a·b, whose exact a·b + c lies in
+    `window`: the sum is near 2^-126 while neither term is."""
+    while True:
+        a, b = np.float32(rng.uniform(1.0, 2.0) * 2.0 ** -60), np.float32(rng.uniform(1.0, 1.4) * 2.0 ** -65)
+        product = _exact(a) * _exact(b)
+        for c in _neighbours(float(SMALLEST_NORMAL - product)):
+            if abs(c) >= 2.0 ** -126 and _in(product + _exact(c), window):
+                return float(a), float(b), float(c)
+
+
+def _ftz_boundary(rng: np.random.Generator) -> list:
+    """a, b, c for y = a·b (+ c) .ftz: 25 rows about the tininess boundary, each with its negation
+    (−a, b, −c: the exact value negated), then ordinary values of both signs. Products and sums in
+    ROUNDS_UP, JUST_BELOW and JUST_ABOVE, exactly 2^-126, far below it; subnormal inputs whose
+    product or sum would be normal if they were not flushed; ±0; cancellations c = −a·b (exact: a zero;
+    rounded: the rounding error alone, tiny for a product near 2^-103, normal near 1); ±inf, NaN."""
+    rows: list[tuple[float, float, float]] = []
+    for window in (ROUNDS_UP, ROUNDS_UP, JUST_BELOW, JUST_ABOVE):
+        rows.append((*_product_in(rng, window), 0.0))
+        rows.append(_sum_in(rng, window))
+    sub = float(np.array([3 << 20], np.uint32).view(np.float32)[0])  # a subnormal: 1.5·2^-128
+    for _ in range(2):
+        p, q = (float(np.float32(rng.uniform(1.0, 2.0) * 2.0 ** e)) for e in (-60, -43))
+        rows.append((p, q, -float(np.float32(p * q))))  # a·b near 2^-103, exact in f64: its rounding error, tiny
+    x = float(np.float32(rng.uniform(1.0, 2.0)))
+    y = float(np.float32(rng.uniform(1.0, 2.0)))
+    rows += [
+        (2.0 ** -60, 2.0 ** -66, 0.0),  # exactly 2^-126
+        (2.0 ** -60, 2.0 ** -65, -2.0 ** -126),  # 2^-125 − 2^-126: exactly 2^-126
+        (3 * 2.0 ** -60, 2.0 ** -70, 0.0),  # 3·2^-130: far below, a subnormal when rounded
+        (sub, 2.0 ** 30, 0.0),  # a subnormal input: flushed, else 1.5·2^-98
+        (2.0 ** 40, sub, 2.0 ** -100),  # flushed, else the product dominates the sum
+        (1.0, 2.0 ** -126, -sub),  # c subnormal: flushed, else 2^-126 − 1.5·2^-128 is tiny
+        (1.0, 1.0, sub),  # c subnormal beside 1
+        (-0.0, x, 0.0), (0.0, y, -0.0), (-0.0, x, -0.0),  # zero products: (−0) + (+0) = +0, (−0) + (−0) = −0
+        (x, y, -x * y),  # exact in f64 but not in f32: c is −a·b rounded, the result the rounding error
+        (2.0, 0.75, -1.5),  # an exact cancellation: +0
+        (float("inf"), x, 1.0), (float("nan"), y, 1.0), (x, y, float("nan")),
+    ]
+    a, b, c = (np.array(column, np.float64).astype(np.float32) for column in zip(*rows))
+    ordinary = 64 - 2 * len(rows)
+    signs = rng.choice(np.array([-1.0, 1.0], np.float32), (2, ordinary))
+    return [np.concatenate([a, -a, signs[0] * _floats(rng, ordinary)]),
+            np.concatenate([b, b, _floats(rng, ordinary)]),
+            np.concatenate([c, -c, signs[1] * _floats(rng, ordinary)]), np.zeros(64, np.float32)]
+
+
 def _half_op(rng: np.random.Generator) -> list:
     return [_halves(rng, 64), _halves(rng, 64), _halves(rng, 64), np.zeros(64, np.uint32)]
 
@@ -163,6 +257,11 @@ ONE_OPS = ("op_fma_rm", "op_max", "op_min", "op_sat", "op_ex2", "op_rcp", "op_sq
            "op_sin", "op_cos", "op_expf", "op_add_ftz", "op_mul_ftz", "op_fma_ftz")
 for _name in ONE_OPS:
     LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _one_op)
+for _name in ("op_add_ftz", "op_mul_ftz", "op_fma_ftz"):
+    LAUNCHES[_name] = Launch((1, 1, 1), (64, 1, 1), _ftz_boundary)
+# HIP-only kernels: the plain operation under AMD's flush (kernels_ftz.hip), against PTX's .ftz form, whose
+# inputs they share: what NVIDIA's tininess before rounding costs over the native flush, outside the means
+AMD_FLUSH = {"op_mul_ftz_amd": "op_mul_ftz", "op_fma_ftz_amd": "op_fma_ftz"}
 # nvcc's expf (≤ 2 ulp: 4u) against clang's llvm.exp.f32 (≤ 1 ulp: 2u)
 LAUNCHES["op_expf"] = Launch((1, 1, 1), (64, 1, 1), _one_op, 6)
 for _name in ("op_add_f16x2", "op_fma_f16x2"):
@@ -181,11 +280,16 @@ def build_ptx(tmp: Path) -> str:
     return out.read_text()
 
 
-def build_hip(tmp: Path, target: str) -> bytes:
-    out = tmp / f"kernels-{target}.hsaco"
+# the HIP files and their flags: the .ftz kernels' file flushes f32 subnormals (HIP's -ftz, file-wide)
+HIP_SOURCES = {"kernels.hip": (), "kernels_ftz.hip": ("-fgpu-flush-denormals-to-zero",)}
+
+
+def build_hip(tmp: Path, target: str, source: str = "kernels.hip") -> bytes:
+    out = tmp / f"{Path(source).stem}-{target}.hsaco"
     subprocess.run([str(LLVM / "clang"), "-x", "hip", f"--offload-arch={target}", "-nogpulib", "-nogpuinc",
-                    "--cuda-device-only", "--no-gpu-bundle-output", "-O3", "-include", str(SOURCES / "builtins.h"),
-                    "-c", str(SOURCES / "kernels.hip"), "-o", str(out)], check=True, capture_output=True, text=True)
+                    "--cuda-device-only", "--no-gpu-bundle-output", "-O3", *HIP_SOURCES[source], "-include",
+                    str(SOURCES / "builtins.h"), "-c", str(SOURCES / source), "-o", str(out)], check=True,
+                   capture_output=True, text=True)
     return out.read_bytes()
 
 
@@ -242,7 +346,7 @@ def measure(code_object: bytes, target: str, names: list[str], tmp: Path, dynami
         kernel = parsed.get(name)
         if kernel is None or name not in counts:
             continue
-        spec = LAUNCHES[name]
+        spec = LAUNCHES[AMD_FLUSH.get(name, name)]
         steps, note, outputs = None, "", None
         if dynamic:
             args = spec.args(np.random.default_rng(18))  # the same seed on both sides: the same inputs
@@ -271,7 +375,8 @@ def compare_outputs(fatkit: tuple[np.ndarray, ...], clang: tuple[np.ndarray, ...
         if np.array_equal(f.view(np.uint8), c.view(np.uint8)):
             continue
         if f.dtype.kind != "f" or not tolerance:
-            return False, f"DIFFER: {np.count_nonzero(f != c)} of {f.size} elements"
+            differing = (f.view(np.uint8) != c.view(np.uint8)).reshape(f.size, -1).any(axis=1)  # bits: NaN too
+            return False, f"DIFFER: {np.count_nonzero(differing)} of {f.size} elements"
         if not np.array_equal(np.isnan(f), np.isnan(c)):
             return False, "DIFFER: NaN where the other side has a number"
         f64, c64 = f.astype(np.float64), c.astype(np.float64)
@@ -346,6 +451,38 @@ def report(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], l
     return diverging
 
 
+def report_tininess(target: str, fatkit: dict[str, Metrics], clang: dict[str, Metrics], markdown: bool) -> list[str]:
+    """The price of NVIDIA's tininess: each .ftz kernel, fatkit's and HIP's (PTX's function), against HIP's plain
+    operation under AMD's flush; the kernels whose AMD-flush outputs equal PTX's (then the inputs miss the
+    boundary)."""
+    header = ["kernel", "fatkit", "HIP", "HIP, AMD's flush", "fatkit − AMD's", "HIP − AMD's",
+              "AMD's flush vs PTX's outputs"]
+    rows, missed = [], []
+    for amd, base in AMD_FLUSH.items():
+        f, c, a = fatkit.get(base), clang.get(base), clang.get(amd)
+        if f is None or c is None or a is None:
+            continue
+        outputs = "—"
+        if f.outputs is not None and a.outputs is not None:
+            y, y_amd = f.outputs[-1], a.outputs[-1]
+            differing = np.count_nonzero(y.view(np.uint32) != y_amd.view(np.uint32))
+            outputs = f"differ in {differing} of {y.size}"
+            if not differing:
+                missed.append(base)
+        rows.append([f"{base} / {amd}", str(f.instructions), str(c.instructions), str(a.instructions),
+                     f"{f.instructions - a.instructions:+d}", f"{c.instructions - a.instructions:+d}", outputs])
+    if not rows:
+        return missed
+    print(f"\n#### {target}: the price of NVIDIA's tininess\n" if markdown
+          else f"\n== {target}: the price of NVIDIA's tininess ==")
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|---|" + "---:|" * (len(header) - 1))
+    for cells in rows:
+        print(("| " + " | ".join(cells) + " |") if markdown else " ".join(f"{x:>16.16s}" for x in cells))
+    return missed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kernels", nargs="*", help="only these kernels (default: all)")
@@ -357,18 +494,25 @@ def main() -> None:
     unknown = set(names) - LAUNCHES.keys()
     if unknown:
         raise SystemExit(f"unknown kernels: {', '.join(sorted(unknown))}")
-    diverging = []
+    extras = [amd for amd, base in AMD_FLUSH.items() if base in names]
+    diverging, missed = [], []
     with tempfile.TemporaryDirectory(prefix="fatkit-codegen-") as tmp_name:
         tmp = Path(tmp_name)
         ptx = build_ptx(tmp)
         for target in args.targets.split(","):
             product, left_out = build_fatkit(ptx, target)
             fatkit = measure(product, target, names, tmp, not args.no_dynamic)
-            clang = measure(build_hip(tmp, target), target, names, tmp, not args.no_dynamic)
+            clang = {}
+            for source in HIP_SOURCES:
+                clang.update(measure(build_hip(tmp, target, source), target, names + extras, tmp,
+                                     not args.no_dynamic))
             diverging += [f"{name} ({target})"
                           for name in report(target, fatkit, clang, left_out, names, args.markdown)]
+            missed += [f"{name} ({target})" for name in report_tininess(target, fatkit, clang, args.markdown)]
     if diverging:
         raise SystemExit(f"the two sides compute different functions: {', '.join(diverging)}")
+    if missed:
+        raise SystemExit(f"AMD's flush gives PTX's outputs, the inputs miss the tininess boundary: {', '.join(missed)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// The little of HIP that kernels.hip needs, from clang's own builtins (no HIP headers, no device libraries):
+// The little of HIP that kernels.hip and kernels_ftz.hip need, from clang's own builtins (no HIP headers, no device libraries):
 // clang -x hip --offload-arch=gfx942 -nogpulib -nogpuinc -include builtins.h.
 #pragma once
 

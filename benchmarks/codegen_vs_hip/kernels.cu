@@ -165,14 +165,7 @@ extern "C" __global__ void poly_const(const float *x, float *y, int n) {
 }
 
 // One-op kernels: y[i] = op(a[i], b[i], c[i]), the op one PTX instruction (or nvcc's expf)
-#define ONE_OP(name, expr)                                                                       \
-  extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
-    int i = BID * BDIM + TID;                                                                    \
-    float a = pa[i], b = pb[i], c = pc[i], y;                                                    \
-    (void)b; (void)c;                                                                            \
-    expr;                                                                                        \
-    py[i] = y;                                                                                   \
-  }
+#include "one_op.h"
 #define ASM1(op) asm(op " %0, %1;" : "=f"(y) : "f"(a))
 #define ASM2(op) asm(op " %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b))
 #define ASM3(op) asm(op " %0, %1, %2, %3;" : "=f"(y) : "f"(a), "f"(b), "f"(c))

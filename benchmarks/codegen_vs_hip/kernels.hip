@@ -192,14 +192,7 @@ extern "C" __global__ void poly_const(const float *x, float *y, int n) {
   y[i] = s;
 }
 
-#define ONE_OP(name, expr)                                                                       \
-  extern "C" __global__ void name(const float *pa, const float *pb, const float *pc, float *py) { \
-    int i = BID * BDIM + TID;                                                                    \
-    float a = pa[i], b = pb[i], c = pc[i], y;                                                    \
-    (void)b; (void)c;                                                                            \
-    expr;                                                                                        \
-    py[i] = y;                                                                                   \
-  }
+#include "one_op.h"
 
 static constexpr float TURNS_PER_RADIAN = 0.15915494309189535f;
 
@@ -216,10 +209,7 @@ ONE_OP(op_lg2, y = __builtin_amdgcn_logf(a))
 ONE_OP(op_sin, y = __builtin_amdgcn_sinf(a * TURNS_PER_RADIAN))
 ONE_OP(op_cos, y = __builtin_amdgcn_cosf(a * TURNS_PER_RADIAN))
 ONE_OP(op_expf, y = __builtin_expf(a))
-// the .ftz forms against the plain operation: what flushing costs over it (HIP flushes only file-wide)
-ONE_OP(op_add_ftz, y = a + b)
-ONE_OP(op_mul_ftz, y = a * b)
-ONE_OP(op_fma_ftz, y = __builtin_fmaf(a, b, c))
+// (the .ftz arithmetic kernels are in kernels_ftz.hip: HIP flushes subnormals only file-wide)
 
 #define HALF2_OP(name, expr)                                                                             \
   extern "C" __global__ void name(const half2 *pa, const half2 *pb, const half2 *pc, half2 *py) {        \
