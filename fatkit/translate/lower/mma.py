@@ -583,8 +583,9 @@ class _Values:
     exponent), each made once for all the D elements of a `multiply`. An element is a term of every D element
     of its row or column (an A element of 2–4 of them, a B element of 2–8); made at each use, they were most
     of the subroutine's IR (asm_mma's wmma.mma: 6,340 lines), which LLVM's CSE reduces to this anyway, but
-    only after parsing it and running the passes before CSE over all of it. The body of `multiply` is one
-    basic block, so a value made for an earlier D element dominates every later use."""
+    only after parsing it and running the passes before CSE over all of it. `multiply` makes its values in
+    one straight line of code (no value inside a branch of its own), so a value made for an earlier D element
+    dominates every later use."""
 
     def __init__(self, lw: Lowering, gather: Gather):
         self.lw, self.gather = lw, gather
