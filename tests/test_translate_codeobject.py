@@ -183,6 +183,37 @@ def test_a_kernel_llvm_aborts_on_is_reported_and_the_rest_of_its_group_links(pro
     assert len(emitted) <= 1 + 2 * math.ceil(math.log2(len(kernels)))
 
 
+def test_a_forked_codegen_child_answers_ends_with_its_pipe_and_dies_alone(monkeypatch):
+    """The codegen child forked from this process (`_CodegenChild(forked=True)`, what a run with one thread
+    starts) compiles a request as a started one does; it ends when its request pipe closes although a second
+    forked child, which had this process's descriptors, lives on; an LLVM abort ends the second alone, with
+    LLVM's assertion in what it wrote."""
+    import signal
+    import time
+
+    from fatkit.translate.targets import amdgpu
+    from fatkit.translate.targets.amdgpu_child import request
+
+    monkeypatch.delenv("FATKIT_LIBLLVM", raising=False)  # (the assertion is llvmlite's LLVM's, as above)
+    first, second = amdgpu._CodegenChild(forked=True), amdgpu._CodegenChild(forked=True)
+    try:
+        plain = 'target triple = "amdgcn-amd-amdhsa"\ndefine amdgpu_kernel void @k() {\n  ret void\n}\n'
+        assert first.compile(request("gfx942", 2, "obj", [plain])).startswith(b"\x7fELF")
+        first.requests.close()
+        deadline = time.monotonic() + 10
+        while first.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first.process.returncode == 0 and second.alive
+        with pytest.raises(amdgpu._ChildFailed) as failed:
+            second.compile(request("gfx942", 2, "obj", [_ABORTING_KERNEL.format(name="k")]))
+        assert failed.value.returncode == -signal.SIGABRT and "MCInstrInfo.h" in failed.value.stderr
+    finally:
+        for child in (first, second):
+            child.process.kill()
+            child.process.wait()
+            child.log.close()
+
+
 def test_a_module_whose_every_kernel_llvm_aborts_on_fails_naming_them(monkeypatch):
     monkeypatch.delenv("FATKIT_LIBLLVM", raising=False)  # (the assertion is llvmlite's LLVM's, as above)
     from fatkit.errors import FatkitError

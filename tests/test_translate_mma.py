@@ -407,6 +407,56 @@ def test_dense_mma_edges(form, wave, request):
            target=wave)
 
 
+def test_block_sums_round_toward_zero_to_f32():
+    """The sm90 block sum's rounding toward zero (`mma._toward_zero_f32`, on the f64's bits) against the f32
+    below the exact value (Fraction), for the magnitudes a block sum takes, [2^-277, 2^128), and zero: random
+    bit patterns and exponent-spread values of both signs, f32's subnormal range and its edges."""
+    from llvmlite import binding as llvm, ir
+
+    from fatkit.translate.lower.core import F64, I32
+    from fatkit.translate.lower.mma import _toward_zero_f32
+
+    class Builder:  # what the function uses of a Lowering
+        def __init__(self, builder):
+            self.builder = builder
+
+        def intrinsic(self, name, args):
+            module = self.builder.module
+            function = module.globals.get(name + ".f64") or ir.Function(
+                module, ir.FunctionType(F64, [a.type for a in args]), name + ".f64")
+            return self.builder.call(function, args)
+
+    module = ir.Module("rz")
+    function = ir.Function(module, ir.FunctionType(I32, [F64]), "rz")
+    builder = ir.IRBuilder(function.append_basic_block())
+    builder.ret(_toward_zero_f32(Builder(builder), function.args[0]))
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
+                                        llvm.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    rz = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_double)(engine.get_function_address("rz"))
+
+    def below(x: float) -> int:
+        sign = 1 << 31 if math.copysign(1, x) < 0 else 0
+        value = Fraction(abs(x))
+        if value < Fraction(2) ** -126:  # subnormal: a multiple of 2^-149
+            return sign | math.floor(value * 2 ** 149)
+        exponent = math.frexp(abs(x))[1] - 1  # 2^exponent <= value < 2^(exponent + 1)
+        return sign | (exponent + 127) << 23 | math.floor(value / Fraction(2) ** (exponent - 23)) - (1 << 23)
+
+    rng = random.Random(RANDOM.getrandbits(32))
+    values = [0.0, -0.0, 2.0 ** -126, -(2.0 ** -126), 2.0 ** -126 * (1 - 2 ** -53), 2.0 ** -149, 2.0 ** -150,
+              -(2.0 ** -150), 2.0 ** -277, 2.0 ** 127 * (2 - 2 ** -52), (1 + 2 ** -23) * 2.0 ** -126]
+    while len(values) < 20000:
+        values.append(rng.choice((1, -1)) * (1 + rng.random()) * 2.0 ** rng.randint(-277, 127))
+        x = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(63)))[0]
+        if 2.0 ** -277 <= x < 2.0 ** 128:
+            values.append(rng.choice((1, -1)) * x)
+    for x in values:
+        assert rz(x) == below(x), f"{x.hex()}: {rz(x):#x}, expected {below(x):#x}"
+
+
 def test_exact_sums_equal_the_exact_result():
     """Small-integer f16 inputs: every partial sum is exact, so the result is the exact one whatever the
     order — what the H200 comparison (verification/cuda/mma.cu) relies on."""

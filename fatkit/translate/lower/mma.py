@@ -574,7 +574,51 @@ def multiply(lw: Lowering, form: Form, registers: dict[str, list[ir.Value]], pla
     else:
         c_elements = [gather.element(source, c_fragment.bits) for source in c_sources]
     bits = {"a": fragments["a"].bits, "b": fragments["b"].bits}
-    return [_compute(lw, form, gather, bits, plan, c) for plan, c in zip(plans, c_elements)]
+    values = _Values(lw, gather)
+    return [_compute(lw, form, values, bits, plan, c) for plan, c in zip(plans, c_elements)]
+
+
+class _Values:
+    """The lane's A and B elements, and what the arithmetic derives from each (its f64 or i64 value, its
+    exponent), each made once for all the D elements of a `multiply`. An element is a term of every D element
+    of its row or column (an A element of 2–4 of them, a B element of 2–8); made at each use, they were most
+    of the subroutine's IR (asm_mma's wmma.mma: 6,340 lines), which LLVM's CSE reduces to this anyway, but
+    only after parsing it and running the passes before CSE over all of it. `multiply` makes its values in
+    one straight line of code (no value inside a branch of its own), so a value made for an earlier D element
+    dominates every later use."""
+
+    def __init__(self, lw: Lowering, gather: Gather):
+        self.lw, self.gather = lw, gather
+        # (kind, key) → (what the key's ir.Value was, the value made from it): the ir.Value is kept with its
+        # result, so that the id in the key cannot be reused by another value while this lives
+        self._made: dict[tuple, tuple[object, ir.Value]] = {}
+
+    def _once(self, key: tuple, kept: object, make: Callable[[], ir.Value]) -> ir.Value:
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = (kept, make())
+        return made[1]
+
+    def element(self, source: Source | Choice, bits: int) -> ir.Value:
+        return self._once(("element", source, bits), None, lambda: self.gather.element(source, bits))
+
+    def f64(self, bits: ir.Value, ptx_type: str) -> ir.Value:
+        return self._once(("f64", id(bits), ptx_type), bits, lambda: _to_f64(self.lw, bits, ptx_type))
+
+    def i64(self, bits: ir.Value, ptx_type: str) -> ir.Value:
+        return self._once(("i64", id(bits), ptx_type), bits, lambda: _to_i64(self.lw, bits, ptx_type))
+
+    def exponent(self, value: ir.Value, ptx_type: str) -> ir.Value:
+        """The unbiased exponent of the f64 `value` as i32, that of a value subnormal in its own format
+        (`ptx_type`) being the format's smallest normal exponent."""
+        smallest = 1 - FORMATS["f16" if ptx_type in ("e4m3", "e5m2") else ptx_type].bias
+
+        def make() -> ir.Value:
+            b = self.lw.builder
+            field = b.trunc(b.lshr(b.bitcast(value, I64), ir.Constant(I64, 52)), I32)
+            true = b.sub(b.and_(field, ir.Constant(I32, 0x7FF)), ir.Constant(I32, 1023))
+            return self.lw.intrinsic("llvm.smax", [true, ir.Constant(I32, smallest)])
+        return self._once(("exponent", id(value), smallest), value, make)
 
 
 # A plan: per D element of the lane, its terms in k order; a term is (A sources, B sources): one of each for
@@ -626,42 +670,44 @@ def _sparse_plan(lw: Lowering, form: Form, a_fragment, b_fragment, selector: int
     return plans
 
 
-def _compute(lw: Lowering, form: Form, gather: Gather, bits: dict[str, int], plan: list[Term], c: ir.Value) -> ir.Value:
+def _compute(lw: Lowering, form: Form, values: _Values, bits: dict[str, int], plan: list[Term],
+             c: ir.Value) -> ir.Value:
     """The D element of `plan` from C element `c`."""
     b = lw.builder
     if form.a == "b1":
-        return _bit_dot(lw, form, gather, plan, c)
+        return _bit_dot(lw, form, values.gather, plan, c)
     products = []
     for a_sources, b_sources in plan:
-        x = gather.element(a_sources[0], bits["a"])
+        x = values.element(a_sources[0], bits["a"])
         if len(b_sources) == 1:
-            y = gather.element(b_sources[0], bits["b"])
+            y = values.element(b_sources[0], bits["b"])
         else:  # sparse: the B row the metadata's 2-bit index names
-            index = gather.element(a_sources[1], 2)
-            candidates = [gather.element(source, bits["b"]) for source in b_sources]
+            index = values.element(a_sources[1], 2)
+            candidates = [values.element(source, bits["b"]) for source in b_sources]
             y = candidates[3]
             for offset in (2, 1, 0):
                 y = b.select(b.icmp_unsigned("==", index, ir.Constant(index.type, offset)), candidates[offset], y)
         products.append((x, y))
-    return _accumulate(lw, form, c, products)
+    return _accumulate(lw, form, values, c, products)
 
 
-def _accumulate(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
+def _accumulate(lw: Lowering, form: Form, values: _Values, c: ir.Value,
+                products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
     """c + Σ x·y in the form's arithmetic (module docstring), as the bits of a D element."""
     b = lw.builder
     if form.a in _INTEGER_INPUTS:
         total = b.sext(c, I64)
         for x, y in products:
-            total = b.add(total, b.mul(_to_i64(lw, x, form.a), _to_i64(lw, y, form.b)))
+            total = b.add(total, b.mul(values.i64(x, form.a), values.i64(y, form.b)))
         return _integer_result(lw, total, form.satfinite)
     if form.a != "f64" and portable_model(lw) == "sm90":
-        return _sm90(lw, form, c, products)
+        return _sm90(lw, form, values, c, products)
     total = _to_f64(lw, c, form.c)
     for x, y in products:
         if form.a == "f64":
-            total = lw.intrinsic("llvm.fma", [_to_f64(lw, x, "f64"), _to_f64(lw, y, "f64"), total])
+            total = lw.intrinsic("llvm.fma", [values.f64(x, "f64"), values.f64(y, "f64"), total])
         else:  # an exact product
-            total = b.fadd(total, b.fmul(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)))
+            total = b.fadd(total, b.fmul(values.f64(x, form.a), values.f64(y, form.b)))
     return _round_result(lw, total, form.d)
 
 
@@ -671,11 +717,12 @@ _WINDOW = 26  # the block sum keeps each term's bits down to 2^(R-26) (R: the la
 _NO_TERM = -4096  # the leading-bit position of a zero term: below every real one
 
 
-def _sm90(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
+def _sm90(lw: Lowering, form: Form, values: _Values, c: ir.Value,
+          products: list[tuple[ir.Value, ir.Value]]) -> ir.Value:
     """The D element as an H100/H200 computes it (module docstring, docs/numerics.md): tensor-core blocks for
     f16/bf16/tf32, two f16 blocks and an f32/f16 addition for fp8, an f32 fma chain for m8n8k4 .f16."""
     b = lw.builder
-    pairs = [(_to_f64(lw, x, form.a), _to_f64(lw, y, form.b)) for x, y in products]
+    pairs = [(values.f64(x, form.a), values.f64(y, form.b)) for x, y in products]
     c_value = _to_f64(lw, c, form.c)
     if form.shape == "m8n8k4" and form.a == "f16":
         # Volta's form, as ptxas lowers it (HADD2.F32 conversions; products exact in f64): an f32 D is an FFMA
@@ -696,16 +743,17 @@ def _sm90(lw: Lowering, form: Form, c: ir.Value, products: list[tuple[ir.Value, 
         total = ir.Constant(F64, 0.0)
         for part in (0, 1):
             chosen = [pair for k, pair in enumerate(pairs) if (k % 4 < 2) == (part == 0)]
-            total = _block(lw, chosen, total, form.d, ("f16", "f16", form.d))
+            total = _block(lw, values, chosen, total, form.d, ("f16", "f16", form.d))
         return _round_result(lw, _round_f64(lw, b.fadd(c_value, total), form.d), form.d)
     block = 4 if form.wmma and form.a == "tf32" else len(pairs)  # wmma m16n16k8 tf32: two k4 instructions
     total = c_value
     for start in range(0, len(pairs), block):
-        total = _block(lw, pairs[start:start + block], total, form.d, (form.a, form.b, form.c if start == 0 else form.d))
+        total = _block(lw, values, pairs[start:start + block], total, form.d,
+                       (form.a, form.b, form.c if start == 0 else form.d))
     return _round_result(lw, total, form.d)
 
 
-def _block(lw: Lowering, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
+def _block(lw: Lowering, values: _Values, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_type: str,
            types: tuple[str, str, str]) -> ir.Value:
     """One tensor-core instruction's c + Σ x·y (f64 values, products exact in f64; `types` those of x, y and c):
     R is the largest of ex(x)+ex(y)+1 over the non-zero products and ex(c)+1, ex of a subnormal being its
@@ -716,11 +764,11 @@ def _block(lw: Lowering, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_
     b = lw.builder
     terms = [b.fmul(x, y) for x, y in pairs] + [c]
     x_type, y_type, c_type = types
-    leads = [_lead(lw, x, y, term, (x_type, y_type)) for (x, y), term in zip(pairs, terms)]
-    leads.append(_lead(lw, c, None, c, (c_type,)))
+    leads = [_lead(lw, values, x, y, term, (x_type, y_type)) for (x, y), term in zip(pairs, terms)]
+    leads.append(_lead(lw, values, c, None, c, (c_type,)))
     top = leads[0]
     for lead in leads[1:]:
-        top = b.select(b.icmp_signed(">", lead, top), lead, top)
+        top = lw.intrinsic("llvm.smax", [lead, top])
     top = b.select(b.icmp_signed("==", top, ir.Constant(I32, _NO_TERM)), ir.Constant(I32, 0), top)
     scale, unscale = _power_of_two(lw, b.sub(ir.Constant(I32, _WINDOW), top)), _power_of_two(
         lw, b.sub(top, ir.Constant(I32, _WINDOW)))
@@ -736,8 +784,7 @@ def _block(lw: Lowering, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_
         value = _to_f64(lw, bits, "f16")
         value = b.select(b.fcmp_ordered("==", value, ir.Constant(F64, 0.0)), ir.Constant(F64, 0.0), value)
     else:
-        bits = round_to_format(lw, float_parts(lw, value, "f64"), FORMATS["f32"], "rz")
-        rounded = b.fpext(b.bitcast(bits, F32), F64)
+        rounded = b.fpext(b.bitcast(_toward_zero_f32(lw, value), F32), F64)
         rounded = b.select(b.fcmp_ordered("==", rounded, ir.Constant(F64, 0.0)), ir.Constant(F64, 0.0), rounded)
         # toward zero, yet an H200's block sum overflows to ±inf
         overflow = b.fcmp_ordered(">=", lw.intrinsic("llvm.fabs", [value]), ir.Constant(F64, 2.0 ** 128))
@@ -747,16 +794,29 @@ def _block(lw: Lowering, pairs: list[tuple[ir.Value, ir.Value]], c: ir.Value, d_
     return b.select(finite, value, ieee)  # a NaN or ±inf input decides the result as in IEEE addition
 
 
-def _lead(lw: Lowering, x: ir.Value, y: ir.Value | None, term: ir.Value, types: tuple[str, ...]) -> ir.Value:
+def _toward_zero_f32(lw: Lowering, value: ir.Value) -> ir.Value:
+    """The bits of the f32 that a block sum `value` (a finite f64 of magnitude in [2^-277, 2^128) or zero:
+    an integer times 2^(R-26)) rounds to toward zero. round_to_format would handle every f64, in ~60
+    operations a D element; this takes the f64's bits apart directly: a normal f32's are the f64's with the
+    exponent rebiased and the low 29 bits cut off, a subnormal f32's the magnitude times 2^149 truncated to an
+    integer (exact: below 2^23). Magnitudes from 2^128 up give meaningless bits, which the caller replaces
+    with ±inf."""
+    b = lw.builder
+    bits = b.bitcast(value, I64)
+    magnitude = b.and_(bits, ir.Constant(I64, (1 << 63) - 1))
+    normal = b.icmp_unsigned(">=", magnitude, ir.Constant(I64, (1023 - 126) << 52))
+    rebiased = b.sub(b.trunc(b.lshr(magnitude, ir.Constant(I64, 29)), I32), ir.Constant(I32, (1023 - 127) << 23))
+    subnormal = b.fptoui(b.fmul(lw.intrinsic("llvm.fabs", [value]), ir.Constant(F64, 2.0 ** 149)), I32)
+    sign = b.and_(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), ir.Constant(I32, 1 << 31))
+    return b.or_(sign, b.select(normal, rebiased, subnormal))
+
+
+def _lead(lw: Lowering, values: _Values, x: ir.Value, y: ir.Value | None, term: ir.Value,
+          types: tuple[str, ...]) -> ir.Value:
     """ex(x)+ex(y)+1 (ex(c)+1 without y) as i32, or _NO_TERM for a zero term; the f64 inputs are normal numbers,
     ex of a value subnormal in its own format (`types`) is that format's smallest normal exponent."""
     b = lw.builder
-
-    def exponent(value: ir.Value, ptx_type: str) -> ir.Value:
-        field = b.trunc(b.lshr(b.bitcast(value, I64), ir.Constant(I64, 52)), I32)
-        true = b.sub(b.and_(field, ir.Constant(I32, 0x7FF)), ir.Constant(I32, 1023))
-        smallest = ir.Constant(I32, 1 - FORMATS["f16" if ptx_type in ("e4m3", "e5m2") else ptx_type].bias)
-        return b.select(b.icmp_signed("<", true, smallest), smallest, true)
+    exponent = values.exponent
     lead = exponent(x, types[0]) if y is None else b.add(exponent(x, types[0]), exponent(y, types[1]))
     lead = b.add(lead, ir.Constant(I32, 1))
     return b.select(b.fcmp_ordered("==", term, ir.Constant(F64, 0.0)), ir.Constant(I32, _NO_TERM), lead)

@@ -12,7 +12,8 @@ implicit argument hidden_dynamic_lds_size. PTX scopes are the sync scopes workgr
 (cluster, gpu) and system (sys).
 %ntid and %nctaid come from the code object v5 implicit arguments (hidden_block_count_* at 0/4/8,
 hidden_group_size_* at 12/14/16). LLVM fatal errors abort the process they happen in, so codegen runs in
-child Python processes (amdgpu_child.py) that stay up for the run, one group of kernels per request; a group
+child processes (amdgpu_child.py: the first forked from this one, `_Forked`) that stay up for the run, one
+group of kernels per request; a group
 whose child dies is halved until the kernels that fail alone are found, which are left out and reported with
 LLVM's message (a fresh child takes the next request). ziglang's ld.lld (PyPI) links the relocatable objects
 they return.
@@ -21,6 +22,7 @@ they return.
 from __future__ import annotations
 
 import atexit
+import gc
 import math
 import os
 import re
@@ -30,10 +32,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
+from typing import IO
 
 import msgpack
 
@@ -46,7 +50,7 @@ from fatkit.formats.elf import SHT_NOTE, ElfView, Note, Section
 from fatkit.formats.hsaco import NT_AMDGPU_METADATA, CodeObject, parse_code_object
 from fatkit.runtime import CLUSTER_DIMS_KEY, CLUSTER_MAX_CTAS_KEY, CLUSTER_SHAPE_OFFSET_KEY
 from fatkit.translate.targets import libllvm
-from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, target_machine
+from fatkit.translate.targets.amdgpu_child import ANSWER, TRIPLE, request, serve, target_machine
 from fatkit.translate.targets.base import (
     Codegen, Compiled, EMIT_KINDS, LaneExchange, LoweredKernel, Target, Unavailable, kernel_function,
 )
@@ -468,14 +472,23 @@ class _ChildFailed(Exception):
 
 class _CodegenChild:
     """One codegen process (`amdgpu_child.serve`), answering requests one at a time. Its stderr goes to a
-    file: LLVM may write there at length, and a pipe nobody reads would stall it."""
+    file: LLVM may write there at length, and a pipe nobody reads would stall it.
 
-    def __init__(self) -> None:
+    `forked`: the child is this process forked (`_Forked`), which costs a few milliseconds where starting a
+    Python that imports llvmlite and initialises its targets costs ~0.25 s of CPU, as much as LLVM spends on
+    a small module; only a process with one thread may fork (`_CodegenChildren.prepare`): a lock another
+    thread held would stay locked in the child. Else a fresh Python is started."""
+
+    def __init__(self, forked: bool = False) -> None:
         # the LLVM the child compiles with (`FATKIT_LIBLLVM` when it started, which it inherits)
         self.library = libllvm.library_path()
         if self.library is not None:  # (a library that does not fit is the user's error, not a kernel's)
             libllvm.checked(self.library, llvm.llvm_version_info[0])
         self.log = tempfile.TemporaryFile()
+        self.process: subprocess.Popen[bytes] | _Forked
+        if forked:
+            self.process, self.requests, self.answers = _Forked.serving(self.log)
+            return
         # the child imports this fatkit, wherever it came from: another one on its path would speak another
         # protocol (or translate differently)
         environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -526,6 +539,60 @@ class _CodegenChild:
         self.log.close()
 
 
+class _Forked:
+    """A codegen child forked from this process, with what `_CodegenChild` uses of subprocess.Popen: `poll`,
+    `wait` and `kill`, and `returncode` as Popen gives it (a negative signal number when a signal ended it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    @classmethod
+    def serving(cls, log: IO[bytes]) -> tuple[_Forked, IO[bytes], IO[bytes]]:
+        """This process forked into one running `amdgpu_child.serve` on the descriptors a started child has
+        (0: the requests, 1: the answers, 2: `log`) and no others: a copy of another child's request pipe
+        kept open in it would keep that child from seeing its end. Its objects are frozen out of the
+        collector's sweeps (gc.freeze), which would otherwise copy every page it shares with this process.
+        Returns the child and this side's ends of its request and answer pipes."""
+        requests_read, requests_write = os.pipe()
+        answers_read, answers_write = os.pipe()
+        sys.stdout.flush()  # (what this process buffered is written once, by this process)
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(requests_read, 0)
+                os.dup2(answers_write, 1)
+                os.dup2(log.fileno(), 2)
+                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+                gc.freeze()
+                gc.enable()  # (forked where lowering held it off: `pipeline._collected_after`)
+                serve()
+            except BaseException:  # as a started child's Python would end on an uncaught error
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)  # not this process's exit handlers: they belong to the parent
+        os.close(requests_read)
+        os.close(answers_write)
+        return cls(pid), os.fdopen(requests_write, "wb"), os.fdopen(answers_read, "rb")
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class _CodegenChildren:
     """The idle codegen children of this process, reused by every codegen of the run; a child that died is
     replaced by a fresh one when next needed. Children end when this process does (their stdin closes)."""
@@ -545,6 +612,18 @@ class _CodegenChildren:
                     return child
                 child.close()
         return _CodegenChild()
+
+    def prepare(self) -> None:
+        """An idle child ready for the next codegen, forked now if this process has one thread (the start of a
+        codegen, before its threads: `_GroupCodegen`); with threads running, `take` starts one when needed."""
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            return
+        with self._lock:
+            if self._owner != os.getpid():
+                self._idle, self._owner = [], os.getpid()
+            if any(child.alive and child.library == libllvm.library_path() for child in self._idle):
+                return
+        self.give(_CodegenChild(forked=True))
 
     def give(self, child: _CodegenChild) -> None:
         with self._lock:
@@ -670,6 +749,7 @@ class _GroupCodegen(Codegen):
 
     def __init__(self, target: AmdgpuTarget, opt_level: int, jobs: int):
         super().__init__(target, opt_level, jobs)
+        _WORKERS.prepare()  # (before the pool's threads)
         self.pool = ThreadPoolExecutor(max_workers=jobs)
         self.started: dict[int, tuple[list[str], Future[list[bytes]]]] = {}
         self.failed: dict[str, str] = {}

@@ -1,24 +1,25 @@
 """The amdgpu target's codegen process: LLVM's optimisation and AMDGPU code generation, apart from fatkit.
 
-LLVM reports fatal errors by aborting the process, so `AmdgpuTarget.emit` hands the work to a child Python
-process running `serve`, which stays up for the run and compiles one request after another (a start costs
-~0.2 s, more than LLVM spends on a small module). It imports only llvmlite and the module linker of
-targets/base.py. A request that aborts LLVM ends the child; the parent reads LLVM's message from the child's
-stderr and starts a fresh one for the next request.
+LLVM reports fatal errors by aborting the process, so `AmdgpuTarget.emit` hands the work to a child process
+running `serve`, which stays up for the run and compiles one request after another. The first child of a run
+is fatkit's process forked at the start of codegen, while it has one thread (a few milliseconds); the others
+are fresh Pythons (~0.25 s of CPU each, as much as LLVM spends on a small module), which import only
+llvmlite and the module linker of targets/base.py. A request that aborts LLVM ends the child; the parent
+reads LLVM's message from the child's stderr and starts a fresh one for the next request.
 
 The protocol, on the child's stdin and stdout: a request is a line `processor opt_level kind count` and
 `count` LLVM modules, each an 8-byte little-endian length and that many bytes of IR text; the answer is a
 status byte (0: the product; 1: a Python error's traceback) and an 8-byte length, then that many bytes.
 
-With `FATKIT_LIBLLVM` set (targets/libllvm.py) the child compiles through that library and never imports
-llvmlite, so that one LLVM only is loaded in it.
+With `FATKIT_LIBLLVM` set (targets/libllvm.py) the child compiles through that library; a started one never
+imports llvmlite, a forked one has llvmlite's library loaded too, unused (it exports only llvmlite's own
+functions, so the two LLVMs do not meet).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-import sys
 import traceback
 
 from typing import TYPE_CHECKING, Callable
@@ -67,7 +68,7 @@ def compile_modules(texts: list[str], machine: llvm.TargetMachine, opt_level: in
 def serve() -> None:
     """Answer requests on stdin until it closes. The protocol owns file descriptor 1: whatever else writes
     to stdout (LLVM, Python) goes to stderr instead."""
-    requests = sys.stdin.buffer
+    requests = os.fdopen(0, "rb", closefd=False)  # (not sys.stdin's buffer: a forked child's may hold data)
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     compilers: dict[tuple[str, int], Callable[[list[str], str], bytes]] = {}
