@@ -141,6 +141,32 @@ def test_fma_rounds_once(target):
         assert rounded(Fraction(single), fmt) != want  # the case does tell one rounding from two
 
 
+def test_bf16_fma_at_the_subnormal_and_overflow_boundaries(target):
+    """bf16 fma results about 2^-126 (subnormal, rounding up into the smallest normal), subnormal ties and
+    sums just above or below them, and sums about the overflow midpoint (max finite + half an ulp): the
+    places where lowering's f64 → bf16 rounding switches between its subnormal and normal paths and clamps."""
+    rng = random.Random(43)
+    sign = lambda: rng.choice((0, 0x8000))
+    a, b, c = [], [], []
+    for _ in range(256):  # products of 2^-140 … 2^-120 with addends as small, either sign
+        a.append(sign() | rng.randrange(0x0001, 0x0200))
+        b.append(sign() | rng.randrange(0x3E00, 0x4100))
+        c.append(sign() | rng.choice((0, rng.randrange(0x0001, 0x0100), rng.randrange(0x0080, 0x0180))))
+    for _ in range(249):  # near max finite, addends about half its ulp (2^119); 512 cases in all
+        a.append(sign() | rng.randrange(0x7F70, 0x7F80))
+        b.append(rng.choice((0x3F80, 0x3F81, 0x3F7F, 0xBF80, 0x4000)))  # (× 2: past ∞)
+        c.append(sign() | rng.randrange(0x7A80, 0x7B80))
+    a += [0x0003, 0x0003, 0x0003, 0x007F, 0x0080, 0x7F7F, 0x7F7F]
+    b += [0x3FC0, 0x3FC0, 0x3FC0, 0x3F81, 0x3F00, 0x3F80, 0x3F80]
+    c += [0x0000, 0x8001, 0x0001, 0x0000, 0x8000, 0x7B00, 0xFB00]  # 4.5 quanta, 3.5, 5.5; 2^-126 · 0.5; ties at ∞
+    [got] = zip(*run("fma_bf16_edges", ["fma.rn.bf16 %h10, %h1, %h2, %h3;"], a, b, c, target=target))
+    want = [rounded(exact_fma(*(value(bits, BF16) for bits in triple)), BF16) for triple in zip(a, b, c)]
+    assert sum(1 for bits in want if bits & 0x7F80 == 0 and bits & 0x7F) > 50  # subnormal results
+    assert {0x7F80, 0x7F7F} <= {bits & 0x7FFF for bits in want}  # both sides of the overflow midpoint
+    for x, y, z, g, w in zip(a, b, c, got, want):
+        assert same(g, w, BF16), (hex(x), hex(y), hex(z), hex(g), hex(w))
+
+
 @pytest.mark.parametrize("t", ["f16x2", "bf16x2"])
 def test_packed_pairs_lane_by_lane(t, target):
     lane = t[:-2]
