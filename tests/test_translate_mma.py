@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles, test_translate_warp
@@ -596,14 +597,58 @@ def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
 @pytest.mark.parametrize("target,instruction,wait", [("gfx942", "v_mfma", "lgkmcnt"), ("gfx1100", "v_wmma", "lgkmcnt"),
                                                      ("gfx1201", "v_wmma", "s_wait_dscnt")])
 def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
-    """The operands' lane moves (ds_bpermute) are waited for by one wait on the LDS counter before the matrix
-    instruction (lower/mma_native.py `_fence`), not one wait per first use."""
+    """The operands' lane moves (ds_bpermute; on gfx1100 loads from LDS) are waited for by one wait on the LDS
+    counter before the matrix instruction (lower/mma_native.py `_fence`), not one wait per first use."""
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     lines = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path).splitlines()
-    first_move = next(i for i, line in enumerate(lines) if "ds_bpermute" in line)
+    move = "ds_load" if target == "gfx1100" else "ds_bpermute"
+    first_move = next(i for i, line in enumerate(lines) if move in line)
     first_product = next(i for i, line in enumerate(lines) if instruction in line)
     between = lines[first_move:first_product]
     assert sum(wait in line for line in between) == 1
+
+
+@pytest.mark.parametrize("form", [NATIVE[0], NATIVE[4]], ids=["f16", "u8-s8-satfinite"])
+def test_native_lds_moves_in_a_block_of_rows(form):
+    """gfx1100 moves the fragments through LDS (lower/mma_native.py `LdsGather`), a slice per warp found from
+    the thread's linear index: in a block of 16 × 6 threads each warp is two rows of %tid.y, whose threads
+    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound)."""
+    shape, dtype, atype, btype, ctype, extra = form
+    m, k = SHAPES[shape]
+    rng = random.Random(zlib.crc32(repr(("rows", form)).encode()))
+    threads = 192
+    a = [[_word(atype, rng, False) for _ in range(_register_count(m, k, atype, "a"))] for _ in range(threads)]
+    b = [[_word(btype, rng, False) for _ in range(_register_count(m, k, btype, "b"))] for _ in range(threads)]
+    c = [[_accumulator_word(ctype, rng, False) for _ in range(4)] for _ in range(threads)]
+    counts = (len(a[0]), len(b[0]), 4, 4)
+    text = mma_kernel(_instruction(*form), counts, (32,) * 4, False)
+    # the thread number: ctaid.x · 96 + tid.y · 16 + tid.x, the block's linear index, as AMD forms its waves
+    text = text.replace("mov.u32 %n, %ntid.x;", "mov.u32 %n, %tid.y;\n    mad.lo.u32 %i, %n, 16, %i;\n"
+                        "    mov.u32 %n, 96;")
+    program = amd_program(text, "gfx1100", mma_numerics="native")
+    arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
+    out = (ctypes.c_uint32 * (threads * 4))()
+    program.launch("mma_test", [*arrays, out, (ctypes.c_uint32 * threads)()], grid=(2, 1, 1), block=(16, 6, 1))
+    got = [list(out[i * 4:(i + 1) * 4]) for i in range(threads)]
+    if dtype == "s32":
+        assert got == _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)
+    else:
+        check_native_f32(form, a, b, c, got)
+
+
+@pytest.mark.parametrize("directive,size", [("", 1024 * 24), ("\n.maxntid 80, 1, 1", 96 * 24),
+                                            ("\n.reqntid 32, 2, 2", 128 * 24)])
+def test_native_lds_sized_for_the_block(directive, size):
+    """The LDS of the moves: six words a thread of the largest block the kernel declares, else of 1024 threads
+    (the code object's group segment, no .shared variable in the kernel)."""
+    text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
+    text = text.replace("(.param .u64 param0, .param .u64 param1, .param .u64 param2, .param .u64 param3, "
+                        ".param .u64 param4)", "(.param .u64 param0, .param .u64 param1, .param .u64 param2, "
+                        ".param .u64 param3, .param .u64 param4)" + directive)
+    assert directive in text
+    product = translate(text, Options(target="gfx1100", mma_numerics="native")).product
+    (kernel,) = parse_code_object(product).kernels
+    assert kernel.group_segment_size == size
 
 
 # ------------------------------------------------------------------------------------------------ m8n8k4 .f16

@@ -42,6 +42,7 @@ a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -50,8 +51,11 @@ from llvmlite import ir
 
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
-from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
-from fatkit.translate.lower.mma_direct import DirectGather, direct_gather, fragment_loads, linear, result_stores
+from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _apply, _lane_function, _source
+from fatkit.errors import FatkitError
+from fatkit.translate.lower.mma_direct import (DirectGather, LaneOffsets, _cached_kernel, direct_gather,
+                                                fragment_loads, linear, result_stores)
+from fatkit.translate.lower.special import MAX_BLOCK_THREADS
 from fatkit.translate.lower.warp import WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -87,6 +91,12 @@ def native_form(form: Form, matrix_cores: str | None) -> bool:
 
 def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
+
+
+def _paired_columns(x: int) -> int:
+    """Through LDS, gfx11's WMMA row x (mod 8) is PTX B column x with bits 0 and 1 exchanged: registers 2m and
+    2m + 1 of lane 16h + g then hold D[g][2t] and D[g][2t + 1] of thread t = 2m + h, one 64-bit LDS word."""
+    return (x & 4) | (x & 1) << 1 | (x >> 1 & 1)
 
 
 def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition,
@@ -203,6 +213,108 @@ def _fence(lw, gather: Gather | DirectGather) -> None:
     b.call(barrier, [ir.Constant(I32, 0)])
 
 
+class LdsGather:
+    """Gather's interface (fetch, element) through LDS, for WMMA (wave32: a wave is a warp): each lane
+    stores its registers of an operand next to each other in its warp's slice of one buffer (ds_store_b128
+    for four), in the row-major order of the elements they hold in lane 0 (`_row_major`: A's rows g, then
+    g + 8), and loads each native word where its source lane and register put it. A Choice's register is
+    part of the address, so no select sorts the words, and words at consecutive addresses merge into wide
+    loads. The buffer holds a region per operand, in each `registers` words for every thread of the largest
+    block the kernel allows (`lane_buffer`)."""
+
+    def __init__(self, lw, warp: WarpPosition, registers: dict[str, list[ir.Value]], where: dict[str, dict]):
+        self.lw = lw
+        self.offsets = LaneOffsets(lw, warp)
+        self.words: dict[Source | Choice, ir.Value] = {}
+        buffer, threads = lane_buffer(lw)
+        b = lw.builder
+        thread = _linear_thread(lw)
+        warp_first = b.and_(thread, ir.Constant(I32, ~(WARP - 1) & 0xFFFFFFFF))
+        # operand → (its warp's slice, registers a lane, register → its word among the lane's)
+        self.regions: dict[str, tuple[ir.Value, int, dict[int, int]]] = {}
+        start = 0
+        for operand, values in registers.items():
+            count, order = len(values), _row_major(where[operand], len(values))
+            region = b.gep(buffer, [ir.Constant(I32, start)], source_etype=ir.IntType(8))
+            mine = b.gep(region, [b.mul(thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+            vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
+            for index, register in enumerate(order):
+                vector = b.insert_element(vector, values[register], ir.Constant(I32, index))
+            b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
+            self.regions[operand] = (b.gep(region, [b.mul(warp_first, ir.Constant(I32, 4 * count))],
+                                           source_etype=ir.IntType(8)), count, {r: i for i, r in enumerate(order)})
+            start += 4 * count * threads
+        # the other lanes' stores before the loads, as written (a wave's LDS accesses run in order)
+        warp.lane_call(lambda target: target.wave_barrier(b, ir.Constant(warp.wave, -1)))
+
+    def table(self, source: Source | Choice) -> list[int]:
+        """The byte offset of `source`'s word in its operand's slice, at each lane."""
+        alternatives = source.sources if type(source) is Choice else (source,)
+        if any(a.position for a in alternatives):
+            raise FatkitError("internal: an LDS-moved mma word is not a whole register")
+        _, count, slot = self.regions[alternatives[0].operand]
+        chosen = [alternatives[_apply(source.selector, lane)] if type(source) is Choice else source
+                  for lane in range(WARP)]
+        return [4 * (count * _apply(c.function, lane) + slot[c.register]) for lane, c in enumerate(chosen)]
+
+    def fetch(self, sources) -> None:
+        b = self.lw.builder
+        for source in sources:
+            if source in self.words:
+                continue
+            operand = (source.sources[0] if type(source) is Choice else source).operand
+            form = linear(32, self.table(source))
+            if form is None:
+                raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
+            pointer = b.gep(self.regions[operand][0], [self.offsets.offset(32, *form)], source_etype=ir.IntType(8))
+            self.words[source] = b.load(pointer, typ=I32, align=4)
+
+    def element(self, source: Source | Choice, bits: int) -> ir.Value:
+        return self.words[source]
+
+
+def _row_major(where: dict, count: int) -> list[int]:
+    """Registers 0 to count - 1 in the row-major order of the first element each holds in lane 0."""
+    first = {}
+    for place, (lane, register, _) in sorted(where.items()):
+        if lane == 0:
+            first.setdefault(register, place)
+    return sorted(range(count), key=lambda register: first[register])
+
+
+def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
+    """The module's LDS buffer of LdsGather and the threads it is sized for: the block's declared size
+    (.reqntid/.maxntid), else the most a block may have. Six words a thread (A's four and B's two, or
+    D's four)."""
+    module = lw.builder.module
+    kernel = lw.kernel
+    threads = next((math.prod(d.values) for d in getattr(kernel, "directives", ())
+                    if d.name in ("reqntid", "maxntid")), MAX_BLOCK_THREADS)
+    threads = -(-threads // WARP) * WARP
+    buffer = module.globals.get(_LANE_BUFFER)
+    if buffer is None:
+        size = _LANE_WORDS * 4 * threads
+        buffer = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), size), _LANE_BUFFER,
+                                   addrspace=lw.target.shared_address_space)
+        buffer.type = ir.PointerType(addrspace=lw.target.shared_address_space)
+        buffer.linkage = "internal"
+        buffer.initializer = ir.Constant(buffer.value_type, ir.Undefined)
+        buffer.align = 16
+        lw.callees.lane_buffer_bytes = size
+    return buffer, threads
+
+
+_LANE_BUFFER, _LANE_WORDS = "fatkit.mma.lanes", 6
+
+
+def _linear_thread(lw) -> ir.Value:
+    """The thread's index in its block (x fastest, as AMD forms waves): %tid.x where the block is declared
+    one thread high and deep."""
+    if _cached_kernel(lw).flat == {"y", "z"}:
+        return lw.read(ast.Name("%tid", "x"), "u32")
+    return lw.target.linear_thread(lw.builder)
+
+
 def _pack_accumulator(b: ir.IRBuilder, words: list[ir.Value], accumulator: ir.VectorType) -> ir.Value:
     vector = ir.Constant(accumulator, ir.Undefined)
     for i, word in enumerate(words):
@@ -227,26 +339,27 @@ def _row12(half: int, i: int) -> int:
     return 4 * half + 2 * (i >> 1) + (i & 1)
 
 
-def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
+def _wmma_plan(lw, form: Form, gfx12: bool, through_lds: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
+    a, column = ("a", _paired_columns) if through_lds else ("p", _pi)
     per = 4 if eight_bit else 2
     steps = []
     if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
         def k12(lane, q):
             return 4 * (lane >> 4) + 2 * (q & 1) + 8 * (q >> 1)
         first = [("b", lambda lane, q=q: (k12(lane, q), _row12(lane >> 3 & 1, lane & 3))) for q in range(4)]
-        second = [("p", lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
+        second = [(a, lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
         steps.append((first, second))
     for base in range(0, form.k if not gfx12 else 0, 16):
-        first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
-        second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
+        first = [("b", lambda lane, k=base + per * w: (k, column(lane & 7))) for w in range(16 // per)]
+        second = [(a, lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
         # gfx11: rows 2i + h < 8 of the transposed result (the rest repeat them); gfx12: rows 8h + i, i < 4,
         # laid out alike: row 8h + i is column π(2i + h)
         for i in range(4):
-            result[lane & 15, _row12(lane >> 4, i) if gfx12 else _pi(2 * i + (lane >> 4))] = (lane, i)
+            result[lane & 15, _row12(lane >> 4, i) if gfx12 else column(2 * i + (lane >> 4))] = (lane, i)
     module = lw.builder.module
     if eight_bit:
         accumulator, operand = ir.VectorType(I32, 8), ir.VectorType(I32, 4)
@@ -428,24 +541,40 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
-                   gathering: Callable[[list], Gather | DirectGather],
-                   direct: DirectResult) -> list[ir.Value] | None:
-    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
-    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
-    plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
+def _wmma_words(lw, form: Form, gfx12: bool, where: dict, through_lds: bool) -> tuple[Plan, list, list]:
+    """The plan, each instruction's operand words and all of them."""
+    plan = _wmma_plan(lw, form, gfx12, through_lds)
     steps = []
     for step in plan.steps:
         operands = []
         for words in step:
             sources = [_word(lw, operand, where[operand], place) for operand, place in words]
             operand = words[0][0]
-            if all(o == operand for o, _ in words):
+            if not through_lds and all(o == operand for o, _ in words):  # (through LDS a Choice costs nothing)
                 sources = _paired(sources, where[operand], [place for _, place in words], operand)
             operands.append(sources)
         steps.append(operands)
-    sources = [source for step in steps for words in step for source in words]
-    gather = gathering(sources)
+    return plan, steps, [source for step in steps for words in step for source in words]
+
+
+def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment,
+                   gathering: Callable[[list], Gather | DirectGather],
+                   direct: DirectResult) -> list[ir.Value] | None:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
+    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
+    gfx12 = getattr(lw.target, "id").matrix_cores == "wmma12"
+    plan, steps, sources = _wmma_words(lw, form, gfx12, where, False)
+    gather: Gather | DirectGather | LdsGather = gathering(sources)
+    # gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one instruction less (measured)
+    through_lds = type(gather) is Gather and not gfx12 and lw.callees.cluster is None
+    if through_lds:  # A unswapped: its register is part of the LDS address
+        plan, steps, sources = _wmma_words(lw, form, gfx12, where, True)
+        gather = LdsGather(lw, warp, {"a": registers["a"], "b": registers["b"]}, where)
+        # k in the order of the first operand's words in LDS, the same for both (a WMMA sums over its k in
+        # any order): its loads then fill the operand's registers in order (B's row: two ds_load_b128)
+        for pair in steps:
+            ranks = sorted(range(len(pair[0])), key=lambda w: gather.table(pair[0][w])[0])
+            pair[:] = [[words[w] for w in ranks] for words in pair]
     gather.fetch(sources)
     _fence(lw, gather)
     builder = lw.builder
@@ -467,7 +596,8 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
-    out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
+    out = (LdsGather(lw, warp, {"n": native[:4]}, {"n": where_result}) if through_lds else
+           Gather(lw, warp, {"n": native}, _lanes(lw, warp)))
     out.fetch(result_sources)
     _fence(lw, out)
     return [out.element(source, 32) for source in result_sources]
@@ -502,7 +632,7 @@ def mma(lw, ins):
     if cores == "mfma":
         products = _mfma_products(lw, form, registers, where, warp, gathering, direct)
     else:
-        products = _wmma_products(lw, form, where, warp, elements, gathering, direct)
+        products = _wmma_products(lw, form, registers, where, warp, elements, gathering, direct)
     if products is None:
         return
     c_words = portable._read_fragment(lw, c, c_fragment, "C")

@@ -109,7 +109,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     padding = sum(g.align - 1 for g in module.global_values if isinstance(g, ir.GlobalVariable)
                   and g.addrspace == target.shared_address_space and g.align)
     ctas = cluster.ctas if cluster is not None else 1  # the workgroup's LDS holds every CTA's
-    return LoweredKernel(signature, str(module), shared_bytes * ctas, barriers, padding,
+    return LoweredKernel(signature, str(module), shared_bytes * ctas + callees.lane_buffer_bytes, barriers, padding,
                          cluster.dims if cluster is not None else None,
                          cluster.max_ctas if cluster is not None and cluster.dims is None else 0)
 
@@ -160,6 +160,7 @@ class _Callees:
     mma_numerics: str = "sm90"  # Options.mma_numerics, read by lower/mma.py
     cluster: ClusterLayout | None = None  # where each CTA's shared memory lies, in a cluster of several
     flushing: bool = False  # the kernel runs with f32 subnormals flushed by the hardware (Target.flushing_mode)
+    lane_buffer_bytes: int = 0  # LDS that lower/mma_native.py's LdsGather added to the kernel's
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,
