@@ -608,11 +608,13 @@ def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
     assert sum(wait in line for line in between) == 1
 
 
+@pytest.mark.parametrize("directive", ["", "\n.reqntid 16, 6, 1"], ids=["undeclared", "reqntid"])
 @pytest.mark.parametrize("form", [NATIVE[0], NATIVE[4]], ids=["f16", "u8-s8-satfinite"])
-def test_native_lds_moves_in_a_block_of_rows(form):
+def test_native_lds_moves_in_a_block_of_rows(form, directive):
     """gfx1100 moves the fragments through LDS (lower/mma_native.py `LdsGather`), a slice per warp found from
     the thread's linear index: in a block of 16 × 6 threads each warp is two rows of %tid.y, whose threads
-    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound)."""
+    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound).
+    Undeclared, the operands go one after the other through one region; with the block declared, together."""
     shape, dtype, atype, btype, ctype, extra = form
     m, k = SHAPES[shape]
     rng = random.Random(zlib.crc32(repr(("rows", form)).encode()))
@@ -624,7 +626,7 @@ def test_native_lds_moves_in_a_block_of_rows(form):
     text = mma_kernel(_instruction(*form), counts, (32,) * 4, False)
     # the thread number: ctaid.x · 96 + tid.y · 16 + tid.x, the block's linear index, as AMD forms its waves
     text = text.replace("mov.u32 %n, %ntid.x;", "mov.u32 %n, %tid.y;\n    mad.lo.u32 %i, %n, 16, %i;\n"
-                        "    mov.u32 %n, 96;")
+                        "    mov.u32 %n, 96;").replace(".param .u64 param4)", ".param .u64 param4)" + directive)
     program = amd_program(text, "gfx1100", mma_numerics="native")
     arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
     out = (ctypes.c_uint32 * (threads * 4))()
@@ -636,11 +638,11 @@ def test_native_lds_moves_in_a_block_of_rows(form):
         check_native_f32(form, a, b, c, got)
 
 
-@pytest.mark.parametrize("directive,size", [("", 1024 * 24), ("\n.maxntid 80, 1, 1", 96 * 24),
+@pytest.mark.parametrize("directive,size", [("", 1024 * 16), ("\n.maxntid 80, 1, 1", 96 * 24),
                                             ("\n.reqntid 32, 2, 2", 128 * 24)])
 def test_native_lds_sized_for_the_block(directive, size):
-    """The LDS of the moves: six words a thread of the largest block the kernel declares, else of 1024 threads
-    (the code object's group segment, no .shared variable in the kernel)."""
+    """The LDS of the moves: six words a thread of the largest block the kernel declares (whole warps), else
+    four of 1024 threads (the code object's group segment; the kernel has no .shared variable)."""
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     text = text.replace("(.param .u64 param0, .param .u64 param1, .param .u64 param2, .param .u64 param3, "
                         ".param .u64 param4)", "(.param .u64 param0, .param .u64 param1, .param .u64 param2, "

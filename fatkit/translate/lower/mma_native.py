@@ -219,58 +219,70 @@ class LdsGather:
     for four), in the row-major order of the elements they hold in lane 0 (`_row_major`: A's rows g, then
     g + 8), and loads each native word where its source lane and register put it. A Choice's register is
     part of the address, so no select sorts the words, and words at consecutive addresses merge into wide
-    loads. The buffer holds a region per operand, in each `registers` words for every thread of the largest
-    block the kernel allows (`lane_buffer`)."""
+    loads. Where the kernel declares its block, the operands are stored together (six words a thread, a
+    region each), else one after the other in the same region (four words a thread: 16 KiB for the 1024
+    threads a block may have; measured, a kernel's only m16n8k16 f16 costs 4 more so). Wave barriers order
+    each store after the loads before it and before its own loads: no instruction (a wave's LDS accesses
+    run in order), they keep LLVM from moving the accesses, which it would take for a thread's own."""
 
     def __init__(self, lw, warp: WarpPosition, registers: dict[str, list[ir.Value]], where: dict[str, dict]):
-        self.lw = lw
+        self.lw, self.warp, self.registers = lw, warp, registers
         self.offsets = LaneOffsets(lw, warp)
         self.words: dict[Source | Choice, ir.Value] = {}
-        buffer, threads = lane_buffer(lw)
         b = lw.builder
-        thread = _linear_thread(lw)
-        warp_first = b.and_(thread, ir.Constant(I32, ~(WARP - 1) & 0xFFFFFFFF))
-        # operand → (its warp's slice, registers a lane, register → its word among the lane's)
-        self.regions: dict[str, tuple[ir.Value, int, dict[int, int]]] = {}
+        buffer, threads = lane_buffer(lw)
+        self.together = _declared_threads(lw) is not None
+        self.thread = _linear_thread(lw)
+        warp_first = b.and_(self.thread, ir.Constant(I32, ~(WARP - 1) & 0xFFFFFFFF))
+        # operand → (its region, its warp's slice, registers a lane, the registers in their order there)
+        self.regions: dict[str, tuple[ir.Value, ir.Value, int, list[int]]] = {}
         start = 0
         for operand, values in registers.items():
-            count, order = len(values), _row_major(where[operand], len(values))
+            count = len(values)
             region = b.gep(buffer, [ir.Constant(I32, start)], source_etype=ir.IntType(8))
-            mine = b.gep(region, [b.mul(thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
-            vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
-            for index, register in enumerate(order):
-                vector = b.insert_element(vector, values[register], ir.Constant(I32, index))
-            b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
-            self.regions[operand] = (b.gep(region, [b.mul(warp_first, ir.Constant(I32, 4 * count))],
-                                           source_etype=ir.IntType(8)), count, {r: i for i, r in enumerate(order)})
-            start += 4 * count * threads
-        # the other lanes' stores before the loads, as written (a wave's LDS accesses run in order)
-        warp.lane_call(lambda target: target.wave_barrier(b, ir.Constant(warp.wave, -1)))
+            slice_ = b.gep(region, [b.mul(warp_first, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+            self.regions[operand] = (region, slice_, count, _row_major(where[operand], count))
+            start += 4 * count * threads if self.together else 0
 
     def table(self, source: Source | Choice) -> list[int]:
         """The byte offset of `source`'s word in its operand's slice, at each lane."""
         alternatives = source.sources if type(source) is Choice else (source,)
         if any(a.position for a in alternatives):
             raise FatkitError("internal: an LDS-moved mma word is not a whole register")
-        _, count, slot = self.regions[alternatives[0].operand]
+        *_, count, order = self.regions[alternatives[0].operand]
         chosen = [alternatives[_apply(source.selector, lane)] if type(source) is Choice else source
                   for lane in range(WARP)]
-        return [4 * (count * _apply(c.function, lane) + slot[c.register]) for lane, c in enumerate(chosen)]
+        return [4 * (count * _apply(c.function, lane) + order.index(c.register)) for lane, c in enumerate(chosen)]
 
     def fetch(self, sources) -> None:
         b = self.lw.builder
-        for source in sources:
-            if source in self.words:
-                continue
-            operand = (source.sources[0] if type(source) is Choice else source).operand
-            form = linear(32, self.table(source))
-            if form is None:
-                raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
-            pointer = b.gep(self.regions[operand][0], [self.offsets.offset(32, *form)], source_etype=ir.IntType(8))
-            self.words[source] = b.load(pointer, typ=I32, align=4)
+        phases = [list(self.registers)] if self.together else [[operand] for operand in self.registers]
+        for phase in phases:
+            self._barrier()
+            for operand in phase:
+                region, _, count, order = self.regions[operand]
+                mine = b.gep(region, [b.mul(self.thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+                vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
+                for index, register in enumerate(order):
+                    vector = b.insert_element(vector, self.registers[operand][register], ir.Constant(I32, index))
+                b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
+            self._barrier()
+            for source in sources:
+                operand = (source.sources[0] if type(source) is Choice else source).operand
+                if operand not in phase or source in self.words:
+                    continue
+                form = linear(32, self.table(source))
+                if form is None:
+                    raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
+                pointer = b.gep(self.regions[operand][1], [self.offsets.offset(32, *form)],
+                                source_etype=ir.IntType(8))
+                self.words[source] = b.load(pointer, typ=I32, align=4)
 
     def element(self, source: Source | Choice, bits: int) -> ir.Value:
         return self.words[source]
+
+    def _barrier(self) -> None:
+        self.warp.lane_call(lambda target: target.wave_barrier(self.lw.builder, ir.Constant(self.warp.wave, -1)))
 
 
 def _row_major(where: dict, count: int) -> list[int]:
@@ -282,18 +294,21 @@ def _row_major(where: dict, count: int) -> list[int]:
     return sorted(range(count), key=lambda register: first[register])
 
 
+def _declared_threads(lw) -> int | None:
+    """The most threads the kernel's declared block shape (.reqntid/.maxntid) allows, or None."""
+    return next((math.prod(d.values) for d in getattr(lw.kernel, "directives", ())
+                 if d.name in ("reqntid", "maxntid")), None)
+
+
 def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
-    """The module's LDS buffer of LdsGather and the threads it is sized for: the block's declared size
-    (.reqntid/.maxntid), else the most a block may have. Six words a thread (A's four and B's two, or
-    D's four)."""
+    """The module's LDS buffer of LdsGather and the threads it holds words for: six words a thread of the
+    declared block, else four of 1024 threads."""
+    declared = _declared_threads(lw)
+    threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
     module = lw.builder.module
-    kernel = lw.kernel
-    threads = next((math.prod(d.values) for d in getattr(kernel, "directives", ())
-                    if d.name in ("reqntid", "maxntid")), MAX_BLOCK_THREADS)
-    threads = -(-threads // WARP) * WARP
     buffer = module.globals.get(_LANE_BUFFER)
     if buffer is None:
-        size = _LANE_WORDS * 4 * threads
+        size = (6 if declared else 4) * 4 * threads
         buffer = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), size), _LANE_BUFFER,
                                    addrspace=lw.target.shared_address_space)
         buffer.type = ir.PointerType(addrspace=lw.target.shared_address_space)
@@ -304,7 +319,20 @@ def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
     return buffer, threads
 
 
-_LANE_BUFFER, _LANE_WORDS = "fatkit.mma.lanes", 6
+def lane_buffer_fits(lw) -> bool:
+    """Whether the buffer leaves the kernel within the smallest AMD LDS (64 KiB), and the kernel has no
+    dynamic shared memory, whose size the launch gives on top of it (and might then not fit)."""
+    module, space = lw.builder.module, lw.target.shared_address_space
+    if any(isinstance(g, ir.GlobalVariable) and g.addrspace == space and g.linkage == "external"
+           for g in module.global_values):
+        return False
+    declared = _declared_threads(lw)
+    threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
+    return lw.callees.static_shared_bytes + (6 if declared else 4) * 4 * threads <= _SMALLEST_LDS
+
+
+_LANE_BUFFER = "fatkit.mma.lanes"
+_SMALLEST_LDS = 64 * 1024  # LDS bytes a workgroup may use on gfx11
 
 
 def _linear_thread(lw) -> ir.Value:
@@ -566,7 +594,7 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     plan, steps, sources = _wmma_words(lw, form, gfx12, where, False)
     gather: Gather | DirectGather | LdsGather = gathering(sources)
     # gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one instruction less (measured)
-    through_lds = type(gather) is Gather and not gfx12 and lw.callees.cluster is None
+    through_lds = type(gather) is Gather and not gfx12 and lw.callees.cluster is None and lane_buffer_fits(lw)
     if through_lds:  # A unswapped: its register is part of the LDS address
         plan, steps, sources = _wmma_words(lw, form, gfx12, where, True)
         gather = LdsGather(lw, warp, {"a": registers["a"], "b": registers["b"]}, where)
