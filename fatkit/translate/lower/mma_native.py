@@ -35,6 +35,13 @@ the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) witho
 in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above, PTX B column `_row12(h, i)`
 (chosen for the fewest operations in B's read address), half the words to read.
 
+gfx11 moves the words through LDS instead of ds_bpermute where the buffer fits (`LdsGather`, docs/numerics.md):
+A then needs no swap and no select, k is ordered by B's words in LDS, and the WMMA row x (mod 8) is PTX B
+column x with bits 0 and 1 exchanged (`_paired_columns`), so that a thread's D words lie in two 64-bit pairs.
+Measured, a kernel's only m16n8k16 f16 (no declared block): 66 → 58 instructions, a second one 51 → 23; with
+the block declared and the operands not loaded directly, 66 → 42. gfx12 keeps the lane moves (through LDS:
+one instruction more, its WMMA reading half the words).
+
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
 in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
 a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
@@ -49,10 +56,10 @@ from typing import Callable
 
 from llvmlite import ir
 
+from fatkit.errors import FatkitError
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
 from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _apply, _lane_function, _source
-from fatkit.errors import FatkitError
 from fatkit.translate.lower.mma_direct import (DirectGather, LaneOffsets, _cached_kernel, direct_gather,
                                                 fragment_loads, linear, result_stores)
 from fatkit.translate.lower.special import MAX_BLOCK_THREADS
@@ -193,7 +200,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
 _LDS_WAIT = {"mfma": 0xC07F, "wmma11": 0xFC07}
 
 
-def _fence(lw, gather: Gather | DirectGather) -> None:
+def _fence(lw, gather: Gather | DirectGather | LdsGather) -> None:
     """Where `gather` moved words between lanes: all the moves waited for at once, the scheduler kept from
     moving instructions across, as the target's wait insertion otherwise waits before each first use, one
     s_waitcnt per use (measured, a kernel's only m16n8k16 f16: gfx942 −3, gfx1100 −1, gfx1201 −4). The
@@ -301,14 +308,11 @@ def _declared_threads(lw) -> int | None:
 
 
 def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
-    """The module's LDS buffer of LdsGather and the threads it holds words for: six words a thread of the
-    declared block, else four of 1024 threads."""
-    declared = _declared_threads(lw)
-    threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
+    """The module's LDS buffer of LdsGather and the threads it holds words for."""
+    size, threads = _lane_buffer_size(lw)
     module = lw.builder.module
     buffer = module.globals.get(_LANE_BUFFER)
     if buffer is None:
-        size = (6 if declared else 4) * 4 * threads
         buffer = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), size), _LANE_BUFFER,
                                    addrspace=lw.target.shared_address_space)
         buffer.type = ir.PointerType(addrspace=lw.target.shared_address_space)
@@ -326,9 +330,14 @@ def lane_buffer_fits(lw) -> bool:
     if any(isinstance(g, ir.GlobalVariable) and g.addrspace == space and g.linkage == "external"
            for g in module.global_values):
         return False
+    return lw.callees.static_shared_bytes + _lane_buffer_size(lw)[0] <= _SMALLEST_LDS
+
+
+def _lane_buffer_size(lw) -> tuple[int, int]:
+    """(bytes, threads): six words a thread of the declared block (in whole warps), else four of 1024."""
     declared = _declared_threads(lw)
     threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
-    return lw.callees.static_shared_bytes + (6 if declared else 4) * 4 * threads <= _SMALLEST_LDS
+    return (6 if declared else 4) * 4 * threads, threads
 
 
 _LANE_BUFFER = "fatkit.mma.lanes"
