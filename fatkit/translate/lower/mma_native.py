@@ -376,9 +376,9 @@ def _row12(half: int, i: int) -> int:
     return 4 * half + 2 * (i >> 1) + (i & 1)
 
 
-def _wmma_plan(lw, form: Form, gfx12: bool, through_lds: bool) -> Plan:
+def _wmma_plan(lw, form: Form, gfx12: bool, through_lds: bool, paired: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
-    a, column = ("a", _paired_columns) if through_lds else ("p", _pi)
+    a, column = "a" if through_lds else "p", _paired_columns if paired else _pi
     per = 4 if eight_bit else 2
     steps = []
     if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
@@ -578,9 +578,10 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-def _wmma_words(lw, form: Form, gfx12: bool, where: dict, through_lds: bool) -> tuple[Plan, list, list]:
+def _wmma_words(lw, form: Form, gfx12: bool, where: dict, through_lds: bool,
+                paired: bool) -> tuple[Plan, list, list]:
     """The plan, each instruction's operand words and all of them."""
-    plan = _wmma_plan(lw, form, gfx12, through_lds)
+    plan = _wmma_plan(lw, form, gfx12, through_lds, paired)
     steps = []
     for step in plan.steps:
         operands = []
@@ -600,12 +601,16 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
     result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
     gfx12 = getattr(lw.target, "id").matrix_cores == "wmma12"
-    plan, steps, sources = _wmma_words(lw, form, gfx12, where, False)
+    lds = not gfx12 and lw.callees.cluster is None and lane_buffer_fits(lw)
+    plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, False)
     gather: Gather | DirectGather | LdsGather = gathering(sources)
+    if lds and type(gather) is DirectGather and form.d == "f16":  # D moves all the same: its rows paired
+        plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, True)
+        gather = gathering(sources)
     # gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one instruction less (measured)
-    through_lds = type(gather) is Gather and not gfx12 and lw.callees.cluster is None and lane_buffer_fits(lw)
+    through_lds = lds and type(gather) is Gather
     if through_lds:  # A unswapped: its register is part of the LDS address
-        plan, steps, sources = _wmma_words(lw, form, gfx12, where, True)
+        plan, steps, sources = _wmma_words(lw, form, gfx12, where, True, True)
         gather = LdsGather(lw, warp, {"a": registers["a"], "b": registers["b"]}, where)
         # k in the order of the first operand's words in LDS, the same for both (a WMMA sums over its k in
         # any order): its loads then fill the operand's registers in order (B's row: two ds_load_b128)
@@ -633,7 +638,7 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
-    out = (LdsGather(lw, warp, {"n": native[:4]}, {"n": where_result}) if through_lds else
+    out = (LdsGather(lw, warp, {"n": native[:4]}, {"n": where_result}) if lds else
            Gather(lw, warp, {"n": native}, _lanes(lw, warp)))
     out.fetch(result_sources)
     _fence(lw, out)
