@@ -631,13 +631,31 @@ def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
     assert sum(wait in line for line in between) == 1
 
 
+def _in_function(text: str) -> str:
+    """`mma_kernel`'s body as a .func that the kernel calls with its parameters."""
+    params = ", ".join(f"q{slot}" for slot in range(5))
+    moves = "\n".join(f"    ld.param.u64 %x{slot}, [param{slot}];\n    st.param.b64 [q{slot}], %x{slot};"
+                      for slot in range(5))
+    declared = "\n".join(f"    .param .b64 q{slot};" for slot in range(5))
+    entry = text.index(".visible .entry mma_test(")
+    head, signature = text[:entry], text[entry:].split("\n", 1)
+    body = signature[1].lstrip()
+    directives = "".join(line + "\n" for line in body.split("{", 1)[0].splitlines() if line.strip())
+    function = ".func body(" + signature[0].split("(", 1)[1] + "\n{" + body.split("{", 1)[1]
+    return (head + function.replace(".param .u64 param", ".param .b64 param") +
+            f".visible .entry mma_test{signature[0][len('.visible .entry mma_test'):]}\n{directives}{{\n"
+            f"    .reg .b64 %x<5>;\n    {{\n{declared}\n{moves}\n    call body, ({params});\n    }}\n    ret;\n}}\n")
+
+
 @pytest.mark.parametrize("directive", ["", "\n.reqntid 16, 6, 1"], ids=["undeclared", "reqntid"])
 @pytest.mark.parametrize("form", [NATIVE[0], NATIVE[4]], ids=["f16", "u8-s8-satfinite"])
-def test_native_lds_moves_in_a_block_of_rows(form, directive):
+@pytest.mark.parametrize("where", ["kernel", "function"])
+def test_native_lds_moves_in_a_block_of_rows(form, directive, where):
     """gfx1100 moves the fragments through LDS (lower/mma_native.py `LdsGather`), a slice per warp found from
     the thread's linear index: in a block of 16 × 6 threads each warp is two rows of %tid.y, whose threads
     must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound).
-    Undeclared, the operands go one after the other through one region; with the block declared, together."""
+    Undeclared, the operands go one after the other through one region; with the block declared, together
+    (also from a .func the kernel calls: the kernel's declaration decides)."""
     shape, dtype, atype, btype, ctype, extra = form
     m, k = SHAPES[shape]
     rng = random.Random(zlib.crc32(repr(("rows", form)).encode()))
@@ -650,6 +668,7 @@ def test_native_lds_moves_in_a_block_of_rows(form, directive):
     # the thread number: ctaid.x · 96 + tid.y · 16 + tid.x, the block's linear index, as AMD forms its waves
     text = _declared(text.replace("mov.u32 %n, %ntid.x;", "mov.u32 %n, %tid.y;\n    mad.lo.u32 %i, %n, 16, %i;\n"
                                   "    mov.u32 %n, 96;"), directive)
+    text = _in_function(text) if where == "function" else text
     program = amd_program(text, "gfx1100", mma_numerics="native")
     arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
     out = (ctypes.c_uint32 * (threads * 4))()

@@ -49,7 +49,6 @@ a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -302,9 +301,9 @@ def _row_major(where: dict, count: int) -> list[int]:
 
 
 def _declared_threads(lw) -> int | None:
-    """The most threads the kernel's declared block shape (.reqntid/.maxntid) allows, or None."""
-    return next((math.prod(d.values) for d in getattr(lw.kernel, "directives", ())
-                 if d.name in ("reqntid", "maxntid")), None)
+    """The most threads the kernel's declared block shape (.reqntid/.maxntid) allows, or None: the entry's,
+    also in a function it calls, so that all the module's uses agree on the buffer's layout."""
+    return lw.callees.block_threads
 
 
 def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:

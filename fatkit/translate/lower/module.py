@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 
 from llvmlite import ir
@@ -85,6 +86,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         target.barrier(builder)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
     callees.mma_numerics = mma_numerics
+    callees.block_threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")),
+                                 None)
     fp_mode = prepared.fp_modes.get(kernel.name) if prepared else None
     # every f32 instruction the kernel reaches flushes: the kernel runs with the hardware flushing (each
     # kernel has a module of its own, so its functions run in its mode alone)
@@ -161,6 +164,7 @@ class _Callees:
     cluster: ClusterLayout | None = None  # where each CTA's shared memory lies, in a cluster of several
     flushing: bool = False  # the kernel runs with f32 subnormals flushed by the hardware (Target.flushing_mode)
     lane_buffer_bytes: int = 0  # LDS that lower/mma_native.py's LdsGather added to the kernel's
+    block_threads: int | None = None  # the most threads the kernel's .reqntid/.maxntid allow (None: undeclared)
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,
