@@ -600,13 +600,17 @@ def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
     """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
     result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
     gfx12 = getattr(lw.target, "id").matrix_cores == "wmma12"
+    # moves through LDS on gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one
+    # instruction less (measured)
     lds = not gfx12 and lw.callees.cluster is None and lane_buffer_fits(lw)
     plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, False)
     gather: Gather | DirectGather | LdsGather = gathering(sources)
-    if lds and type(gather) is DirectGather and form.d == "f16":  # D moves all the same: its rows paired
+    if lds and type(gather) is DirectGather and form.d == "f16":
+        # A and B loaded, D moving all the same (f16 is never stored directly): its rows paired for D's LDS
+        # loads (measured, `.maxntid` m16n8k16 f16 accumulators 66 → 56; the paired B columns cost the
+        # forms whose D is stored directly 2–3 in their loads' addresses, so only here)
         plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, True)
         gather = gathering(sources)
-    # gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one instruction less (measured)
     through_lds = lds and type(gather) is Gather
     if through_lds:  # A unswapped: its register is part of the LDS address
         plan, steps, sources = _wmma_words(lw, form, gfx12, where, True, True)
