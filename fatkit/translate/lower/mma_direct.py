@@ -582,12 +582,13 @@ class DirectGather:
 
 
 class LaneOffsets:
-    """Byte offsets that are linear in the PTX lane's bits, each lane part emitted once."""
+    """Byte offsets that are linear in the PTX lane's bits, each lane part emitted once; `lane`, where given,
+    the PTX lane to take them from."""
 
-    def __init__(self, lw, warp: WarpPosition):
+    def __init__(self, lw, warp: WarpPosition, lane: ir.Value | None = None):
         self.lw, self.warp = lw, warp
         self._offsets: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
-        self._lane: ir.Value | None = None
+        self._lane = lane
 
     def offset(self, width: int, constant: int, steps: tuple[int, ...]) -> ir.Value:
         """c + Σ d_i·(lane bit i), bytes: the lane bits moved in groups of one shift distance, the lane part
