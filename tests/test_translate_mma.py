@@ -12,10 +12,12 @@ import struct
 import subprocess
 import zlib
 from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 import pytest
 
+from fatkit.formats.hsaco import parse_code_object
 from fatkit.translate import pipeline
 from fatkit.translate.pipeline import Options, translate
 from tests import oracles, test_translate_warp
@@ -172,11 +174,14 @@ def mma_kernel(instruction: str, counts: tuple[int, int, int, int], widths: tupl
 
 def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[list[int]], d_count: int,
             widths: tuple[int, int, int, int], metadata: list[int] | None = None,
-            target: str = "host", numerics: str = "exact") -> list[list[int]]:
-    """Run over len(a) threads (blocks of 32/64/96 threads) on `target`; returns each thread's D register words."""
+            target: str = "host", numerics: str = "exact", edit: Callable[[str], str] | None = None,
+            ) -> list[list[int]]:
+    """Run over len(a) threads (blocks of 32/64/96 threads) on `target`; returns each thread's D register words.
+    `edit`: what to change in the kernel's text first."""
     threads = len(a)
     counts = (len(a[0]), len(b[0]), len(c[0]), d_count)
     text = mma_kernel(instruction, counts, widths, metadata is not None)
+    text = edit(text) if edit is not None else text
     # by default the `exact` numerics, which `_dot` models (sm90's are checked against the H200 in
     # test_translate_h200_mma.py; native ones against a bound below)
     program = amd_program(text, target, mma_numerics=numerics)
@@ -191,6 +196,13 @@ def run_mma(instruction: str, a: list[list[int]], b: list[list[int]], c: list[li
     program.launch("mma_test", [*arrays, out, meta], grid=(threads // block, 1, 1),
                    block=(block, 1, 1))
     return [list(out[i * d_count:(i + 1) * d_count]) for i in range(threads)]
+
+
+def _declared(text: str, directive: str) -> str:
+    """`mma_kernel`'s kernel declaring `directive` (such as "\n.maxntid 96, 1, 1") after its parameters."""
+    declared = text.replace(".param .u64 param4)", ".param .u64 param4)" + directive, 1)
+    assert declared != text or not directive
+    return declared
 
 
 # ------------------------------------------------------------------------------------------------ forms
@@ -572,19 +584,31 @@ def _f16_half_ulp(value: float) -> Fraction:
     return Fraction(2) ** (exponent - 11)
 
 
+def _one_block(text: str) -> str:
+    """The kernel declaring its block of 96 threads, each thread's number its %tid.x (one block launched),
+    so that its A and B loads are proven lane-affine (lower/mma_direct.py)."""
+    return _declared(text.replace("mad.lo.u32 %i, %e, %n, %i;", ""), "\n.maxntid 96, 1, 1")
+
+
 @pytest.mark.parametrize("special", [False, True], ids=["random", "edges"])
-@pytest.mark.parametrize("target", ["gfx942", "gfx1100", "gfx1201"])
-def test_native_mma_f16_accumulator(target, special):
+@pytest.mark.parametrize("target,edit", [pytest.param(target, None, id=target)
+                                         for target in ("gfx942", "gfx1100", "gfx1201")] +
+                         [pytest.param("gfx1100", lambda text: _declared(text, "\n.maxntid 96, 1, 1"),
+                                       id="gfx1100-maxntid"),
+                          pytest.param("gfx1100", _one_block, id="gfx1100-loaded")])
+def test_native_mma_f16_accumulator(target, edit, special):
     """m16n8k16 .f16.f16.f16.f16 under `native`: the matrix core's f32 sum of the products and c, rounded to
     f16 once, lies within docs/numerics.md's f32 bound plus half an f16 ulp of the exact c + Σ a·b; an f16
-    overflow is an infinity, NaN where IEEE arithmetic gives one; three warps."""
+    overflow is an infinity, NaN where IEEE arithmetic gives one; three warps. gfx1100 with the block
+    declared: the words move through LDS together, or, where A and B are loaded in the WMMA's layout, D
+    alone does."""
     rng = random.Random(zlib.crc32(repr(("f16 accumulator", target, special)).encode()))
     threads, k = 96, 16
     a = [[_word("f16", rng, special) for _ in range(4)] for _ in range(threads)]
     b = [[_word("f16", rng, special) for _ in range(2)] for _ in range(threads)]
     c = [[_accumulator_word("f16", rng, special) for _ in range(2)] for _ in range(threads)]
     got = run_mma(_instruction("m16n8k16", "f16", "f16", "f16", "f16", ""), a, b, c, 2, (32,) * 4, target=target,
-                  numerics="native")
+                  numerics="native", edit=edit)
     for first in range(0, threads, WARP):
         A = {a_place("m16n8k16", "f16", lane, i): decode("f16", v) for lane in range(WARP)
              for i, v in enumerate(_elements(a[first + lane], "f16"))}
@@ -646,14 +670,76 @@ def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
 @pytest.mark.parametrize("target,instruction,wait", [("gfx942", "v_mfma", "lgkmcnt"), ("gfx1100", "v_wmma", "lgkmcnt"),
                                                      ("gfx1201", "v_wmma", "s_wait_dscnt")])
 def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
-    """The operands' lane moves (ds_bpermute) are waited for by one wait on the LDS counter before the matrix
-    instruction (lower/mma_native.py `_fence`), not one wait per first use."""
+    """The operands' lane moves (ds_bpermute; on gfx1100 loads from LDS) are waited for by one wait on the LDS
+    counter before the matrix instruction (lower/mma_native.py `_fence`), not one wait per first use."""
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     lines = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path).splitlines()
-    first_move = next(i for i, line in enumerate(lines) if "ds_bpermute" in line)
+    move = "ds_load" if target == "gfx1100" else "ds_bpermute"
+    first_move = next(i for i, line in enumerate(lines) if move in line)
     first_product = next(i for i, line in enumerate(lines) if instruction in line)
     between = lines[first_move:first_product]
     assert sum(wait in line for line in between) == 1
+
+
+def _in_function(text: str) -> str:
+    """`mma_kernel`'s body as a .func that the kernel calls with its parameters."""
+    params = ", ".join(f"q{slot}" for slot in range(5))
+    moves = "\n".join(f"    ld.param.u64 %x{slot}, [param{slot}];\n    st.param.b64 [q{slot}], %x{slot};"
+                      for slot in range(5))
+    declared = "\n".join(f"    .param .b64 q{slot};" for slot in range(5))
+    entry = text.index(".visible .entry mma_test(")
+    head, signature = text[:entry], text[entry:].split("\n", 1)
+    body = signature[1].lstrip()
+    directives = "".join(line + "\n" for line in body.split("{", 1)[0].splitlines() if line.strip())
+    function = ".func body(" + signature[0].split("(", 1)[1] + "\n{" + body.split("{", 1)[1]
+    return (head + function.replace(".param .u64 param", ".param .b64 param") +
+            f".visible .entry mma_test{signature[0][len('.visible .entry mma_test'):]}\n{directives}{{\n"
+            f"    .reg .b64 %x<5>;\n    {{\n{declared}\n{moves}\n    call body, ({params});\n    }}\n    ret;\n}}\n")
+
+
+@pytest.mark.parametrize("directive", ["", "\n.reqntid 16, 6, 1"], ids=["undeclared", "reqntid"])
+@pytest.mark.parametrize("form", [NATIVE[0], NATIVE[4]], ids=["f16", "u8-s8-satfinite"])
+@pytest.mark.parametrize("where", ["kernel", "function"])
+def test_native_lds_moves_in_a_block_of_rows(form, directive, where):
+    """gfx1100 moves the fragments through LDS (lower/mma_native.py `LdsGather`), a slice per warp found from
+    the thread's linear index: in a block of 16 × 6 threads each warp is two rows of %tid.y, whose threads
+    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound).
+    Undeclared, the operands go one after the other through one region; with the block declared, together
+    (also from a .func the kernel calls: the kernel's declaration decides)."""
+    shape, dtype, atype, btype, ctype, extra = form
+    m, k = SHAPES[shape]
+    rng = random.Random(zlib.crc32(repr(("rows", form)).encode()))
+    threads = 192
+    a = [[_word(atype, rng, False) for _ in range(_register_count(m, k, atype, "a"))] for _ in range(threads)]
+    b = [[_word(btype, rng, False) for _ in range(_register_count(m, k, btype, "b"))] for _ in range(threads)]
+    c = [[_accumulator_word(ctype, rng, False) for _ in range(4)] for _ in range(threads)]
+    counts = (len(a[0]), len(b[0]), 4, 4)
+    text = mma_kernel(_instruction(*form), counts, (32,) * 4, False)
+    # the thread number: ctaid.x · 96 + tid.y · 16 + tid.x, the block's linear index, as AMD forms its waves
+    text = _declared(text.replace("mov.u32 %n, %ntid.x;", "mov.u32 %n, %tid.y;\n    mad.lo.u32 %i, %n, 16, %i;\n"
+                                  "    mov.u32 %n, 96;"), directive)
+    text = _in_function(text) if where == "function" else text
+    program = amd_program(text, "gfx1100", mma_numerics="native")
+    arrays = [(ctypes.c_uint32 * (threads * len(rows[0])))(*[x for row in rows for x in row]) for rows in (a, b, c)]
+    out = (ctypes.c_uint32 * (threads * 4))()
+    program.launch("mma_test", [*arrays, out, (ctypes.c_uint32 * threads)()], grid=(2, 1, 1), block=(16, 6, 1))
+    got = [list(out[i * 4:(i + 1) * 4]) for i in range(threads)]
+    if dtype == "s32":
+        assert got == _reference(shape, dtype, atype, btype, ctype, a, b, c, extra)
+    else:
+        check_native_f32(form, a, b, c, got)
+
+
+@pytest.mark.parametrize("directive,size", [("", 1024 * 16), ("\n.maxntid 80, 1, 1", 96 * 24),
+                                            ("\n.reqntid 32, 2, 2", 128 * 24)])
+def test_native_lds_sized_for_the_block(directive, size):
+    """The LDS of the moves: six words a thread of the largest block the kernel declares (whole warps), else
+    four of 1024 threads (the code object's group segment; the kernel has no .shared variable)."""
+    text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
+    text = _declared(text, directive)
+    product = translate(text, Options(target="gfx1100", mma_numerics="native")).product
+    (kernel,) = parse_code_object(product).kernels
+    assert kernel.group_segment_size == size
 
 
 # ------------------------------------------------------------------------------------------------ m8n8k4 .f16

@@ -198,12 +198,15 @@ def _check(form, a, b, c, got) -> None:
 
 
 def _moves(text: str, target: str, tmp_path: Path) -> int:
-    """The lane moves (ds_bpermute) in the kernel's code."""
+    """The lane moves in the kernel's code: its ds_bpermute, and where it moves words through LDS (gfx1100:
+    lower/mma_native.py's buffer in the module) its LDS stores and loads."""
     path = tmp_path / f"{target}.hsaco"
     path.write_bytes(translate(text, Options(target=target, mma_numerics="native")).product)
     listing = subprocess.run(["/usr/lib/llvm-22/bin/llvm-objdump", "-d", str(path)], check=True,
                              capture_output=True, text=True).stdout
-    return len(re.findall(r"ds_bpermute", listing))
+    module = translate(text, Options(target=target, mma_numerics="native", emit="llvm")).product
+    through_lds = "fatkit.mma.lanes" in (module if isinstance(module, str) else module.decode())
+    return len(re.findall(r"ds_bpermute" + (r"|ds_store|ds_load" if through_lds else ""), listing))
 
 
 # gfx1201 runs its 8-bit forms on the portable path (no native operands to load)

@@ -17,7 +17,7 @@ from the PTX, else the mma moves the registers as before (lower/mma.Gather):
   constant below the uniform part's known zero bits, shr of values known in every lane, and widenings where
   no carry can cross 32 bits (`Lanes`);
 - the registers of one operand share U (several bases: moved as before), and the word's address offset is
-  linear in the lane's bits (one shift group per distance, `_lane_offset`).
+  linear in the lane's bits (one shift group per distance, `LaneOffsets`).
 
 The original loads stay; LLVM removes those whose registers nothing else reads. Likewise `result_stores`: D's
 registers stored once each, by plain 32-bit stores after the mma in its block with only register arithmetic
@@ -517,9 +517,8 @@ class DirectGather:
         self.lw, self.warp, self.loads, self.resolve = lw, warp, loads, resolve
         self.moved = Gather(lw, warp, registers, lanes)
         self.loaded: dict[object, ir.Value] = {}
-        self._offsets: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
+        self.offsets = LaneOffsets(lw, warp)
         self._bases: dict[tuple, ir.Value] = {}
-        self._lane: ir.Value | None = None
 
     def _direct(self, source: Source | Choice) -> bool:
         alternatives = source.sources if type(source) is Choice else (source,)
@@ -553,7 +552,7 @@ class DirectGather:
         if word.address.width == 64 and all(step < 1 << 24 for step in steps) and scale < 1 << 20:
             # the varying part in 32 bits (%tid.x < 1024: under 2^30 + 5·2^24) added to the scalar base once,
             # as the target's scalar base + vector offset addressing has it
-            offset = self._lane_offset(32, 0, steps)
+            offset = self.offsets.offset(32, 0, steps)
             if scale:
                 tid = _atom(self.lw, ("tid", "high"), 32)
                 offset = b.add(b.mul(tid, ir.Constant(I32, scale)) if scale != 1 else tid, offset)
@@ -561,7 +560,7 @@ class DirectGather:
                             source_etype=ir.IntType(8))
             signed = constant - (1 << 64) if constant >> 63 else constant
             return b.gep(pointer, [ir.Constant(I64, signed)], source_etype=ir.IntType(8)) if constant else pointer
-        return b.gep(self._base(word), [self._lane_offset(word.address.width, constant, steps)],
+        return b.gep(self._base(word), [self.offsets.offset(word.address.width, constant, steps)],
                      source_etype=ir.IntType(8))
 
     def load(self, word: Word, table: list[int]) -> ir.Value:
@@ -581,12 +580,22 @@ class DirectGather:
             self._bases[key] = pointer
         return self._bases[key]
 
-    def _lane_offset(self, width: int, constant: int, steps: tuple[int, ...]) -> ir.Value:
+
+class LaneOffsets:
+    """Byte offsets that are linear in the PTX lane's bits, each lane part emitted once; `lane`, where given,
+    the PTX lane to take them from."""
+
+    def __init__(self, lw, warp: WarpPosition, lane: ir.Value | None = None):
+        self.lw, self.warp = lw, warp
+        self._offsets: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
+        self._lane = lane
+
+    def offset(self, width: int, constant: int, steps: tuple[int, ...]) -> ir.Value:
         """c + Σ d_i·(lane bit i), bytes: the lane bits moved in groups of one shift distance, the lane part
         shared by the words that differ only in c (left for the load's immediate offset)."""
         b, wide = self.lw.builder, ir.IntType(width)
         if steps not in self._offsets:
-            lane = self._lane_value()
+            lane = self.lane()
             groups: dict[int, int] = {}
             terms = []
             for i, step in enumerate(steps):
@@ -608,7 +617,7 @@ class DirectGather:
         offset = self._offsets[steps]
         return b.add(offset, ir.Constant(wide, constant)) if constant else offset
 
-    def _lane_value(self) -> ir.Value:
+    def lane(self) -> ir.Value:
         """The PTX lane: %tid.x mod 32 where that is the lane (one AND of a register the hardware sets), else
         the hardware lane's."""
         if self._lane is None:

@@ -35,6 +35,13 @@ the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) witho
 in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above, PTX B column `_row12(h, i)`
 (chosen for the fewest operations in B's read address), half the words to read.
 
+gfx11 moves the words through LDS instead of ds_bpermute where the buffer fits (`LdsGather`, docs/numerics.md):
+A then needs no swap and no select, k is ordered by B's words in LDS, and the WMMA row x (mod 8) is PTX B
+column x with bits 0 and 1 exchanged (`_paired_columns`), so that a thread's D words lie in two 64-bit pairs.
+Measured, a kernel's only m16n8k16 f16 (no declared block): 66 → 58 instructions, a second one 51 → 23; with
+the block declared and the operands not loaded directly, 66 → 42. gfx12 keeps the lane moves (through LDS:
+one instruction more, its WMMA reading half the words).
+
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
 in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
 a u8 operand adds its bytes' top bits times 256, `_mfma_products`).
@@ -48,10 +55,13 @@ from typing import Callable
 
 from llvmlite import ir
 
+from fatkit.errors import FatkitError
 from fatkit.translate.lower import mma as portable
 from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
-from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _lane_function, _source
-from fatkit.translate.lower.mma_direct import DirectGather, direct_gather, fragment_loads, linear, result_stores
+from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _apply, _lane_function, _source
+from fatkit.translate.lower.mma_direct import (DirectGather, LaneOffsets, _cached_kernel, direct_gather,
+                                                fragment_loads, linear, result_stores)
+from fatkit.translate.lower.special import MAX_BLOCK_THREADS
 from fatkit.translate.lower.warp import WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -87,6 +97,12 @@ def native_form(form: Form, matrix_cores: str | None) -> bool:
 
 def _pi(x: int) -> int:
     return 2 * (x % 4) + x // 4
+
+
+def _paired_columns(x: int) -> int:
+    """Through LDS, gfx11's WMMA row x (mod 8) is PTX B column x with bits 0 and 1 exchanged: registers 2m and
+    2m + 1 of lane 16h + g then hold D[g][2t] and D[g][2t + 1] of thread t = 2m + h, one 64-bit LDS word."""
+    return (x & 4) | (x & 1) << 1 | (x >> 1 & 1)
 
 
 def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition,
@@ -183,7 +199,7 @@ def _mfma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosit
 _LDS_WAIT = {"mfma": 0xC07F, "wmma11": 0xFC07}
 
 
-def _fence(lw, gather: Gather | DirectGather) -> None:
+def _fence(lw, gather: Gather | DirectGather | LdsGather) -> None:
     """Where `gather` moved words between lanes: all the moves waited for at once, the scheduler kept from
     moving instructions across, as the target's wait insertion otherwise waits before each first use, one
     s_waitcnt per use (measured, a kernel's only m16n8k16 f16: gfx942 −3, gfx1100 −1, gfx1201 −4). The
@@ -201,6 +217,140 @@ def _fence(lw, gather: Gather | DirectGather) -> None:
     else:  # gfx12: a counter of its own for LDS
         b.call(_declare(b.module, "llvm.amdgcn.s.wait.dscnt", ir.VoidType(), [I16]), [ir.Constant(I16, 0)])
     b.call(barrier, [ir.Constant(I32, 0)])
+
+
+class LdsGather:
+    """Gather's interface (fetch, element) through LDS, for WMMA (wave32: a wave is a warp): each lane
+    stores its registers of an operand next to each other in its warp's slice of one buffer (ds_store_b128
+    for four), in the row-major order of the elements they hold in lane 0 (`_row_major`: A's rows g, then
+    g + 8), and loads each native word where its source lane and register put it. A Choice's register is
+    part of the address, so no select sorts the words, and words at consecutive addresses merge into wide
+    loads. Where the kernel declares its block, the operands are stored together (six words a thread, a
+    region each), else one after the other in the same region (four words a thread: 16 KiB for the 1024
+    threads a block may have; measured, a kernel's only m16n8k16 f16 costs 4 more so). Wave barriers order
+    each store after the loads before it and before its own loads: no instruction (a wave's LDS accesses
+    run in order), they keep LLVM from moving the accesses, which it would take for a thread's own."""
+
+    def __init__(self, lw, warp: WarpPosition, registers: dict[str, list[ir.Value]], where: dict[str, dict]):
+        self.lw, self.warp, self.registers = lw, warp, registers
+        self.words: dict[Source | Choice, ir.Value] = {}
+        b = lw.builder
+        buffer, threads = lane_buffer(lw)
+        self.together = _declared_threads(lw) is not None
+        self.thread = _linear_thread(lw)
+        warp_first = b.and_(self.thread, ir.Constant(I32, ~(WARP - 1) & 0xFFFFFFFF))
+        # the lane from the same linear index, not the hardware's: LLVM then merges the slice and lane parts
+        # of the addresses (measured, a kernel's only m16n8k16 f16 without a declared block: −5)
+        self.offsets = LaneOffsets(lw, warp, b.and_(self.thread, ir.Constant(I32, WARP - 1)))
+        # operand → (its region, its warp's slice, registers a lane, the registers in their order there)
+        self.regions: dict[str, tuple[ir.Value, ir.Value, int, list[int]]] = {}
+        start = 0
+        for operand, values in registers.items():
+            count = len(values)
+            region = b.gep(buffer, [ir.Constant(I32, start)], source_etype=ir.IntType(8))
+            slice_ = b.gep(region, [b.mul(warp_first, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+            self.regions[operand] = (region, slice_, count, _row_major(where[operand], count))
+            start += 4 * count * threads if self.together else 0
+
+    def table(self, source: Source | Choice) -> list[int]:
+        """The byte offset of `source`'s word in its operand's slice, at each lane."""
+        alternatives = source.sources if type(source) is Choice else (source,)
+        if any(a.position for a in alternatives):
+            raise FatkitError("internal: an LDS-moved mma word is not a whole register")
+        *_, count, order = self.regions[alternatives[0].operand]
+        chosen = [alternatives[_apply(source.selector, lane)] if type(source) is Choice else source
+                  for lane in range(WARP)]
+        return [4 * (count * _apply(c.function, lane) + order.index(c.register)) for lane, c in enumerate(chosen)]
+
+    def fetch(self, sources) -> None:
+        b = self.lw.builder
+        phases = [list(self.registers)] if self.together else [[operand] for operand in self.registers]
+        for phase in phases:
+            self._barrier()
+            for operand in phase:
+                region, _, count, order = self.regions[operand]
+                mine = b.gep(region, [b.mul(self.thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+                vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
+                for index, register in enumerate(order):
+                    vector = b.insert_element(vector, self.registers[operand][register], ir.Constant(I32, index))
+                b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
+            self._barrier()
+            for source in sources:
+                operand = (source.sources[0] if type(source) is Choice else source).operand
+                if operand not in phase or source in self.words:
+                    continue
+                form = linear(32, self.table(source))
+                if form is None:
+                    raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
+                pointer = b.gep(self.regions[operand][1], [self.offsets.offset(32, *form)],
+                                source_etype=ir.IntType(8))
+                self.words[source] = b.load(pointer, typ=I32, align=4)
+
+    def element(self, source: Source | Choice, bits: int) -> ir.Value:
+        return self.words[source]
+
+    def _barrier(self) -> None:
+        self.warp.lane_call(lambda target: target.wave_barrier(self.lw.builder, ir.Constant(self.warp.wave, -1)))
+
+
+def _row_major(where: dict, count: int) -> list[int]:
+    """Registers 0 to count - 1 in the row-major order of the first element each holds in lane 0."""
+    first = {}
+    for place, (lane, register, _) in sorted(where.items()):
+        if lane == 0:
+            first.setdefault(register, place)
+    return sorted(range(count), key=lambda register: first[register])
+
+
+def _declared_threads(lw) -> int | None:
+    """The most threads the kernel's declared block shape (.reqntid/.maxntid) allows, or None: the entry's,
+    also in a function it calls, so that all the module's uses agree on the buffer's layout."""
+    return lw.callees.block_threads
+
+
+def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
+    """The module's LDS buffer of LdsGather and the threads it holds words for."""
+    size, threads = _lane_buffer_size(lw)
+    module = lw.builder.module
+    buffer = module.globals.get(_LANE_BUFFER)
+    if buffer is None:
+        buffer = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), size), _LANE_BUFFER,
+                                   addrspace=lw.target.shared_address_space)
+        buffer.type = ir.PointerType(addrspace=lw.target.shared_address_space)
+        buffer.linkage = "internal"
+        buffer.initializer = ir.Constant(buffer.value_type, ir.Undefined)
+        buffer.align = 16
+        lw.callees.lane_buffer_bytes = size
+    return buffer, threads
+
+
+def lane_buffer_fits(lw) -> bool:
+    """Whether the buffer leaves the kernel within the smallest AMD LDS (64 KiB), and the kernel has no
+    dynamic shared memory, whose size the launch gives on top of it (and might then not fit)."""
+    module, space = lw.builder.module, lw.target.shared_address_space
+    if any(isinstance(g, ir.GlobalVariable) and g.addrspace == space and g.linkage == "external"
+           for g in module.global_values):
+        return False
+    return lw.callees.static_shared_bytes + _lane_buffer_size(lw)[0] <= _SMALLEST_LDS
+
+
+def _lane_buffer_size(lw) -> tuple[int, int]:
+    """(bytes, threads): six words a thread of the declared block (in whole warps), else four of 1024."""
+    declared = _declared_threads(lw)
+    threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
+    return (6 if declared else 4) * 4 * threads, threads
+
+
+_LANE_BUFFER = "fatkit.mma.lanes"
+_SMALLEST_LDS = 64 * 1024  # LDS bytes a workgroup may use on gfx11
+
+
+def _linear_thread(lw) -> ir.Value:
+    """The thread's index in its block (x fastest, as AMD forms waves): %tid.x where the block is declared
+    one thread high and deep."""
+    if _cached_kernel(lw).flat == {"y", "z"}:
+        return lw.read(ast.Name("%tid", "x"), "u32")
+    return lw.target.linear_thread(lw.builder)
 
 
 def _pack_accumulator(b: ir.IRBuilder, words: list[ir.Value], accumulator: ir.VectorType) -> ir.Value:
@@ -227,26 +377,27 @@ def _row12(half: int, i: int) -> int:
     return 4 * half + 2 * (i >> 1) + (i & 1)
 
 
-def _wmma_plan(lw, form: Form, gfx12: bool) -> Plan:
+def _wmma_plan(lw, form: Form, gfx12: bool, through_lds: bool, paired: bool) -> Plan:
     eight_bit = form.a in ("s8", "u8")
+    a, column = "a" if through_lds else "p", _paired_columns if paired else _pi
     per = 4 if eight_bit else 2
     steps = []
     if gfx12:  # one instruction; a lane's word q holds k 4·(lane / 16) + 2·(q mod 2) + 8·(q div 2) and the next
         def k12(lane, q):
             return 4 * (lane >> 4) + 2 * (q & 1) + 8 * (q >> 1)
         first = [("b", lambda lane, q=q: (k12(lane, q), _row12(lane >> 3 & 1, lane & 3))) for q in range(4)]
-        second = [("p", lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
+        second = [(a, lambda lane, q=q: (lane & 15, k12(lane, q))) for q in range(4)]
         steps.append((first, second))
     for base in range(0, form.k if not gfx12 else 0, 16):
-        first = [("b", lambda lane, k=base + per * w: (k, _pi(lane & 7))) for w in range(16 // per)]
-        second = [("p", lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
+        first = [("b", lambda lane, k=base + per * w: (k, column(lane & 7))) for w in range(16 // per)]
+        second = [(a, lambda lane, k=base + per * w: (lane & 15, k)) for w in range(16 // per)]
         steps.append((first, second))
     result = {}
     for lane in range(WARP):
         # gfx11: rows 2i + h < 8 of the transposed result (the rest repeat them); gfx12: rows 8h + i, i < 4,
         # laid out alike: row 8h + i is column π(2i + h)
         for i in range(4):
-            result[lane & 15, _row12(lane >> 4, i) if gfx12 else _pi(2 * i + (lane >> 4))] = (lane, i)
+            result[lane & 15, _row12(lane >> 4, i) if gfx12 else column(2 * i + (lane >> 4))] = (lane, i)
     module = lw.builder.module
     if eight_bit:
         accumulator, operand = ir.VectorType(I32, 8), ir.VectorType(I32, 4)
@@ -428,24 +579,49 @@ def _paired(words: list[Source | Choice], where: dict, places: list[Placement], 
     return paired
 
 
-def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
-                   gathering: Callable[[list], Gather | DirectGather],
-                   direct: DirectResult) -> list[ir.Value] | None:
-    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
-    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
-    plan = _wmma_plan(lw, form, getattr(lw.target, "id").matrix_cores == "wmma12")
+def _wmma_words(lw, form: Form, gfx12: bool, where: dict, through_lds: bool,
+                paired: bool) -> tuple[Plan, list, list]:
+    """The plan, each instruction's operand words and all of them."""
+    plan = _wmma_plan(lw, form, gfx12, through_lds, paired)
     steps = []
     for step in plan.steps:
         operands = []
         for words in step:
             sources = [_word(lw, operand, where[operand], place) for operand, place in words]
             operand = words[0][0]
-            if all(o == operand for o, _ in words):
+            if not through_lds and all(o == operand for o, _ in words):  # (through LDS a Choice costs nothing)
                 sources = _paired(sources, where[operand], [place for _, place in words], operand)
             operands.append(sources)
         steps.append(operands)
-    sources = [source for step in steps for words in step for source in words]
-    gather = gathering(sources)
+    return plan, steps, [source for step in steps for words in step for source in words]
+
+
+def _wmma_products(lw, form: Form, registers: dict, where: dict, warp: WarpPosition, c_fragment,
+                   gathering: Callable[[list], Gather | DirectGather],
+                   direct: DirectResult) -> list[ir.Value] | None:
+    """The PTX D words of A·B on the 16x16x16 WMMA (module docstring); None where `direct` stored the native
+    result (f32: C the accumulator; s32: C added after, wrapping or saturating)."""
+    gfx12 = getattr(lw.target, "id").matrix_cores == "wmma12"
+    # moves through LDS on gfx11 only: on gfx12, whose WMMA reads half the words, the lane moves cost one
+    # instruction less (measured)
+    lds = not gfx12 and lw.callees.cluster is None and lane_buffer_fits(lw)
+    plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, False)
+    gather: Gather | DirectGather | LdsGather = gathering(sources)
+    if lds and type(gather) is DirectGather and form.d == "f16":
+        # A and B loaded, D moving all the same (f16 is never stored directly): its rows paired for D's LDS
+        # loads (measured, `.maxntid` m16n8k16 f16 accumulators 66 → 56; the paired B columns cost the
+        # forms whose D is stored directly 2–3 in their loads' addresses, so only here)
+        plan, steps, sources = _wmma_words(lw, form, gfx12, where, False, True)
+        gather = gathering(sources)
+    through_lds = lds and type(gather) is Gather
+    if through_lds:  # A unswapped: its register is part of the LDS address
+        plan, steps, sources = _wmma_words(lw, form, gfx12, where, True, True)
+        gather = LdsGather(lw, warp, {"a": registers["a"], "b": registers["b"]}, where)
+        # k in the order of the first operand's words in LDS, the same for both (a WMMA sums over its k in
+        # any order): its loads then fill the operand's registers in order (B's row: two ds_load_b128)
+        for pair in steps:
+            ranks = sorted(range(len(pair[0])), key=lambda w: gather.table(pair[0][w])[0])
+            pair[:] = [[words[w] for w in ranks] for words in pair]
     gather.fetch(sources)
     _fence(lw, gather)
     builder = lw.builder
@@ -467,7 +643,8 @@ def _wmma_products(lw, form: Form, where: dict, warp: WarpPosition, c_fragment,
     where_result = {place: (lane, register, 0) for place, (lane, register) in plan.result.items()}
     result_sources = [_source(lw, "n", where_result, partial(_element_place, c_fragment.place, i))
                       for i in range(c_fragment.registers)]
-    out = Gather(lw, warp, {"n": native}, _lanes(lw, warp))
+    out = (LdsGather(lw, warp, {"n": native[:4]}, {"n": where_result}) if lds else
+           Gather(lw, warp, {"n": native}, _lanes(lw, warp)))
     out.fetch(result_sources)
     _fence(lw, out)
     return [out.element(source, 32) for source in result_sources]
@@ -502,7 +679,7 @@ def mma(lw, ins):
     if cores == "mfma":
         products = _mfma_products(lw, form, registers, where, warp, gathering, direct)
     else:
-        products = _wmma_products(lw, form, where, warp, elements, gathering, direct)
+        products = _wmma_products(lw, form, registers, where, warp, elements, gathering, direct)
     if products is None:
         return
     c_words = portable._read_fragment(lw, c, c_fragment, "C")

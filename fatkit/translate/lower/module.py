@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 
 from llvmlite import ir
@@ -85,6 +86,8 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         target.barrier(builder)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
     callees.mma_numerics = mma_numerics
+    callees.block_threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")),
+                                 None)
     fp_mode = prepared.fp_modes.get(kernel.name) if prepared else None
     # every f32 instruction the kernel reaches flushes: the kernel runs with the hardware flushing (each
     # kernel has a module of its own, so its functions run in its mode alone)
@@ -109,7 +112,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
     padding = sum(g.align - 1 for g in module.global_values if isinstance(g, ir.GlobalVariable)
                   and g.addrspace == target.shared_address_space and g.align)
     ctas = cluster.ctas if cluster is not None else 1  # the workgroup's LDS holds every CTA's
-    return LoweredKernel(signature, str(module), shared_bytes * ctas, barriers, padding,
+    return LoweredKernel(signature, str(module), shared_bytes * ctas + callees.lane_buffer_bytes, barriers, padding,
                          cluster.dims if cluster is not None else None,
                          cluster.max_ctas if cluster is not None and cluster.dims is None else 0)
 
@@ -160,6 +163,8 @@ class _Callees:
     mma_numerics: str = "sm90"  # Options.mma_numerics, read by lower/mma.py
     cluster: ClusterLayout | None = None  # where each CTA's shared memory lies, in a cluster of several
     flushing: bool = False  # the kernel runs with f32 subnormals flushed by the hardware (Target.flushing_mode)
+    lane_buffer_bytes: int = 0  # LDS that lower/mma_native.py's LdsGather added to the kernel's
+    block_threads: int | None = None  # the most threads the kernel's .reqntid/.maxntid allow (None: undeclared)
 
     def __init__(self, module: ir.Module, target: Target, functions: dict[str, ast.Function],
                  memory: dict[str, tuple[str, ir.Value]], window: SharedWindow | None,
