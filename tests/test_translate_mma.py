@@ -670,12 +670,11 @@ def test_native_mma_runs_on_the_matrix_core(target, instruction, tmp_path):
 @pytest.mark.parametrize("target,instruction,wait", [("gfx942", "v_mfma", "lgkmcnt"), ("gfx1100", "v_wmma", "lgkmcnt"),
                                                      ("gfx1201", "v_wmma", "s_wait_dscnt")])
 def test_native_lane_moves_waited_for_once(target, instruction, wait, tmp_path):
-    """The operands' lane moves (ds_bpermute; on gfx1100 loads from LDS) are waited for by one wait on the LDS
-    counter before the matrix instruction (lower/mma_native.py `_fence`), not one wait per first use."""
+    """The operands' lane moves (ds_bpermute) are waited for by one wait on the LDS counter before the matrix
+    instruction (lower/mma_native.py `_fence`), not one wait per first use."""
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     lines = _objdump(translate(text, Options(target=target, mma_numerics="native")).product, tmp_path).splitlines()
-    move = "ds_load" if target == "gfx1100" else "ds_bpermute"
-    first_move = next(i for i, line in enumerate(lines) if move in line)
+    first_move = next(i for i, line in enumerate(lines) if "ds_bpermute" in line)
     first_product = next(i for i, line in enumerate(lines) if instruction in line)
     between = lines[first_move:first_product]
     assert sum(wait in line for line in between) == 1
@@ -703,9 +702,9 @@ def _in_function(text: str) -> str:
 def test_native_lds_moves_in_a_block_of_rows(form, directive, where):
     """gfx1100 moves the fragments through LDS (lower/mma_native.py `LdsGather`), a slice per warp found from
     the thread's linear index: in a block of 16 × 6 threads each warp is two rows of %tid.y, whose threads
-    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound).
-    Undeclared, the operands go one after the other through one region; with the block declared, together
-    (also from a .func the kernel calls: the kernel's declaration decides)."""
+    must find their own warp's slice (random inputs; integer results bit for bit, f32 within the bound),
+    also from a .func the kernel calls (the kernel's declaration decides). Undeclared, the same block with
+    the words moved by ds_bpermute (no buffer: `lane_buffer_fits`)."""
     shape, dtype, atype, btype, ctype, extra = form
     m, k = SHAPES[shape]
     rng = random.Random(zlib.crc32(repr(("rows", form)).encode()))
@@ -730,11 +729,12 @@ def test_native_lds_moves_in_a_block_of_rows(form, directive, where):
         check_native_f32(form, a, b, c, got)
 
 
-@pytest.mark.parametrize("directive,size", [("", 1024 * 16), ("\n.maxntid 80, 1, 1", 96 * 24),
+@pytest.mark.parametrize("directive,size", [("", 0), ("\n.maxntid 80, 1, 1", 96 * 24),
                                             ("\n.reqntid 32, 2, 2", 128 * 24)])
 def test_native_lds_sized_for_the_block(directive, size):
-    """The LDS of the moves: six words a thread of the largest block the kernel declares (whole warps), else
-    four of 1024 threads (the code object's group segment; the kernel has no .shared variable)."""
+    """The LDS of the moves: six words a thread of the largest block the kernel declares (whole warps), and
+    none where the block is undeclared, whose buffer would be 1024 threads' and cost small blocks their
+    occupancy (the code object's group segment; the kernel has no .shared variable)."""
     text = mma_kernel("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", (4, 2, 4, 4), (32,) * 4, False)
     text = _declared(text, directive)
     product = translate(text, Options(target="gfx1100", mma_numerics="native")).product

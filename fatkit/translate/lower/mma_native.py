@@ -35,12 +35,14 @@ the k (lanes 0–15: k 0–3 and 8–11, lanes 16–31: 4–7 and 12–15) witho
 in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above, PTX B column `_row12(h, i)`
 (chosen for the fewest operations in B's read address), half the words to read.
 
-gfx11 moves the words through LDS instead of ds_bpermute where the buffer fits (`LdsGather`, docs/numerics.md):
-A then needs no swap and no select, k is ordered by B's words in LDS, and the WMMA row x (mod 8) is PTX B
-column x with bits 0 and 1 exchanged (`_paired_columns`), so that a thread's D words lie in two 64-bit pairs.
-Measured, a kernel's only m16n8k16 f16 (no declared block): 66 → 58 instructions, a second one 51 → 23; with
-the block declared and the operands not loaded directly, 66 → 42. gfx12 keeps the lane moves (through LDS:
-one instruction more, its WMMA reading half the words).
+gfx11 moves the words through LDS instead of ds_bpermute where the kernel declares its block and the buffer
+fits (`LdsGather`, `lane_buffer_fits`, docs/numerics.md): A then needs no swap and no select, k is ordered by
+B's words in LDS, and the WMMA row x (mod 8) is PTX B column x with bits 0 and 1 exchanged
+(`_paired_columns`), so that a thread's D words lie in two 64-bit pairs. Measured, a kernel's only m16n8k16
+f16 with the block declared and the operands not loaded directly: 66 → 42 instructions. Without a declared
+block the buffer would have to hold 1024 threads' words (16 KiB, 58 instructions, a second mma 23 instead of
+51), which costs small blocks their occupancy: that kernel keeps ds_bpermute. gfx12 keeps the lane moves
+(through LDS: one instruction more, its WMMA reading half the words).
 
 Arithmetic: the products are exact and the hardware adds them in its own order and precision (the bound is
 in docs/numerics.md); integer forms are exact, as the PTX ISA defines them (gfx9's MFMA reads signed bytes:
@@ -61,7 +63,6 @@ from fatkit.translate.lower.core import F16, F32, I1, I16, I32, handles
 from fatkit.translate.lower.mma import Choice, Form, Gather, Source, _apply, _lane_function, _source
 from fatkit.translate.lower.mma_direct import (DirectGather, LaneOffsets, _cached_kernel, direct_gather,
                                                 fragment_loads, linear, result_stores)
-from fatkit.translate.lower.special import MAX_BLOCK_THREADS
 from fatkit.translate.lower.warp import WARP, WarpPosition
 from fatkit.translate.ptx import ast
 
@@ -225,9 +226,8 @@ class LdsGather:
     for four), in the row-major order of the elements they hold in lane 0 (`_row_major`: A's rows g, then
     g + 8), and loads each native word where its source lane and register put it. A Choice's register is
     part of the address, so no select sorts the words, and words at consecutive addresses merge into wide
-    loads. Where the kernel declares its block, the operands are stored together (six words a thread, a
-    region each), else one after the other in the same region (four words a thread: 16 KiB for the 1024
-    threads a block may have; measured, a kernel's only m16n8k16 f16 costs 4 more so). Wave barriers order
+    loads. Only where the kernel declares its block (`lane_buffer_fits`): the operands are stored together,
+    six words a thread, a region each. Wave barriers order
     each store after the loads before it and before its own loads: no instruction (a wave's LDS accesses
     run in order), they keep LLVM from moving the accesses, which it would take for a thread's own."""
 
@@ -236,7 +236,6 @@ class LdsGather:
         self.words: dict[Source | Choice, ir.Value] = {}
         b = lw.builder
         buffer, threads = lane_buffer(lw)
-        self.together = _declared_threads(lw) is not None
         self.thread = _linear_thread(lw)
         warp_first = b.and_(self.thread, ir.Constant(I32, ~(WARP - 1) & 0xFFFFFFFF))
         # the lane from the same linear index, not the hardware's: LLVM then merges the slice and lane parts
@@ -250,7 +249,7 @@ class LdsGather:
             region = b.gep(buffer, [ir.Constant(I32, start)], source_etype=ir.IntType(8))
             slice_ = b.gep(region, [b.mul(warp_first, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
             self.regions[operand] = (region, slice_, count, _row_major(where[operand], count))
-            start += 4 * count * threads if self.together else 0
+            start += 4 * count * threads
 
     def table(self, source: Source | Choice) -> list[int]:
         """The byte offset of `source`'s word in its operand's slice, at each lane."""
@@ -264,27 +263,24 @@ class LdsGather:
 
     def fetch(self, sources) -> None:
         b = self.lw.builder
-        phases = [list(self.registers)] if self.together else [[operand] for operand in self.registers]
-        for phase in phases:
-            self._barrier()
-            for operand in phase:
-                region, _, count, order = self.regions[operand]
-                mine = b.gep(region, [b.mul(self.thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
-                vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
-                for index, register in enumerate(order):
-                    vector = b.insert_element(vector, self.registers[operand][register], ir.Constant(I32, index))
-                b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
-            self._barrier()
-            for source in sources:
-                operand = (source.sources[0] if type(source) is Choice else source).operand
-                if operand not in phase or source in self.words:
-                    continue
-                form = linear(32, self.table(source))
-                if form is None:
-                    raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
-                pointer = b.gep(self.regions[operand][1], [self.offsets.offset(32, *form)],
-                                source_etype=ir.IntType(8))
-                self.words[source] = b.load(pointer, typ=I32, align=4)
+        self._barrier()
+        for operand in self.registers:
+            region, _, count, order = self.regions[operand]
+            mine = b.gep(region, [b.mul(self.thread, ir.Constant(I32, 4 * count))], source_etype=ir.IntType(8))
+            vector = ir.Constant(ir.VectorType(I32, count), ir.Undefined)
+            for index, register in enumerate(order):
+                vector = b.insert_element(vector, self.registers[operand][register], ir.Constant(I32, index))
+            b.store(vector, mine, align=4 * count if count in (1, 2, 4) else 4)
+        self._barrier()
+        for source in sources:
+            if source in self.words:
+                continue
+            operand = (source.sources[0] if type(source) is Choice else source).operand
+            form = linear(32, self.table(source))
+            if form is None:
+                raise FatkitError("internal: an LDS-moved mma word's address is not linear in the lane")
+            pointer = b.gep(self.regions[operand][1], [self.offsets.offset(32, *form)], source_etype=ir.IntType(8))
+            self.words[source] = b.load(pointer, typ=I32, align=4)
 
     def element(self, source: Source | Choice, bits: int) -> ir.Value:
         return self.words[source]
@@ -325,8 +321,13 @@ def lane_buffer(lw) -> tuple[ir.GlobalVariable, int]:
 
 
 def lane_buffer_fits(lw) -> bool:
-    """Whether the buffer leaves the kernel within the smallest AMD LDS (64 KiB), and the kernel has no
-    dynamic shared memory, whose size the launch gives on top of it (and might then not fit)."""
+    """Whether LdsGather may take LDS: the kernel declares its block (without, the buffer would be sized for
+    the 1024 threads a block may have, 16 KiB, which limits a gfx11 WGP to 8 blocks whatever their size: a
+    block of one warp would run at 2 waves a SIMD instead of 16), the buffer leaves the kernel within the
+    smallest AMD LDS (64 KiB), and the kernel has no dynamic shared memory, whose size the launch gives on
+    top of it (and might then not fit)."""
+    if _declared_threads(lw) is None:
+        return False
     module, space = lw.builder.module, lw.target.shared_address_space
     if any(isinstance(g, ir.GlobalVariable) and g.addrspace == space and g.linkage == "external"
            for g in module.global_values):
@@ -335,10 +336,11 @@ def lane_buffer_fits(lw) -> bool:
 
 
 def _lane_buffer_size(lw) -> tuple[int, int]:
-    """(bytes, threads): six words a thread of the declared block (in whole warps), else four of 1024."""
+    """(bytes, threads): six words a thread of the declared block, in whole warps."""
     declared = _declared_threads(lw)
-    threads = -(-(declared or MAX_BLOCK_THREADS) // WARP) * WARP
-    return (6 if declared else 4) * 4 * threads, threads
+    assert declared is not None  # lane_buffer_fits
+    threads = -(-declared // WARP) * WARP
+    return 6 * 4 * threads, threads
 
 
 _LANE_BUFFER = "fatkit.mma.lanes"
