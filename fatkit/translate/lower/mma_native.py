@@ -38,7 +38,7 @@ in register i: the same plan with rows 8h + i (i < 4) for the rows 2i + h above,
 gfx11 moves the words through LDS instead of ds_bpermute where the buffer fits (`LdsGather`, docs/numerics.md):
 A then needs no swap and no select, k is ordered by B's words in LDS, and the WMMA row x (mod 8) is PTX B
 column x with bits 0 and 1 exchanged (`_paired_columns`), so that a thread's D words lie in two 64-bit pairs.
-Measured, a kernel's only m16n8k16 f16 (no declared block): 66 → 58 instructions, a second one 51 → 23; with
+Measured, a kernel's only m16n8k16 f16 (no declared block): 66 → 53 instructions, a second one 51 → 24; with
 the block declared and the operands not loaded directly, 66 → 42. gfx12 keeps the lane moves (through LDS:
 one instruction more, its WMMA reading half the words).
 
@@ -227,7 +227,7 @@ class LdsGather:
     part of the address, so no select sorts the words, and words at consecutive addresses merge into wide
     loads. Where the kernel declares its block, the operands are stored together (six words a thread, a
     region each), else one after the other in the same region (four words a thread: 16 KiB for the 1024
-    threads a block may have; measured, a kernel's only m16n8k16 f16 costs 4 more so). Wave barriers order
+    threads a block may have; measured, a kernel's only m16n8k16 f16 costs 2 more so). Wave barriers order
     each store after the loads before it and before its own loads: no instruction (a wave's LDS accesses
     run in order), they keep LLVM from moving the accesses, which it would take for a thread's own."""
 
