@@ -40,7 +40,7 @@ fits (`LdsGather`, `lane_buffer_fits`, docs/numerics.md): A then needs no swap a
 B's words in LDS, and the WMMA row x (mod 8) is PTX B column x with bits 0 and 1 exchanged
 (`_paired_columns`), so that a thread's D words lie in two 64-bit pairs. Measured, a kernel's only m16n8k16
 f16 with the block declared and the operands not loaded directly: 66 → 42 instructions. Without a declared
-block the buffer would have to hold 1024 threads' words (16 KiB, 58 instructions, a second mma 23 instead of
+block the buffer would have to hold 1024 threads' words (16 KiB: 53 instructions, a second mma 24 instead of
 51), which costs small blocks their occupancy: that kernel keeps ds_bpermute. gfx12 keeps the lane moves
 (through LDS: one instruction more, its WMMA reading half the words).
 
