@@ -71,7 +71,7 @@ def static_cluster(kernel: ast.Function) -> ClusterShape | None:
     (`launch_given_cluster`) of at most `.maxclusterrank` (else PORTABLE_CLUSTER_CTAS) CTAs and of no more
     than one workgroup's threads; raises Unsupported where k·(the threads `.reqntid`/`.maxntid` allow)
     cannot be one workgroup (for a launch-given shape: not even k = 2)."""
-    threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")), None)
+    threads = kernel.declared_threads()
     if launch_given_cluster(kernel):
         rank = declared_cluster(kernel).get("maxclusterrank")
         most = min(rank[0] if rank else PORTABLE_CLUSTER_CTAS, 16)

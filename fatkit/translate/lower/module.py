@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import struct
 
 from llvmlite import ir
@@ -86,8 +85,7 @@ def lower_kernel(kernel: ast.Function, registers: dict[str, str], target: Target
         target.barrier(builder)
     callees.named_barriers, callees.barrier_state, callees.static_shared_bytes = named_barriers, state, shared_bytes
     callees.mma_numerics = mma_numerics
-    callees.block_threads = next((math.prod(d.values) for d in kernel.directives if d.name in ("reqntid", "maxntid")),
-                                 None)
+    callees.block_threads = kernel.declared_threads()
     fp_mode = prepared.fp_modes.get(kernel.name) if prepared else None
     # every f32 instruction the kernel reaches flushes: the kernel runs with the hardware flushing (each
     # kernel has a module of its own, so its functions run in its mode alone)

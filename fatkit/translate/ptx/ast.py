@@ -16,6 +16,8 @@ what PTX says and nothing derived from it: identifiers are not resolved, registe
 
 from __future__ import annotations
 
+import math
+
 import re
 import struct
 from dataclasses import dataclass, field
@@ -332,6 +334,10 @@ class Function:
     def directive(self, name: str) -> Directive | None:
         """The header directive called `name` ("maxntid", "reqntid", …), if present."""
         return next((d for d in self.directives if d.name == name), None)
+
+    def declared_threads(self) -> int | None:
+        """The most threads a block may have by the first `.reqntid`/`.maxntid`, or None where neither is given."""
+        return next((math.prod(d.values) for d in self.directives if d.name in ("reqntid", "maxntid")), None)
 
     def statements(self) -> Iterator[Statement]:
         """Every statement of the body, nested scopes included, in order."""
